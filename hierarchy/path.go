@@ -1,0 +1,134 @@
+package hierarchy
+
+import (
+	"strings"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// Limits bound the paths the trie accepts.
+type Limits struct {
+	MaxPathBytes int // default 512
+	MaxDepth     int // default 32
+}
+
+// DefaultLimits are the limits used when a config leaves them zero.
+var DefaultLimits = Limits{MaxPathBytes: 512, MaxDepth: 32}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxPathBytes <= 0 {
+		l.MaxPathBytes = DefaultLimits.MaxPathBytes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultLimits.MaxDepth
+	}
+	return l
+}
+
+// Validate checks that p is a normalised absolute path: "/" or "/seg(/seg)*"
+// with no empty, "." or ".." segment, no control characters, and within the
+// limits. The error is a *wire.Error with code InvalidArgument that says what
+// is wrong.
+func Validate(p string, lim Limits) error {
+	lim = lim.withDefaults()
+	if p == "" {
+		return wire.Errorf(wire.InvalidArgument, "empty path")
+	}
+	if p[0] != '/' {
+		return wire.Errorf(wire.InvalidArgument, "path %q is not absolute (must start with /)", p)
+	}
+	if len(p) > lim.MaxPathBytes {
+		return wire.Errorf(wire.InvalidArgument, "path is %d bytes, over the limit of %d", len(p), lim.MaxPathBytes)
+	}
+	if p == "/" {
+		return nil
+	}
+	depth := 0
+	start := 1
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) {
+			c := p[i]
+			if c < 0x20 || c == 0x7f {
+				return wire.Errorf(wire.InvalidArgument, "path %q has a control character at byte %d", p, i)
+			}
+			if c != '/' {
+				continue
+			}
+		}
+		seg := p[start:i]
+		switch seg {
+		case "":
+			if i == len(p) {
+				return wire.Errorf(wire.InvalidArgument, "path %q ends with /", p)
+			}
+			return wire.Errorf(wire.InvalidArgument, "path %q has an empty segment", p)
+		case ".", "..":
+			return wire.Errorf(wire.InvalidArgument, "path %q has a %q segment", p, seg)
+		}
+		depth++
+		if depth > lim.MaxDepth {
+			return wire.Errorf(wire.InvalidArgument, "path %q is deeper than %d levels", p, lim.MaxDepth)
+		}
+		start = i + 1
+	}
+	return nil
+}
+
+// Depth returns the number of segments of a valid path ("/" has depth 0).
+func Depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// Key encodes a valid path as an ordered key: segments joined by 0x00. Because
+// 0x00 sorts below every byte a segment may hold, the keys of a path's whole
+// subtree form one contiguous interval [Key(p), SubtreeEnd(p)), which is what
+// lets ranges be cut at namespace boundaries.
+func Key(p string) string {
+	if p == "/" {
+		return ""
+	}
+	return strings.ReplaceAll(p[1:], "/", "\x00")
+}
+
+// PathOf is the inverse of Key.
+func PathOf(key string) string {
+	return "/" + strings.ReplaceAll(key, "\x00", "/")
+}
+
+// SubtreeEnd is the exclusive upper bound of the keys in p's subtree; "" means
+// unbounded (the root's subtree is everything).
+func SubtreeEnd(p string) string {
+	if p == "/" {
+		return ""
+	}
+	return Key(p) + "\x01"
+}
+
+// Namespace returns the first depth segments of p (p itself when shallower):
+// the unit that ranges are cut on.
+func Namespace(p string, depth int) string {
+	if p == "/" || depth <= 0 {
+		return "/"
+	}
+	n := 0
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			n++
+			if n == depth {
+				return p[:i]
+			}
+		}
+	}
+	return p
+}
+
+// Span returns the key interval [start, end) a request on p touches when
+// ranges are cut at the given namespace depth: one namespace key for deep
+// paths, the whole subtree for shallow ones. end "" means unbounded.
+func Span(p string, depth int) (start, end string) {
+	ns := Namespace(p, depth)
+	return Key(ns), SubtreeEnd(ns)
+}

@@ -1,0 +1,85 @@
+package hierarchy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+func TestValidate(t *testing.T) {
+	lim := Limits{MaxPathBytes: 64, MaxDepth: 4}
+	cases := []struct {
+		name string
+		path string
+		ok   bool
+	}{
+		{"root", "/", true},
+		{"simple", "/locks/billing/job-7", true},
+		{"empty", "", false},
+		{"relative", "locks/a", false},
+		{"trailing slash", "/a/", false},
+		{"double slash", "/a//b", false},
+		{"dot", "/a/./b", false},
+		{"dotdot", "/a/../b", false},
+		{"control", "/a/\x01b", false},
+		{"del", "/a/\x7f", false},
+		{"too deep", "/a/b/c/d/e", false},
+		{"depth limit", "/a/b/c/d", true},
+		{"too long", "/" + strings.Repeat("x", 64), false},
+		{"dots inside names", "/a.b/..c", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Validate(tc.path, lim)
+			if tc.ok && err != nil {
+				t.Fatalf("Validate(%q) = %v, want ok", tc.path, err)
+			}
+			if !tc.ok && !errors.Is(err, wire.ErrInvalidArgument) {
+				t.Fatalf("Validate(%q) = %v, want InvalidArgument", tc.path, err)
+			}
+		})
+	}
+}
+
+func TestKeyOrderKeepsSubtreesContiguous(t *testing.T) {
+	p := "/locks"
+	start, end := Key(p), SubtreeEnd(p)
+	inside := []string{"/locks", "/locks/a", "/locks/zz/y"}
+	outside := []string{"/locks-x", "/lock", "/locksa", "/m", "/a"}
+	for _, q := range inside {
+		if k := Key(q); k < start || k >= end {
+			t.Errorf("%q should be inside /locks's interval", q)
+		}
+	}
+	for _, q := range outside {
+		if k := Key(q); k >= start && k < end {
+			t.Errorf("%q should be outside /locks's interval", q)
+		}
+	}
+	if PathOf(Key("/a/b")) != "/a/b" {
+		t.Fatal("PathOf is not the inverse of Key")
+	}
+}
+
+func TestNamespaceAndSpan(t *testing.T) {
+	cases := []struct {
+		path, ns   string
+		start, end string
+	}{
+		{"/locks/billing/job-7", "/locks/billing", "locks\x00billing", "locks\x00billing\x01"},
+		{"/locks/billing", "/locks/billing", "locks\x00billing", "locks\x00billing\x01"},
+		{"/locks", "/locks", "locks", "locks\x01"},
+		{"/", "/", "", ""},
+	}
+	for _, tc := range cases {
+		if got := Namespace(tc.path, 2); got != tc.ns {
+			t.Errorf("Namespace(%q) = %q, want %q", tc.path, got, tc.ns)
+		}
+		s, e := Span(tc.path, 2)
+		if s != tc.start || e != tc.end {
+			t.Errorf("Span(%q) = %q,%q want %q,%q", tc.path, s, e, tc.start, tc.end)
+		}
+	}
+}

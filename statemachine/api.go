@@ -1,0 +1,80 @@
+package statemachine
+
+import (
+	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/wire"
+)
+
+// This file is the contract between the state machine and the shard layer:
+// configuration, the observer hook, and the read-only queries Lookup accepts
+// besides *wire.Request reads. Change it only together with shard/.
+
+// Config holds the limits one shard's state machine enforces. Every replica
+// of a shard must use the same Config (they decide identically).
+type Config struct {
+	ShardID      uint64
+	Paths        hierarchy.Limits // path length and depth
+	MinTTL       int64           // ms, default 1000
+	MaxTTL       int64           // ms, default 600000
+	MaxValue     int             // bytes, default 4096
+	SplitDepth   int             // namespace depth ranges are cut at, default 2
+	MaxWaiters   int             // per lock path, default 10000
+	MaxLeaseLock int             // locks+waiters per lease, default 100000
+	// ClientIdleMs is how long (in leader-stamped time) a client's dedup
+	// records are kept after its last request, default 10 minutes.
+	ClientIdleMs int64
+	// TombstoneMs is how long an ended lease id stays refused, default 1 hour.
+	TombstoneMs int64
+}
+
+// SingleLeaseBit marks lease ids the state machine made for a single-lock
+// acquire (Request.Lease == 0): such a lease holds exactly one lock, is
+// renewed with OpRenew, and ends with that lock. Session lease ids chosen by
+// clients never have this bit set.
+const SingleLeaseBit uint64 = 1 << 63
+
+// Observer receives, on every replica, the events each applied entry
+// produced. Applied is called from inside Update: it must not block and must
+// not keep the slice (copy what it needs).
+type Observer interface {
+	Applied(index uint64, events []wire.Event)
+}
+
+// LeasesQuery (Lookup) returns []LeaseInfo for every live lease, sorted by ID:
+// what a replica that just became leader needs to start its lessor.
+type LeasesQuery struct{}
+
+// LeaseInfo is one live lease.
+type LeaseInfo struct {
+	ID  uint64
+	TTL int64 // ms
+}
+
+// LeaseCheck (Lookup) returns []LeaseState, one per ID, in order.
+type LeaseCheck struct{ IDs []uint64 }
+
+// LeaseState says what the shard knows of a lease id.
+type LeaseState uint8
+
+const (
+	LeaseUnknown LeaseState = 0 // never seen here (or tombstone expired)
+	LeaseAlive   LeaseState = 1
+	LeaseGone    LeaseState = 2 // expired or revoked: the id is refused
+)
+
+// StatsQuery (Lookup) returns Stats.
+type StatsQuery struct{}
+
+// Stats summarises a shard's state.
+type Stats struct {
+	Locks    int    // held lock grants (a reentrant hold counts once)
+	Waiters  int    // queued requests
+	Leases   int    // live leases
+	KVs      int    // keys
+	Rev      uint64 // last event revision
+	Fence    uint64 // last fencing token issued (or the floor, if higher)
+	Applied  uint64 // last applied entry index
+	Ranges   []wire.Range
+	Clients  int   // clients with dedup records
+	LastTime int64 // leader-stamped time of the last entry (unix ms)
+}

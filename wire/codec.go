@@ -1,0 +1,294 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Request and Response are encoded as msgpack maps from small integer field
+// numbers to values, holding only the non-zero fields: compact, and a reader
+// skips fields it does not know, so fields can be added without a version bump.
+// Field numbers are the protocol (docs/protocol.md); never reuse one.
+
+var (
+	_ msgpack.CustomEncoder = (*Request)(nil)
+	_ msgpack.CustomDecoder = (*Request)(nil)
+	_ msgpack.CustomEncoder = (*Response)(nil)
+	_ msgpack.CustomDecoder = (*Response)(nil)
+)
+
+// fieldWriter writes key/value pairs and counts them, so a map header can be
+// written in a first pass that only counts.
+type fieldWriter struct {
+	enc   *msgpack.Encoder
+	count int
+	err   error
+}
+
+func (w *fieldWriter) key(k int) bool {
+	if w.enc == nil {
+		w.count++
+		return false
+	}
+	if w.err == nil {
+		w.err = w.enc.EncodeUint(uint64(k))
+	}
+	return w.err == nil
+}
+
+func (w *fieldWriter) uint(k int, v uint64) {
+	if v != 0 && w.key(k) {
+		w.err = w.enc.EncodeUint(v)
+	}
+}
+
+func (w *fieldWriter) int(k int, v int64) {
+	if v != 0 && w.key(k) {
+		w.err = w.enc.EncodeInt(v)
+	}
+}
+
+func (w *fieldWriter) str(k int, v string) {
+	if v != "" && w.key(k) {
+		w.err = w.enc.EncodeString(v)
+	}
+}
+
+func (w *fieldWriter) bytes(k int, v []byte) {
+	if v != nil && w.key(k) {
+		w.err = w.enc.EncodeBytes(v)
+	}
+}
+
+func (w *fieldWriter) value(k int, present bool, v any) {
+	if present && w.key(k) {
+		w.err = w.enc.Encode(v)
+	}
+}
+
+func (r *Request) fields(w *fieldWriter) {
+	w.uint(1, r.ID)
+	w.uint(2, uint64(r.Op))
+	w.str(3, r.Path)
+	w.uint(4, uint64(r.Mode))
+	w.uint(5, r.Lease)
+	w.int(6, r.TTL)
+	w.int(7, r.Wait)
+	w.uint(8, r.Token)
+	w.str(9, r.Owner)
+	w.bytes(10, r.Value)
+	w.uint(11, r.Version)
+	w.uint(12, r.Rev)
+	w.uint(13, r.Client)
+	w.uint(14, r.Seq)
+	w.uint(15, r.AckSeq)
+	w.uint(16, r.Gen)
+	w.uint(17, uint64(r.Flags))
+	w.uint(18, uint64(r.Limit))
+	w.uint(19, r.Stream)
+	w.str(20, r.Auth)
+	w.value(21, len(r.Leases) > 0, r.Leases)
+	w.value(22, len(r.Ranges) > 0, r.Ranges)
+	w.uint(23, r.Shard)
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (r *Request) EncodeMsgpack(enc *msgpack.Encoder) error {
+	counter := fieldWriter{}
+	r.fields(&counter)
+	if err := enc.EncodeMapLen(counter.count); err != nil {
+		return err
+	}
+	w := fieldWriter{enc: enc}
+	r.fields(&w)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("wire: request is nil")
+	}
+	*r = Request{}
+	for i := 0; i < n; i++ {
+		k, err := dec.DecodeUint()
+		if err != nil {
+			return err
+		}
+		switch k {
+		case 1:
+			r.ID, err = dec.DecodeUint64()
+		case 2:
+			var v uint8
+			v, err = dec.DecodeUint8()
+			r.Op = Op(v)
+		case 3:
+			r.Path, err = dec.DecodeString()
+		case 4:
+			var v uint8
+			v, err = dec.DecodeUint8()
+			r.Mode = Mode(v)
+		case 5:
+			r.Lease, err = dec.DecodeUint64()
+		case 6:
+			r.TTL, err = dec.DecodeInt64()
+		case 7:
+			r.Wait, err = dec.DecodeInt64()
+		case 8:
+			r.Token, err = dec.DecodeUint64()
+		case 9:
+			r.Owner, err = dec.DecodeString()
+		case 10:
+			r.Value, err = dec.DecodeBytes()
+		case 11:
+			r.Version, err = dec.DecodeUint64()
+		case 12:
+			r.Rev, err = dec.DecodeUint64()
+		case 13:
+			r.Client, err = dec.DecodeUint64()
+		case 14:
+			r.Seq, err = dec.DecodeUint64()
+		case 15:
+			r.AckSeq, err = dec.DecodeUint64()
+		case 16:
+			r.Gen, err = dec.DecodeUint64()
+		case 17:
+			r.Flags, err = dec.DecodeUint32()
+		case 18:
+			r.Limit, err = dec.DecodeUint32()
+		case 19:
+			r.Stream, err = dec.DecodeUint64()
+		case 20:
+			r.Auth, err = dec.DecodeString()
+		case 21:
+			err = dec.Decode(&r.Leases)
+		case 22:
+			err = dec.Decode(&r.Ranges)
+		case 23:
+			r.Shard, err = dec.DecodeUint64()
+		default:
+			err = dec.Skip()
+		}
+		if err != nil {
+			return fmt.Errorf("wire: request field %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func (r *Response) fields(w *fieldWriter) {
+	w.uint(1, r.ID)
+	w.uint(2, uint64(r.Code))
+	w.str(3, r.Msg)
+	w.uint(4, r.Token)
+	w.uint(5, r.Lease)
+	w.int(6, r.TTL)
+	w.uint(7, r.Rev)
+	w.bytes(8, r.Value)
+	w.uint(9, r.Version)
+	w.uint(10, uint64(r.Mode))
+	w.uint(11, uint64(r.Count))
+	w.str(12, r.Owner)
+	w.str(13, r.Path)
+	w.uint(14, r.Stream)
+	w.value(15, r.Hint != nil, r.Hint)
+	w.value(16, len(r.Holders) > 0, r.Holders)
+	w.value(17, len(r.Waiters) > 0, r.Waiters)
+	w.value(18, len(r.KVs) > 0, r.KVs)
+	w.value(19, len(r.Events) > 0, r.Events)
+	w.value(20, len(r.Leases) > 0, r.Leases)
+	w.value(21, len(r.Ranges) > 0, r.Ranges)
+	w.value(22, len(r.Grants) > 0, r.Grants)
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (r *Response) EncodeMsgpack(enc *msgpack.Encoder) error {
+	counter := fieldWriter{}
+	r.fields(&counter)
+	if err := enc.EncodeMapLen(counter.count); err != nil {
+		return err
+	}
+	w := fieldWriter{enc: enc}
+	r.fields(&w)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("wire: response is nil")
+	}
+	*r = Response{}
+	for i := 0; i < n; i++ {
+		k, err := dec.DecodeUint()
+		if err != nil {
+			return err
+		}
+		switch k {
+		case 1:
+			r.ID, err = dec.DecodeUint64()
+		case 2:
+			var v uint16
+			v, err = dec.DecodeUint16()
+			r.Code = Code(v)
+		case 3:
+			r.Msg, err = dec.DecodeString()
+		case 4:
+			r.Token, err = dec.DecodeUint64()
+		case 5:
+			r.Lease, err = dec.DecodeUint64()
+		case 6:
+			r.TTL, err = dec.DecodeInt64()
+		case 7:
+			r.Rev, err = dec.DecodeUint64()
+		case 8:
+			r.Value, err = dec.DecodeBytes()
+		case 9:
+			r.Version, err = dec.DecodeUint64()
+		case 10:
+			var v uint8
+			v, err = dec.DecodeUint8()
+			r.Mode = Mode(v)
+		case 11:
+			r.Count, err = dec.DecodeUint32()
+		case 12:
+			r.Owner, err = dec.DecodeString()
+		case 13:
+			r.Path, err = dec.DecodeString()
+		case 14:
+			r.Stream, err = dec.DecodeUint64()
+		case 15:
+			r.Hint = new(Hint)
+			err = dec.Decode(r.Hint)
+		case 16:
+			err = dec.Decode(&r.Holders)
+		case 17:
+			err = dec.Decode(&r.Waiters)
+		case 18:
+			err = dec.Decode(&r.KVs)
+		case 19:
+			err = dec.Decode(&r.Events)
+		case 20:
+			err = dec.Decode(&r.Leases)
+		case 21:
+			err = dec.Decode(&r.Ranges)
+		case 22:
+			err = dec.Decode(&r.Grants)
+		default:
+			err = dec.Skip()
+		}
+		if err != nil {
+			return fmt.Errorf("wire: response field %d: %w", k, err)
+		}
+	}
+	return nil
+}

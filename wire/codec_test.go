@@ -1,0 +1,104 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestRequestRoundTrip(t *testing.T) {
+	cases := []struct {
+		name string
+		req  Request
+	}{
+		{"empty", Request{}},
+		{"acquire", Request{ID: 7, Op: OpAcquire, Path: "/locks/billing/job-7", Mode: Shared,
+			Lease: 1 << 60, TTL: 10000, Wait: WaitForever, Owner: "w1", Client: 99, Seq: 3, AckSeq: 2, Gen: 4}},
+		{"kv", Request{ID: 1, Op: OpKVPut, Path: "/a", Value: []byte("v"), Version: 3, Flags: FlagHasExpect}},
+		{"lists", Request{Op: OpSetRanges, Leases: []uint64{1, 2},
+			Ranges: []Range{{Start: "a", End: "b", Shard: 2, Gen: 1}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			frame, err := AppendFrame(nil, &tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := ReadFrame(bufio.NewReader(bytes.NewReader(frame)), DefaultMaxFrame, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Request
+			if err := DecodeRequest(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.req) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.req)
+			}
+		})
+	}
+}
+
+func TestResponseRoundTrip(t *testing.T) {
+	resp := Response{ID: 9, Code: Conflict, Msg: "held", Token: 42, Hint: &Hint{Shard: 3, Gen: 2, Leader: "n1"},
+		Holders: []Holder{{Owner: "o", Lease: 5, Mode: Shared, Token: 7, Count: 2, Path: "/a"}},
+		Events:  []Event{{Rev: 1, Kind: EvReleased, Cause: CauseExpired, Path: "/a", Token: 7}},
+		Grants:  []Grant{{Client: 1, Seq: 2, Path: "/a", Token: 8}}, KVs: []KV{{Key: "/k", Value: []byte{1}}}}
+	b, err := MarshalResponse(&resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Response
+	if err := DecodeResponse(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, resp) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, resp)
+	}
+}
+
+func TestReadFrameRefusesOversizeBeforeAllocating(t *testing.T) {
+	hdr := []byte{0x7f, 0xff, 0xff, 0xff}
+	_, err := ReadFrame(bufio.NewReader(bytes.NewReader(hdr)), 1024, nil)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want TooLarge", err)
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	for _, body := range [][]byte{{0xc1}, {0x81, 0x01}, {0x81, 0x03, 0x01}, {0x80, 0x80}} {
+		var r Request
+		if err := DecodeRequest(body, &r); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("body %x: got %v, want Malformed", body, err)
+		}
+	}
+}
+
+func TestErrorIs(t *testing.T) {
+	err := Errorf(StaleToken, "token 3 is not current (5)")
+	if !errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotHolder) {
+		t.Fatalf("errors.Is mismatch for %v", err)
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	seed, _ := MarshalRequest(&Request{ID: 1, Op: OpAcquire, Path: "/a/b", Ranges: []Range{{Start: "a"}}})
+	f.Add(seed)
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r Request
+		if err := DecodeRequest(b, &r); err != nil {
+			return
+		}
+		out, err := MarshalRequest(&r)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var again Request
+		if err := DecodeRequest(out, &again); err != nil {
+			t.Fatalf("decode of re-encoded request: %v", err)
+		}
+	})
+}

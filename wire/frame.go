@@ -1,0 +1,138 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Framing: every frame is a 4-byte big-endian body length followed by one
+// msgpack value (a Request from clients, a Response from servers).
+
+// DefaultMaxFrame bounds a frame body unless configured otherwise.
+const DefaultMaxFrame = 1 << 20
+
+// FrameHeaderSize is the length prefix size.
+const FrameHeaderSize = 4
+
+// ErrFrameTooLarge is returned by ReadFrame before anything is allocated.
+var ErrFrameTooLarge = &Error{Code: TooLarge, Detail: "frame exceeds the size limit"}
+
+// ReadFrame reads one frame body into buf (grown as needed) and returns it.
+// The declared length is checked against max before any allocation.
+func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
+	var hdr [FrameHeaderSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return buf, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n > max {
+		return buf, Errorf(TooLarge, "frame of %d bytes exceeds the limit of %d", n, max)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return buf, err
+	}
+	return buf, nil
+}
+
+// AppendFrame appends v (a *Request or *Response) as one frame to dst.
+func AppendFrame(dst []byte, v msgpack.CustomEncoder) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	b := bytes.NewBuffer(dst)
+	enc := getEncoder(b)
+	err := v.EncodeMsgpack(enc)
+	putEncoder(enc)
+	dst = b.Bytes()
+	if err != nil {
+		return dst[:start], err
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-FrameHeaderSize))
+	return dst, nil
+}
+
+// DecodeRequest decodes one request frame body.
+func DecodeRequest(body []byte, r *Request) error {
+	return decode(body, r)
+}
+
+// DecodeResponse decodes one response frame body.
+func DecodeResponse(body []byte, r *Response) error {
+	return decode(body, r)
+}
+
+func decode(body []byte, v msgpack.CustomDecoder) error {
+	d := getDecoder(body)
+	err := v.DecodeMsgpack(d.dec)
+	if err == nil && d.rd.Len() != 0 {
+		err = fmt.Errorf("wire: %d trailing bytes", d.rd.Len())
+	}
+	putDecoder(d)
+	if err != nil {
+		return &Error{Code: Malformed, Detail: err.Error()}
+	}
+	return nil
+}
+
+// MarshalRequest/MarshalResponse encode without a frame header.
+func MarshalRequest(r *Request) ([]byte, error) { return marshal(r) }
+
+// MarshalResponse encodes a response without a frame header.
+func MarshalResponse(r *Response) ([]byte, error) { return marshal(r) }
+
+func marshal(v msgpack.CustomEncoder) ([]byte, error) {
+	var b bytes.Buffer
+	enc := getEncoder(&b)
+	err := v.EncodeMsgpack(enc)
+	putEncoder(enc)
+	return b.Bytes(), err
+}
+
+var encPool = sync.Pool{New: func() any {
+	e := msgpack.NewEncoder(nil)
+	e.UseCompactInts(true)
+	return e
+}}
+
+func getEncoder(w io.Writer) *msgpack.Encoder {
+	e := encPool.Get().(*msgpack.Encoder)
+	e.ResetWriter(w)
+	return e
+}
+
+func putEncoder(e *msgpack.Encoder) {
+	e.ResetWriter(nil)
+	encPool.Put(e)
+}
+
+type pooledDecoder struct {
+	rd  bytes.Reader
+	dec *msgpack.Decoder
+}
+
+var decPool = sync.Pool{New: func() any {
+	d := &pooledDecoder{}
+	d.dec = msgpack.NewDecoder(&d.rd)
+	return d
+}}
+
+func getDecoder(b []byte) *pooledDecoder {
+	d := decPool.Get().(*pooledDecoder)
+	d.rd.Reset(b)
+	d.dec.ResetReader(&d.rd)
+	return d
+}
+
+func putDecoder(d *pooledDecoder) {
+	d.rd.Reset(nil)
+	decPool.Put(d)
+}

@@ -1,0 +1,212 @@
+package wire
+
+// Protocol version sent in the handshake.
+const ProtocolVersion = 1
+
+// Request flags.
+const (
+	FlagPrefix    uint32 = 1 << 0 // Path is a prefix (watch, list)
+	FlagHasExpect uint32 = 1 << 1 // Version is an expected version (compare-and-set; 0 = must not exist)
+	FlagStale     uint32 = 1 << 2 // a follower (possibly stale) read is acceptable
+	FlagPrevKV    uint32 = 1 << 3 // watch events carry the previous value
+	FlagSigned    uint32 = 1 << 4 // reserved: ask for a signed fencing token
+)
+
+// Wait values for Acquire and Campaign.
+const (
+	WaitNone    int64 = 0  // try once: Conflict if not grantable now
+	WaitForever int64 = -1 // queue until granted, cancelled or the lease ends
+)
+
+// Request is one client operation. Which fields matter depends on Op; unused
+// fields are zero and cost nothing on the wire. Times are milliseconds.
+type Request struct {
+	ID      uint64 // per-connection request id, echoed in the response
+	Op      Op
+	Path    string
+	Mode    Mode
+	Lease   uint64 // session lease (0: Acquire makes a single-lock lease)
+	TTL     int64  // lease TTL in ms
+	Wait    int64  // ms to wait for a grant; WaitNone / WaitForever
+	Token   uint64 // fencing token (release, renew, proclaim, resign)
+	Owner   string // owner within the lease; same lease+owner = reentrant
+	Value   []byte
+	Version uint64 // expected version (with FlagHasExpect)
+	Rev     uint64 // watch start revision
+	Client  uint64 // client id for exactly-once (with Seq)
+	Seq     uint64 // client request sequence number for exactly-once
+	AckSeq  uint64 // every Seq below this has been answered (dedup window floor)
+	Gen     uint64 // range generation the router routed with
+	Flags   uint32
+	Limit   uint32
+	Stream  uint64 // watch stream to cancel (Unwatch)
+	Auth    string // credentials (Hello)
+	Leases  []uint64
+	Ranges  []Range
+	Shard   uint64 // target shard chosen by the router (informational)
+}
+
+// Has reports whether flag f is set.
+func (r *Request) Has(f uint32) bool { return r.Flags&f != 0 }
+
+// Response answers one request, or carries pushed events (Stream != 0).
+type Response struct {
+	ID      uint64
+	Code    Code
+	Msg     string
+	Token   uint64
+	Lease   uint64
+	TTL     int64
+	Rev     uint64
+	Value   []byte
+	Version uint64
+	Mode    Mode
+	Count   uint32 // hold count (reentrancy) or number of entries
+	Owner   string
+	Path    string
+	Stream  uint64 // non-zero: a pushed frame on this stream
+	Hint    *Hint
+	Holders []Holder
+	Waiters []Waiter
+	KVs     []KV
+	Events  []Event
+	Leases  []uint64 // keepalive: leases that are gone
+	Ranges  []Range
+	Grants  []Grant // state machine result: waiters this operation granted
+}
+
+// Hint tells the router where a key lives now.
+type Hint struct {
+	Shard  uint64 `msgpack:"s"`
+	Gen    uint64 `msgpack:"g"`
+	Leader string `msgpack:"l,omitempty"`
+}
+
+// Holder is one holder of a lock.
+type Holder struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Owner    string
+	Lease    uint64
+	Mode     Mode
+	Token    uint64
+	Count    uint32
+	Path     string
+}
+
+// Waiter is one queued request.
+type Waiter struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Owner    string
+	Lease    uint64
+	Mode     Mode
+	Client   uint64
+	Seq      uint64
+	Path     string
+}
+
+// Grant tells the shard layer that a queued waiter was granted, so the node
+// holding the parked request can answer it.
+type Grant struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Client   uint64
+	Seq      uint64
+	Path     string
+	Token    uint64
+	Lease    uint64
+	Mode     Mode
+}
+
+// KV is one key-value entry.
+type KV struct {
+	_msgpack  struct{} `msgpack:",as_array"`
+	Key       string
+	Value     []byte
+	Version   uint64
+	Lease     uint64
+	CreateRev uint64
+	ModRev    uint64
+}
+
+// Range is an interval [Start, End) of encoded namespace keys (see
+// hierarchy.Key) owned by one shard. End "" means unbounded.
+type Range struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Start    string
+	End      string
+	Shard    uint64
+	Gen      uint64
+}
+
+// EventKind says what happened.
+type EventKind uint8
+
+const (
+	EvAcquired  EventKind = 1 // a lock was granted (Cause: Direct or HandOff)
+	EvReleased  EventKind = 2 // a lock ended (Cause says why)
+	EvQueued    EventKind = 3 // a waiter joined a queue
+	EvDequeued  EventKind = 4 // a waiter left without a grant (Cause: Cancelled, Expired, ...)
+	EvKVPut     EventKind = 5
+	EvKVDelete  EventKind = 6
+	EvLeader    EventKind = 7 // an election's leader changed (Value = new leader's value)
+	EvLease     EventKind = 8 // a lease was created
+	EvLeaseEnd  EventKind = 9 // a lease ended (Cause: Expired, Revoked)
+	EvFence     EventKind = 10
+	EvRenewed   EventKind = 11 // a single-lock lease's TTL changed
+)
+
+// Cause says why an event happened.
+type Cause uint8
+
+const (
+	CauseNone      Cause = 0
+	CauseDirect    Cause = 1 // granted immediately
+	CauseHandOff   Cause = 2 // granted from the queue by a release/expiry
+	CauseReleased  Cause = 3 // released by the holder
+	CauseExpired   Cause = 4 // the lease expired
+	CauseRevoked   Cause = 5 // the lease was revoked
+	CauseCancelled Cause = 6 // the waiter was withdrawn
+	CauseResigned  Cause = 7
+	CauseProclaim  Cause = 8
+	CauseUser      Cause = 9 // kv put/delete by a client
+	CauseMoved     Cause = 10
+)
+
+var causeNames = [...]string{"", "direct", "handoff", "released", "expired", "revoked",
+	"cancelled", "resigned", "proclaimed", "user", "moved"}
+
+func (c Cause) String() string {
+	if int(c) < len(causeNames) {
+		return causeNames[c]
+	}
+	return "cause?"
+}
+
+var kindNames = [...]string{"", "acquired", "released", "queued", "dequeued", "put", "delete",
+	"leader", "lease", "lease-end", "fence", "renewed"}
+
+func (k EventKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "event?"
+}
+
+// Event is one change in a shard, numbered by the shard's revision.
+type Event struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Rev      uint64
+	Kind     EventKind
+	Cause    Cause
+	Path     string
+	Mode     Mode
+	Token    uint64
+	Lease    uint64
+	Owner    string
+	Value    []byte
+	Version  uint64
+	Client   uint64
+	Seq      uint64
+	Shard    uint64
+	Time     int64 // leader-stamped unix ms of the command that caused it
+	TTL      int64 // lease TTL in ms (EvLease, EvRenewed)
+}

@@ -1,0 +1,89 @@
+package wire
+
+import "fmt"
+
+// Op names one operation. Values are part of the protocol: append only.
+type Op uint8
+
+// Client operations.
+const (
+	OpInvalid   Op = 0
+	OpHello     Op = 1  // handshake: Version, Token (credentials)
+	OpAcquire   Op = 2  // Path, Mode, Lease, TTL, Wait, Owner
+	OpRelease   Op = 3  // Path, Token (and Lease, Owner)
+	OpRenew     Op = 4  // Path, Token, TTL: set the TTL of a single-lock lease
+	OpKeepAlive Op = 5  // Lease (or Leases): refresh session leases; never written to the log
+	OpRevoke    Op = 6  // Lease: end a lease, releasing everything it holds
+	OpCancel    Op = 7  // Client, Seq of a queued acquire: withdraw the waiter
+	OpLockInfo  Op = 8  // Path: holders, mode, token, waiters
+	OpListLocks Op = 9  // Path as prefix: held locks under it
+	OpKVGet     Op = 10 // Path
+	OpKVPut     Op = 11 // Path, Value, Lease (0 = persistent), ExpectVersion (CAS when HasExpect)
+	OpKVDelete  Op = 12 // Path, ExpectVersion (when HasExpect)
+	OpKVList    Op = 13 // Path as prefix, Limit
+	OpCampaign  Op = 14 // Path (election), Lease, Value (candidate), Wait
+	OpProclaim  Op = 15 // Path, Token (leadership token), Value
+	OpResign    Op = 16 // Path, Token
+	OpLeader    Op = 17 // Path: current leader value and token
+	OpWatch     Op = 18 // Path, Prefix flag, Rev (start revision); answers arrive as pushed events
+	OpUnwatch   Op = 19 // Stream
+	OpStatus    Op = 20 // cluster status (nodes, shards, leaders)
+	OpRanges    Op = 21 // the range table
+	OpSession   Op = 22 // create a session: TTL; answers Lease
+)
+
+// Internal operations: proposed by the shard layer itself, refused when they
+// arrive from a client connection.
+const (
+	OpExpire     Op = 100 // Lease: the leader's lessor saw the deadline pass
+	OpRaiseFence Op = 101 // Token: raise the shard's fence floor to at least Token
+	OpSetRanges  Op = 102 // Ranges: the ranges this shard owns (and their generation)
+	OpNoop       Op = 103 // carries only the leader's clock (keeps stamped time moving)
+)
+
+// Internal reports whether op may only be proposed by the server itself.
+func (op Op) Internal() bool { return op >= OpExpire }
+
+// Mutating reports whether op changes replicated state and so is proposed to
+// Raft (as opposed to being answered by a linearizable read or by the lessor).
+func (op Op) Mutating() bool {
+	switch op {
+	case OpAcquire, OpRelease, OpRenew, OpRevoke, OpCancel, OpKVPut, OpKVDelete,
+		OpCampaign, OpProclaim, OpResign, OpSession,
+		OpExpire, OpRaiseFence, OpSetRanges, OpNoop:
+		return true
+	}
+	return false
+}
+
+var opNames = map[Op]string{
+	OpHello: "hello", OpAcquire: "acquire", OpRelease: "release", OpRenew: "renew",
+	OpKeepAlive: "keepalive", OpRevoke: "revoke", OpCancel: "cancel", OpLockInfo: "lockinfo",
+	OpListLocks: "listlocks", OpKVGet: "kv.get", OpKVPut: "kv.put", OpKVDelete: "kv.delete",
+	OpKVList: "kv.list", OpCampaign: "campaign", OpProclaim: "proclaim", OpResign: "resign",
+	OpLeader: "leader", OpWatch: "watch", OpUnwatch: "unwatch", OpStatus: "status",
+	OpRanges: "ranges", OpSession: "session", OpExpire: "expire", OpRaiseFence: "raisefence",
+	OpSetRanges: "setranges", OpNoop: "noop",
+}
+
+func (op Op) String() string {
+	if s, ok := opNames[op]; ok {
+		return s
+	}
+	return fmt.Sprintf("op(%d)", uint8(op))
+}
+
+// Mode is a lock mode.
+type Mode uint8
+
+const (
+	Exclusive Mode = 0
+	Shared    Mode = 1
+)
+
+func (m Mode) String() string {
+	if m == Shared {
+		return "shared"
+	}
+	return "exclusive"
+}
