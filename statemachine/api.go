@@ -14,12 +14,12 @@ import (
 type Config struct {
 	ShardID      uint64
 	Paths        hierarchy.Limits // path length and depth
-	MinTTL       int64           // ms, default 1000
-	MaxTTL       int64           // ms, default 600000
-	MaxValue     int             // bytes, default 4096
-	SplitDepth   int             // namespace depth ranges are cut at, default 2
-	MaxWaiters   int             // per lock path, default 10000
-	MaxLeaseLock int             // locks+waiters per lease, default 100000
+	MinTTL       int64            // ms, default 1000
+	MaxTTL       int64            // ms, default 600000
+	MaxValue     int              // bytes, default 4096
+	SplitDepth   int              // namespace depth ranges are cut at, default 2
+	MaxWaiters   int              // per lock path, default 10000
+	MaxLeaseLock int              // locks+waiters per lease, default 100000
 	// ClientIdleMs is how long (in leader-stamped time) a client's dedup
 	// records are kept after its last request, default 10 minutes.
 	ClientIdleMs int64
