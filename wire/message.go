@@ -141,17 +141,17 @@ type Range struct {
 type EventKind uint8
 
 const (
-	EvAcquired  EventKind = 1 // a lock was granted (Cause: Direct or HandOff)
-	EvReleased  EventKind = 2 // a lock ended (Cause says why)
-	EvQueued    EventKind = 3 // a waiter joined a queue
-	EvDequeued  EventKind = 4 // a waiter left without a grant (Cause: Cancelled, Expired, ...)
-	EvKVPut     EventKind = 5
-	EvKVDelete  EventKind = 6
-	EvLeader    EventKind = 7 // an election's leader changed (Value = new leader's value)
-	EvLease     EventKind = 8 // a lease was created
-	EvLeaseEnd  EventKind = 9 // a lease ended (Cause: Expired, Revoked)
-	EvFence     EventKind = 10
-	EvRenewed   EventKind = 11 // a single-lock lease's TTL changed
+	EvAcquired EventKind = 1 // a lock was granted (Cause: Direct or HandOff)
+	EvReleased EventKind = 2 // a lock ended (Cause says why)
+	EvQueued   EventKind = 3 // a waiter joined a queue
+	EvDequeued EventKind = 4 // a waiter left without a grant (Cause: Cancelled, Expired, ...)
+	EvKVPut    EventKind = 5
+	EvKVDelete EventKind = 6
+	EvLeader   EventKind = 7 // an election's leader changed (Value = new leader's value)
+	EvLease    EventKind = 8 // a lease was created
+	EvLeaseEnd EventKind = 9 // a lease ended (Cause: Expired, Revoked)
+	EvFence    EventKind = 10
+	EvRenewed  EventKind = 11 // a single-lock lease's TTL changed
 )
 
 // Cause says why an event happened.
