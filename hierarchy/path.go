@@ -1,6 +1,7 @@
 package hierarchy
 
 import (
+	"encoding/binary"
 	"strings"
 
 	"github.com/wardenlock/warden/wire"
@@ -125,10 +126,43 @@ func Namespace(p string, depth int) string {
 	return p
 }
 
-// Span returns the key interval [start, end) a request on p touches when
-// ranges are cut at the given namespace depth: one namespace key for deep
-// paths, the whole subtree for shallow ones. end "" means unbounded.
+// RouteKey is the position of a namespace in the range key space: the
+// big-endian 64-bit FNV-1a hash of the namespace path. Hashing spreads
+// namespaces evenly over ranges (and so over shards) with no operator-chosen
+// split points, and a namespace is a single point, so its whole subtree always
+// lives in one range: every hierarchical conflict is decided inside one shard.
+func RouteKey(ns string) string {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(ns); i++ {
+		h ^= uint64(ns[i])
+		h *= 1099511628211
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], h)
+	return string(b[:])
+}
+
+// Span returns the key interval [start, end) that a request on p touches when
+// ranges are cut at the given namespace depth. A path at or below the
+// namespace depth touches one point (its namespace's RouteKey); a shallower
+// path covers namespaces spread over the whole key space, so it spans
+// everything ("", ""), which only a single all-covering range owns.
 func Span(p string, depth int) (start, end string) {
-	ns := Namespace(p, depth)
-	return Key(ns), SubtreeEnd(ns)
+	if Depth(p) < depth {
+		return "", ""
+	}
+	k := RouteKey(Namespace(p, depth))
+	return k, k + "\x00"
+}
+
+// InRange reports whether the interval [start, end) lies inside the range
+// [rs, re); an empty end means unbounded.
+func InRange(start, end, rs, re string) bool {
+	if start < rs {
+		return false
+	}
+	if re == "" {
+		return true
+	}
+	return end != "" && end <= re
 }

@@ -65,21 +65,52 @@ func TestKeyOrderKeepsSubtreesContiguous(t *testing.T) {
 
 func TestNamespaceAndSpan(t *testing.T) {
 	cases := []struct {
-		path, ns   string
-		start, end string
+		path, ns string
+		point    bool
 	}{
-		{"/locks/billing/job-7", "/locks/billing", "locks\x00billing", "locks\x00billing\x01"},
-		{"/locks/billing", "/locks/billing", "locks\x00billing", "locks\x00billing\x01"},
-		{"/locks", "/locks", "locks", "locks\x01"},
-		{"/", "/", "", ""},
+		{"/locks/billing/job-7", "/locks/billing", true},
+		{"/locks/billing", "/locks/billing", true},
+		{"/locks", "/locks", false},
+		{"/", "/", false},
 	}
 	for _, tc := range cases {
 		if got := Namespace(tc.path, 2); got != tc.ns {
 			t.Errorf("Namespace(%q) = %q, want %q", tc.path, got, tc.ns)
 		}
 		s, e := Span(tc.path, 2)
-		if s != tc.start || e != tc.end {
-			t.Errorf("Span(%q) = %q,%q want %q,%q", tc.path, s, e, tc.start, tc.end)
+		if !tc.point {
+			if s != "" || e != "" {
+				t.Errorf("Span(%q) = %q,%q, want the whole key space", tc.path, s, e)
+			}
+			continue
+		}
+		if s != RouteKey(tc.ns) || e != s+"\x00" {
+			t.Errorf("Span(%q) is not the point of its namespace", tc.path)
+		}
+	}
+	a, _ := Span("/locks/billing/x", 2)
+	b, _ := Span("/locks/billing/y/z", 2)
+	if a != b {
+		t.Error("paths of one namespace must route to the same key")
+	}
+}
+
+func TestInRange(t *testing.T) {
+	k := RouteKey("/a/b")
+	cases := []struct {
+		name               string
+		start, end, rs, re string
+		want               bool
+	}{
+		{"point in unbounded", k, k + "\x00", "", "", true},
+		{"point below start", k, k + "\x00", k + "\x01", "", false},
+		{"point at end", k, k + "\x00", "", k, false},
+		{"everything in bounded", "", "", "", k, false},
+		{"everything in everything", "", "", "", "", true},
+	}
+	for _, tc := range cases {
+		if got := InRange(tc.start, tc.end, tc.rs, tc.re); got != tc.want {
+			t.Errorf("%s: got %v", tc.name, got)
 		}
 	}
 }
