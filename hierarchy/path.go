@@ -127,7 +127,7 @@ func Namespace(p string, depth int) string {
 }
 
 // RouteKey is the position of a namespace in the range key space: the
-// big-endian 64-bit FNV-1a hash of the namespace path. Hashing spreads
+// big-endian 64-bit hash (FNV-1a, then mixed) of the namespace path. Hashing spreads
 // namespaces evenly over ranges (and so over shards) with no operator-chosen
 // split points, and a namespace is a single point, so its whole subtree always
 // lives in one range: every hierarchical conflict is decided inside one shard.
@@ -137,6 +137,13 @@ func RouteKey(ns string) string {
 		h ^= uint64(ns[i])
 		h *= 1099511628211
 	}
+	// FNV-1a alone leaves the high bits poorly mixed for names that differ
+	// only at the end (job-1, job-2, ...); the murmur3 finalizer fixes that.
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], h)
 	return string(b[:])

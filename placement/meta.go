@@ -1,0 +1,133 @@
+package placement
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"io"
+
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// metaCommand is one change to the table.
+type metaCommand struct {
+	Kind  string `msgpack:"k"` // "init", "node"
+	Table *Table `msgpack:"t,omitempty"`
+	Node  *Node  `msgpack:"n,omitempty"`
+}
+
+// TableQuery (Lookup) returns a *Table copy.
+type TableQuery struct{}
+
+// Meta is the meta group's state machine: the table, nothing else. It is
+// small and changes rarely, so the simple IStateMachine fits.
+type Meta struct {
+	table *Table // nil until initialised
+}
+
+var (
+	_ sm.IStateMachine = (*Meta)(nil)
+	_ sm.IHash         = (*Meta)(nil)
+)
+
+// NewMeta makes an empty meta state machine.
+func NewMeta(shardID, replicaID uint64) sm.IStateMachine { return &Meta{} }
+
+// InitCommand encodes "initialise the table if empty".
+func InitCommand(t *Table) ([]byte, error) {
+	return msgpack.Marshal(&metaCommand{Kind: "init", Table: t})
+}
+
+// NodeCommand encodes "register or update a node".
+func NodeCommand(n Node) ([]byte, error) {
+	return msgpack.Marshal(&metaCommand{Kind: "node", Node: &n})
+}
+
+// Update applies one command. Result.Value is 1 when it changed the table.
+func (m *Meta) Update(e sm.Entry) (sm.Result, error) {
+	var c metaCommand
+	if err := msgpack.Unmarshal(e.Cmd, &c); err != nil {
+		return sm.Result{Data: []byte(err.Error())}, nil
+	}
+	switch c.Kind {
+	case "init":
+		if m.table != nil || c.Table == nil {
+			return sm.Result{}, nil
+		}
+		m.table = c.Table.Clone()
+		return sm.Result{Value: 1}, nil
+	case "node":
+		if m.table == nil || c.Node == nil {
+			return sm.Result{}, nil
+		}
+		for i, n := range m.table.Nodes {
+			if n.ID == c.Node.ID {
+				m.table.Nodes[i] = *c.Node
+				return sm.Result{Value: 1}, nil
+			}
+		}
+		m.table.Nodes = append(m.table.Nodes, *c.Node)
+		return sm.Result{Value: 1}, nil
+	}
+	return sm.Result{}, nil
+}
+
+// Lookup answers TableQuery.
+func (m *Meta) Lookup(q interface{}) (interface{}, error) {
+	if _, ok := q.(TableQuery); !ok {
+		return nil, wire.Errorf(wire.UnknownOp, "meta: unknown query %T", q)
+	}
+	if m.table == nil {
+		return (*Table)(nil), nil
+	}
+	return m.table.Clone(), nil
+}
+
+// SaveSnapshot writes the table.
+func (m *Meta) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+	b, err := msgpack.Marshal(m.table)
+	if err != nil {
+		return err
+	}
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// RecoverFromSnapshot reads what SaveSnapshot wrote.
+func (m *Meta) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(n[:]))
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	var t *Table
+	if err := msgpack.Unmarshal(b, &t); err != nil {
+		return err
+	}
+	m.table = t
+	return nil
+}
+
+// GetHash hashes the encoded table.
+func (m *Meta) GetHash() (uint64, error) {
+	b, err := msgpack.Marshal(m.table)
+	if err != nil {
+		return 0, err
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64(), nil
+}
+
+// Close does nothing.
+func (m *Meta) Close() error { return nil }

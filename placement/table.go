@@ -1,0 +1,124 @@
+package placement
+
+import (
+	"encoding/binary"
+	"sort"
+
+	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/wire"
+)
+
+// MetaShard is the Raft group that holds the table.
+const MetaShard uint64 = 1
+
+// Node is one member of the cluster.
+type Node struct {
+	ID         uint64 `msgpack:"id"`
+	RaftAddr   string `msgpack:"raft"`
+	ClientAddr string `msgpack:"client"`
+	AdminAddr  string `msgpack:"admin,omitempty"`
+}
+
+// ShardInfo names a data shard and the nodes holding its replicas (replica id
+// = node id).
+type ShardInfo struct {
+	ID       uint64   `msgpack:"id"`
+	Replicas []uint64 `msgpack:"replicas"`
+}
+
+// Table is the cluster layout. Ranges are sorted by Start and tile the key
+// space: the first starts at "" and the last ends at "" (unbounded).
+type Table struct {
+	Gen            uint64       `msgpack:"gen"`
+	NamespaceDepth int          `msgpack:"depth"`
+	Ranges         []wire.Range `msgpack:"ranges"`
+	Shards         []ShardInfo  `msgpack:"shards"`
+	Nodes          []Node       `msgpack:"nodes"`
+}
+
+// EvenRanges cuts the hashed key space into one range per shard.
+func EvenRanges(shards []uint64, gen uint64) []wire.Range {
+	n := uint64(len(shards))
+	out := make([]wire.Range, n)
+	step := ^uint64(0)/n + 1
+	for i := range out {
+		out[i] = wire.Range{Shard: shards[i], Gen: gen}
+		if i > 0 {
+			out[i].Start = hashKey(uint64(i) * step)
+		}
+		if uint64(i) < n-1 {
+			out[i].End = hashKey(uint64(i+1) * step)
+		}
+	}
+	return out
+}
+
+func hashKey(v uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return string(b[:])
+}
+
+// Locate returns the range that holds the whole span of a request on path.
+// It fails with SpansRanges when the path's subtree is split over several
+// ranges (a path shallower than the namespace depth, in a multi-range table).
+func (t *Table) Locate(path string) (wire.Range, error) {
+	start, end := hierarchy.Span(path, t.NamespaceDepth)
+	i := sort.Search(len(t.Ranges), func(i int) bool {
+		r := t.Ranges[i]
+		return r.End == "" || r.End > start
+	})
+	if i == len(t.Ranges) {
+		return wire.Range{}, wire.Errorf(wire.Internal, "range table has a hole at %x", start)
+	}
+	r := t.Ranges[i]
+	if !hierarchy.InRange(start, end, r.Start, r.End) {
+		return wire.Range{}, wire.Errorf(wire.SpansRanges,
+			"the subtree of %s is spread over several shards (paths shallower than depth %d cover many namespaces)",
+			path, t.NamespaceDepth)
+	}
+	return r, nil
+}
+
+// Node returns the node with the given id.
+func (t *Table) Node(id uint64) (Node, bool) {
+	for _, n := range t.Nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// Shard returns the shard with the given id.
+func (t *Table) Shard(id uint64) (ShardInfo, bool) {
+	for _, s := range t.Shards {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return ShardInfo{}, false
+}
+
+// RangesOf returns the ranges a shard owns.
+func (t *Table) RangesOf(shard uint64) []wire.Range {
+	var out []wire.Range
+	for _, r := range t.Ranges {
+		if r.Shard == shard {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy.
+func (t *Table) Clone() *Table {
+	c := *t
+	c.Ranges = append([]wire.Range(nil), t.Ranges...)
+	c.Nodes = append([]Node(nil), t.Nodes...)
+	c.Shards = make([]ShardInfo, len(t.Shards))
+	for i, s := range t.Shards {
+		c.Shards[i] = ShardInfo{ID: s.ID, Replicas: append([]uint64(nil), s.Replicas...)}
+	}
+	return &c
+}
