@@ -91,6 +91,7 @@ type Holder struct {
 	Token    uint64
 	Count    uint32
 	Path     string
+	TTL      int64 // ms left on the holder's lease, when the answering node knows it
 }
 
 // Waiter is one queued request.

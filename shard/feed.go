@@ -1,0 +1,130 @@
+package shard
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// The feed keeps the most recent events of a shard in a ring, in revision
+// order, and fans new ones out to watch subscriptions. A watch may start from
+// any revision still in the ring; older ones answer Compacted. Delivery never
+// blocks the apply path: a subscriber whose queue is full is dropped with
+// an error it can resume from (slow consumer).
+
+// Subscriber receives events; Send must not block. It returns false when the
+// subscriber can take no more (it is then removed).
+type Subscriber interface {
+	Send(events []wire.Event) bool
+}
+
+type subscription struct {
+	path   string
+	prefix bool
+	sub    Subscriber
+}
+
+func (s *subscription) matches(ev *wire.Event) bool {
+	if !s.prefix {
+		return ev.Path == s.path
+	}
+	if s.path == "/" {
+		return true
+	}
+	return ev.Path == s.path || strings.HasPrefix(ev.Path, s.path) && ev.Path[len(s.path)] == '/'
+}
+
+type feed struct {
+	mu     sync.Mutex
+	ring   []wire.Event
+	start  int    // index of the oldest event in ring
+	n      int    // events in ring
+	last   uint64 // revision of the newest event seen
+	nextID uint64
+	subs   map[uint64]*subscription
+}
+
+func newFeed(capacity int) *feed {
+	return &feed{ring: make([]wire.Event, capacity), subs: make(map[uint64]*subscription)}
+}
+
+// append records events (copied) and delivers them to matching watches.
+func (f *feed) append(events []wire.Event) {
+	copies := make([]wire.Event, len(events))
+	copy(copies, events)
+	for i := range copies {
+		if copies[i].Value != nil {
+			copies[i].Value = append([]byte(nil), copies[i].Value...)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ev := range copies {
+		if f.n == len(f.ring) {
+			f.ring[f.start] = ev
+			f.start = (f.start + 1) % len(f.ring)
+		} else {
+			f.ring[(f.start+f.n)%len(f.ring)] = ev
+			f.n++
+		}
+		f.last = ev.Rev
+	}
+	for id, s := range f.subs {
+		var out []wire.Event
+		for i := range copies {
+			if s.matches(&copies[i]) {
+				out = append(out, copies[i])
+			}
+		}
+		if len(out) > 0 && !s.sub.Send(out) {
+			delete(f.subs, id)
+		}
+	}
+}
+
+func (f *feed) at(i int) wire.Event { return f.ring[(f.start+i)%len(f.ring)] }
+
+// subscribe replays retained events from rev (0 = from now) and registers the
+// subscriber for new ones, atomically, so nothing falls in between. It
+// returns the subscription id and the revision the watch starts after.
+func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &subscription{path: path, prefix: prefix, sub: sub}
+	if rev != 0 && rev <= f.last {
+		oldest := f.last + 1
+		if f.n > 0 {
+			oldest = f.at(0).Rev
+		}
+		if rev < oldest {
+			return 0, f.last, wire.Errorf(wire.Compacted,
+				"revision %d is no longer retained by this node (oldest is %d)", rev, oldest)
+		}
+		var out []wire.Event
+		for i := 0; i < f.n; i++ {
+			ev := f.at(i)
+			if ev.Rev >= rev && s.matches(&ev) {
+				out = append(out, ev)
+			}
+		}
+		if len(out) > 0 && !sub.Send(out) {
+			return 0, f.last, wire.Errorf(wire.TooMany, "watch backlog exceeds the subscriber's queue")
+		}
+	}
+	f.nextID++
+	f.subs[f.nextID] = s
+	return f.nextID, f.last, nil
+}
+
+func (f *feed) unsubscribe(id uint64) {
+	f.mu.Lock()
+	delete(f.subs, id)
+	f.mu.Unlock()
+}
+
+func (f *feed) watchers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
+}

@@ -1,0 +1,324 @@
+package shard
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/wardenlock/warden/statemachine"
+	"github.com/wardenlock/warden/wire"
+)
+
+// The lessor keeps lease deadlines in the leader's memory; nothing about time
+// is replicated. It learns leases from applied events, gives every lease a
+// full TTL when its replica becomes leader, refreshes deadlines on keepalives
+// that a quorum-confirmed read has vouched for, and proposes Expire when a
+// deadline passes. Once it has decided to expire a lease it refuses
+// keepalives for it, so no keepalive is acknowledged for a lease whose Expire
+// is already on its way into the log.
+
+type lease struct {
+	id       uint64
+	ttl      time.Duration
+	deadline time.Time
+	expiring bool
+	rev      uint64 // revision of the last create/renew: Expire carries it
+	idx      int // position in the heap, -1 when not in it
+}
+
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h leaseHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].idx = i; h[j].idx = j }
+func (h *leaseHeap) Push(x any)        { l := x.(*lease); l.idx = len(*h); *h = append(*h, l) }
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.idx = -1
+	return l
+}
+
+// leaseTracking is what the lessor records while it loads the lease table
+// after a promotion: events that land during the load.
+type leaseSeen struct {
+	ttl time.Duration
+	rev uint64
+}
+
+type leaseTracking struct {
+	added map[uint64]leaseSeen
+	ended map[uint64]struct{}
+}
+
+type lessor struct {
+	s   *Shard
+	log *slog.Logger
+
+	mu      sync.Mutex
+	leader  bool
+	epoch   uint64 // bumped on every leadership change
+	loading *leaseTracking
+	leases  map[uint64]*lease
+	heap    leaseHeap
+
+	// ExpireRate bounds Expire proposals per tick, so a mass expiry after a
+	// long outage does not flood the log (etcd's leaseRevokeRate idea).
+	expirePerTick int
+}
+
+func newLessor(s *Shard) *lessor {
+	return &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000}
+}
+
+// onEvents is called from the observer (inside Update): keep it cheap.
+func (l *lessor) onEvents(events []wire.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leader {
+		return
+	}
+	now := l.s.clock.Now()
+	for i := range events {
+		ev := &events[i]
+		switch ev.Kind {
+		case wire.EvLease, wire.EvRenewed:
+			ttl := time.Duration(ev.TTL) * time.Millisecond
+			if l.loading != nil {
+				l.loading.added[ev.Lease] = leaseSeen{ttl, ev.Rev}
+				continue
+			}
+			l.track(ev.Lease, ttl, ev.Rev, now)
+		case wire.EvLeaseEnd:
+			if l.loading != nil {
+				l.loading.ended[ev.Lease] = struct{}{}
+			}
+			l.forget(ev.Lease)
+		}
+	}
+}
+
+// track adds a lease, or refreshes it to a full TTL from now.
+func (l *lessor) track(id uint64, ttl time.Duration, rev uint64, now time.Time) {
+	le := l.leases[id]
+	if le == nil {
+		le = &lease{id: id, idx: -1}
+		l.leases[id] = le
+	}
+	le.ttl = ttl
+	le.rev = max(le.rev, rev)
+	le.deadline = now.Add(ttl)
+	le.expiring = false
+	if le.idx < 0 {
+		heap.Push(&l.heap, le)
+	} else {
+		heap.Fix(&l.heap, le.idx)
+	}
+}
+
+func (l *lessor) forget(id uint64) {
+	le := l.leases[id]
+	if le == nil {
+		return
+	}
+	delete(l.leases, id)
+	if le.idx >= 0 {
+		heap.Remove(&l.heap, le.idx)
+	}
+}
+
+// setLeader is called on every leadership change of the local replica.
+func (l *lessor) setLeader(isLeader bool) {
+	l.mu.Lock()
+	l.epoch++
+	epoch := l.epoch
+	l.leader = isLeader
+	l.leases = make(map[uint64]*lease)
+	l.heap = nil
+	l.loading = nil
+	if isLeader {
+		l.loading = &leaseTracking{added: map[uint64]leaseSeen{}, ended: map[uint64]struct{}{}}
+	}
+	l.mu.Unlock()
+	if isLeader {
+		go l.load(epoch)
+	}
+}
+
+// load reads the lease table with a linearizable read (so it includes every
+// committed entry) and starts every lease with a full TTL from now.
+func (l *lessor) load(epoch uint64) {
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeasesQuery{})
+		cancel()
+		l.mu.Lock()
+		if l.epoch != epoch {
+			l.mu.Unlock()
+			return
+		}
+		if err == nil {
+			infos, _ := v.([]statemachine.LeaseInfo)
+			now := l.s.clock.Now()
+			for _, in := range infos {
+				if _, gone := l.loading.ended[in.ID]; !gone {
+					l.track(in.ID, time.Duration(in.TTL)*time.Millisecond, in.Rev, now)
+				}
+			}
+			for id, seen := range l.loading.added {
+				if _, gone := l.loading.ended[id]; !gone {
+					l.track(id, seen.ttl, seen.rev, now)
+				}
+			}
+			l.loading = nil
+			n := len(l.leases)
+			l.mu.Unlock()
+			l.log.Debug("lessor promoted", "shard", l.s.id, "leases", n)
+			return
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.s.stopc:
+			return
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	d := 20 * time.Millisecond << min(attempt, 5)
+	return d
+}
+
+// tick proposes Expire for leases whose deadline has passed.
+func (l *lessor) tick() {
+	l.mu.Lock()
+	if !l.leader || l.loading != nil {
+		l.mu.Unlock()
+		return
+	}
+	now := l.s.clock.Now()
+	var due []*lease
+	for len(l.heap) > 0 && len(due) < l.expirePerTick {
+		le := l.heap[0]
+		if le.deadline.After(now) {
+			break
+		}
+		heap.Pop(&l.heap)
+		le.expiring = true
+		due = append(due, le)
+	}
+	epoch := l.epoch
+	reqs := make([]*wire.Request, len(due))
+	for i, le := range due {
+		reqs[i] = &wire.Request{Op: wire.OpExpire, Lease: le.id, Rev: le.rev}
+	}
+	l.mu.Unlock()
+	for _, req := range reqs {
+		l.proposeExpire(req, epoch)
+	}
+}
+
+// proposeExpire proposes Expire{Lease, Rev}. The state machine ignores it if
+// the lease was renewed through the log after Rev (a Renew that was already
+// in flight when the deadline passed), so an acknowledged renew is never
+// undone by an older expiry decision.
+func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
+	id := req.Lease
+	l.s.proposer.submit(req, func(resp *wire.Response) {
+		switch resp.Code {
+		case wire.OK:
+			l.log.Info("lease expired", "shard", l.s.id, "lease", id)
+			return
+		case wire.Conflict:
+			return // renewed meanwhile: the EvRenewed event re-tracked it
+		}
+		// Not applied or unknown outcome: try again while still leader.
+		// Expire is idempotent, and the lease stays refused meanwhile.
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.epoch != epoch {
+			return
+		}
+		if le := l.leases[id]; le != nil && le.idx < 0 {
+			le.deadline = l.s.clock.Now().Add(100 * time.Millisecond)
+			heap.Push(&l.heap, le)
+		}
+	})
+}
+
+// keepAlive refreshes the given leases and answers with the ones that are
+// gone. It answers only after a read-index round has confirmed this replica
+// is still the leader and the local state machine has caught up to it.
+func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
+	ids := req.Leases
+	if req.Lease != 0 {
+		ids = append([]uint64{req.Lease}, ids...)
+	}
+	received := l.s.clock.Now()
+	l.mu.Lock()
+	leader, loading, epoch := l.leader, l.loading != nil, l.epoch
+	l.mu.Unlock()
+	if !leader {
+		done(l.s.notLeader(req.ID))
+		return
+	}
+	if loading {
+		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "new leader is loading leases"})
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
+		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeaseCheck{IDs: ids})
+		cancel()
+		if err != nil {
+			done(ErrorResponse(req.ID, err, false))
+			return
+		}
+		states, _ := v.([]statemachine.LeaseState)
+		resp := &wire.Response{ID: req.ID}
+		l.mu.Lock()
+		defer func() { l.mu.Unlock(); done(resp) }()
+		if l.epoch != epoch || !l.leader {
+			*resp = *l.s.notLeader(req.ID)
+			return
+		}
+		for i, id := range ids {
+			if i >= len(states) {
+				break
+			}
+			switch states[i] {
+			case statemachine.LeaseGone:
+				resp.Leases = append(resp.Leases, id)
+			case statemachine.LeaseAlive:
+				le := l.leases[id]
+				if le == nil {
+					continue
+				}
+				if le.expiring {
+					resp.Leases = append(resp.Leases, id)
+					continue
+				}
+				if d := received.Add(le.ttl); d.After(le.deadline) {
+					le.deadline = d
+					heap.Fix(&l.heap, le.idx)
+				}
+			}
+		}
+	}()
+}
+
+// remaining returns the time left on a lease, for introspection.
+func (l *lessor) remaining(id uint64) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	le := l.leases[id]
+	if le == nil || !l.leader {
+		return 0, false
+	}
+	return le.deadline.Sub(l.s.clock.Now()), true
+}

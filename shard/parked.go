@@ -1,0 +1,101 @@
+package shard
+
+import (
+	"sync"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// A blocking acquire (or campaign) is parked here from before it is proposed
+// until it is answered: granted directly, granted later by a hand-off that any
+// entry may apply, timed out, or cancelled. Registration happens before the
+// proposal because a hand-off can be applied before the proposer has even
+// seen the "queued" result of the request it grants. The first answer wins.
+
+type clientSeq struct{ client, seq uint64 }
+
+type parkedReq struct {
+	id    uint64
+	wait  int64
+	done  func(*wire.Response)
+	timer *time.Timer
+}
+
+type parkedSet struct {
+	mu sync.Mutex
+	m  map[clientSeq]*parkedReq
+}
+
+func newParkedSet() *parkedSet { return &parkedSet{m: make(map[clientSeq]*parkedReq)} }
+
+func (ps *parkedSet) add(k clientSeq, p *parkedReq) {
+	ps.mu.Lock()
+	if old := ps.m[k]; old != nil {
+		// A retry of the same request (same client and seq) replaces the
+		// older parked copy; the older caller gets a clear answer.
+		if old.timer != nil {
+			old.timer.Stop()
+		}
+		defer old.done(&wire.Response{ID: old.id, Code: wire.Cancelled, Msg: "superseded by a retry of the same request"})
+	}
+	ps.m[k] = p
+	ps.mu.Unlock()
+}
+
+// deliver answers and forgets the parked request; it reports whether one was
+// there. resp.ID is set to the parked request's id.
+func (ps *parkedSet) deliver(k clientSeq, resp *wire.Response) bool {
+	ps.mu.Lock()
+	p := ps.m[k]
+	if p != nil {
+		delete(ps.m, k)
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+	}
+	ps.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	resp.ID = p.id
+	p.done(resp)
+	return true
+}
+
+// queued arms the wait timer once the state machine has queued the request.
+func (ps *parkedSet) queued(k clientSeq, onTimeout func()) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p := ps.m[k]
+	if p == nil || p.timer != nil || p.wait <= 0 {
+		return
+	}
+	p.timer = time.AfterFunc(time.Duration(p.wait)*time.Millisecond, onTimeout)
+}
+
+func (ps *parkedSet) has(k clientSeq) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.m[k] != nil
+}
+
+// drain answers every parked request with code (shutdown).
+func (ps *parkedSet) drain(code wire.Code, msg string) {
+	ps.mu.Lock()
+	all := ps.m
+	ps.m = make(map[clientSeq]*parkedReq)
+	ps.mu.Unlock()
+	for _, p := range all {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.done(&wire.Response{ID: p.id, Code: code, Msg: msg})
+	}
+}
+
+func (ps *parkedSet) len() int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.m)
+}

@@ -1,0 +1,284 @@
+package shard
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lni/dragonboat/v4"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// Config tunes every data shard of a node.
+type Config struct {
+	MaxBatchOps     int           // client operations per Raft entry (default 2048)
+	MaxBatchBytes   int           // bytes per Raft entry (default 512 KiB)
+	MaxInflight     int           // entries proposed but not yet applied (default 32)
+	QueueDepth      int           // operations waiting to be batched (default 65536)
+	ProposalTimeout time.Duration // default 5 s
+	ReadTimeout     time.Duration // default 5 s
+	FeedSize        int           // events retained for watches (default 65536)
+	LessorTick      time.Duration // how often deadlines are checked (default 20 ms)
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxBatchOps, 2048)
+	def(&c.MaxBatchBytes, 512<<10)
+	def(&c.MaxInflight, 32)
+	def(&c.QueueDepth, 65536)
+	def(&c.FeedSize, 65536)
+	if c.ProposalTimeout <= 0 {
+		c.ProposalTimeout = 5 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 5 * time.Second
+	}
+	if c.LessorTick <= 0 {
+		c.LessorTick = 20 * time.Millisecond
+	}
+	return c
+}
+
+// Shard is the local replica of one data shard.
+type Shard struct {
+	id        uint64
+	replicaID uint64
+	host      *Host
+	nh        *dragonboat.NodeHost
+	cfg       Config
+	clock     Clock
+	log       *slog.Logger
+
+	proposer *proposer
+	lessor   *lessor
+	parked   *parkedSet
+	feed     *feed
+
+	leaderID atomic.Uint64
+	isLeader atomic.Bool
+	applied  atomic.Uint64
+
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newShard(h *Host, id uint64) *Shard {
+	s := &Shard{
+		id:        id,
+		replicaID: h.cfg.NodeID,
+		host:      h,
+		cfg:       h.cfg.Shard.withDefaults(),
+		clock:     h.cfg.Clock,
+		log:       h.log,
+		parked:    newParkedSet(),
+		stopc:     make(chan struct{}),
+	}
+	s.feed = newFeed(s.cfg.FeedSize)
+	s.lessor = newLessor(s)
+	return s
+}
+
+// start runs the proposer and the lessor; the replica must be started.
+func (s *Shard) start(nh *dragonboat.NodeHost) {
+	s.nh = nh
+	s.proposer = newProposer(s)
+	s.wg.Add(3)
+	go func() { defer s.wg.Done(); s.proposer.run() }()
+	go func() { defer s.wg.Done(); s.proposer.complete() }()
+	go func() { defer s.wg.Done(); s.lessorLoop() }()
+}
+
+func (s *Shard) stop() {
+	close(s.stopc)
+	close(s.proposer.stop)
+	s.wg.Wait()
+	s.parked.drain(wire.Closed, "node is shutting down")
+}
+
+func (s *Shard) lessorLoop() {
+	t := time.NewTicker(s.cfg.LessorTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopc:
+			return
+		case <-t.C:
+			s.lessor.tick()
+		}
+	}
+}
+
+// ID returns the shard id.
+func (s *Shard) ID() uint64 { return s.id }
+
+// IsLeader reports whether the local replica leads the shard.
+func (s *Shard) IsLeader() bool { return s.isLeader.Load() }
+
+// LeaderID returns the replica (= node) id of the leader, 0 when unknown.
+func (s *Shard) LeaderID() uint64 { return s.leaderID.Load() }
+
+func (s *Shard) onLeader(leaderID uint64) {
+	s.leaderID.Store(leaderID)
+	isLeader := leaderID == s.replicaID
+	if s.isLeader.Swap(isLeader) != isLeader {
+		s.log.Info("shard leadership changed", "shard", s.id, "leader", leaderID, "local", isLeader)
+		s.lessor.setLeader(isLeader)
+	}
+}
+
+// Applied implements statemachine.Observer. It runs inside Update.
+func (s *Shard) Applied(index uint64, events []wire.Event) {
+	s.applied.Store(index)
+	s.feed.append(events)
+	s.lessor.onEvents(events)
+	for i := range events {
+		ev := &events[i]
+		if ev.Kind == wire.EvAcquired && ev.Cause == wire.CauseHandOff && ev.Client != 0 {
+			s.parked.deliver(clientSeq{ev.Client, ev.Seq}, &wire.Response{
+				Code: wire.OK, Token: ev.Token, Lease: ev.Lease, Mode: ev.Mode, Path: ev.Path, Count: 1,
+			})
+		}
+	}
+}
+
+func (s *Shard) notLeader(id uint64) *wire.Response {
+	return &wire.Response{ID: id, Code: wire.NotLeader, Msg: "this replica does not lead the shard",
+		Hint: s.host.hint(s.id)}
+}
+
+// Submit executes one request on this shard and calls done exactly once with
+// its answer (possibly much later, for a blocking acquire).
+func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
+	switch {
+	case req.Op == wire.OpKeepAlive:
+		s.lessor.keepAlive(req, done)
+	case isRead(req.Op):
+		s.read(req, done)
+	case req.Op.Mutating():
+		s.propose(req, done)
+	default:
+		done(&wire.Response{ID: req.ID, Code: wire.UnknownOp, Msg: "unknown operation " + req.Op.String()})
+	}
+}
+
+func isRead(op wire.Op) bool {
+	switch op {
+	case wire.OpLockInfo, wire.OpListLocks, wire.OpKVGet, wire.OpKVList, wire.OpLeader:
+		return true
+	}
+	return false
+}
+
+func (s *Shard) propose(req *wire.Request, done func(*wire.Response)) {
+	blocking := (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone
+	if !blocking {
+		s.proposer.submit(req, done)
+		return
+	}
+	if req.Client == 0 {
+		done(&wire.Response{ID: req.ID, Code: wire.InvalidArgument, Msg: "a waiting acquire needs a client id and sequence number"})
+		return
+	}
+	key := clientSeq{req.Client, req.Seq}
+	s.parked.add(key, &parkedReq{id: req.ID, wait: req.Wait, done: done})
+	s.proposer.submit(req, func(resp *wire.Response) {
+		if resp.Code == wire.Queued {
+			s.parked.queued(key, func() { s.cancelWait(key) })
+			return
+		}
+		s.parked.deliver(key, resp)
+	})
+}
+
+// cancelWait withdraws a queued request whose wait ran out. If a grant won
+// the race, the caller gets the grant.
+func (s *Shard) cancelWait(key clientSeq) {
+	s.Cancel(key.client, key.seq, wire.Timeout)
+}
+
+// Cancel withdraws the queued request (client, seq) and answers its parked
+// caller with code (or with the grant, if it was granted first).
+func (s *Shard) Cancel(client, seq uint64, code wire.Code) {
+	key := clientSeq{client, seq}
+	req := &wire.Request{Op: wire.OpCancel, Client: client, Seq: seq}
+	s.proposer.submit(req, func(resp *wire.Response) {
+		switch {
+		case resp.Code == wire.OK && resp.Token != 0:
+			s.parked.deliver(key, &wire.Response{Code: wire.OK, Token: resp.Token, Lease: resp.Lease,
+				Mode: resp.Mode, Path: resp.Path, Count: 1})
+		case resp.Code == wire.Cancelled || resp.Code == wire.OK || resp.Code == wire.NotFound:
+			s.parked.deliver(key, &wire.Response{Code: code, Msg: "the wait ended without a grant"})
+		default:
+			// Unknown outcome (no quorum): keep the caller parked and try
+			// again; a grant or the retry will answer it.
+			if s.parked.has(key) {
+				time.AfterFunc(200*time.Millisecond, func() { s.Cancel(client, seq, code) })
+			}
+		}
+	})
+}
+
+// Parked reports whether (client, seq) is still waiting here.
+func (s *Shard) Parked(client, seq uint64) bool { return s.parked.has(clientSeq{client, seq}) }
+
+func (s *Shard) read(req *wire.Request, done func(*wire.Response)) {
+	go func() {
+		var (
+			v   any
+			err error
+		)
+		if req.Has(wire.FlagStale) {
+			v, err = s.nh.StaleRead(s.id, req)
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ReadTimeout)
+			v, err = s.nh.SyncRead(ctx, s.id, req)
+			cancel()
+		}
+		if err != nil {
+			done(ErrorResponse(req.ID, err, false))
+			return
+		}
+		resp, ok := v.(*wire.Response)
+		if !ok {
+			done(&wire.Response{ID: req.ID, Code: wire.Internal, Msg: "unexpected read result"})
+			return
+		}
+		resp.ID = req.ID
+		s.fillTTLs(resp)
+		done(resp)
+	}()
+}
+
+// fillTTLs adds the time left on each holder's lease when this replica's
+// lessor knows it (it does on the leader).
+func (s *Shard) fillTTLs(resp *wire.Response) {
+	for i := range resp.Holders {
+		if d, ok := s.lessor.remaining(resp.Holders[i].Lease); ok {
+			resp.Holders[i].TTL = d.Milliseconds()
+		}
+	}
+}
+
+// Watch subscribes to this shard's events on path (or under it, with
+// prefix) from revision rev (0 = from now). It returns the subscription id
+// and the revision the watch starts after.
+func (s *Shard) Watch(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
+	return s.feed.subscribe(path, prefix, rev, sub)
+}
+
+// Unwatch ends a subscription.
+func (s *Shard) Unwatch(id uint64) { s.feed.unsubscribe(id) }
+
+// Watchers returns the number of watch subscriptions.
+func (s *Shard) Watchers() int { return s.feed.watchers() }
+
+// Applied index of the local replica (as observed from events).
+func (s *Shard) AppliedIndex() uint64 { return s.applied.Load() }
