@@ -1,0 +1,172 @@
+package hierarchy
+
+import "strings"
+
+// Node is one path segment. Its counters are kept by the Trie's Add* methods
+// and describe locks held and requests queued at this node and strictly below
+// it. Val is the caller's payload; the trie never reads it.
+type Node[T any] struct {
+	parent *Node[T]
+	name   string
+	kids   *kidSet[T] // nil for a leaf: most nodes are leaves
+	held   [2]uint32  // holds at this node, by wire.Mode
+	below  [2]uint32  // holds strictly inside the subtree
+	queued [2]uint32  // waiters at this node
+	qbelow [2]uint32  // waiters strictly inside the subtree
+	Val    T
+}
+
+// Trie is a tree of path segments rooted at "/".
+type Trie[T any] struct {
+	root  Node[T]
+	nodes int
+}
+
+// New returns an empty trie.
+func New[T any]() *Trie[T] { return &Trie[T]{} }
+
+// Root returns the node of "/".
+func (t *Trie[T]) Root() *Node[T] { return &t.root }
+
+// Len returns the number of nodes, the root excluded.
+func (t *Trie[T]) Len() int { return t.nodes }
+
+// Find returns the node of the valid path p, or nil if it does not exist.
+func (t *Trie[T]) Find(p string) *Node[T] {
+	n := &t.root
+	for seg, rest := firstSegment(p); seg != ""; seg, rest = firstSegment(rest) {
+		if n = n.Child(seg); n == nil {
+			return nil
+		}
+	}
+	return n
+}
+
+// Ensure returns the node of the valid path p, creating it and any missing
+// ancestors.
+func (t *Trie[T]) Ensure(p string) *Node[T] {
+	n := &t.root
+	for seg, rest := firstSegment(p); seg != ""; seg, rest = firstSegment(rest) {
+		n = t.child(n, seg)
+	}
+	return n
+}
+
+// EnsureChild returns n's child called name, creating it if needed.
+func (t *Trie[T]) EnsureChild(n *Node[T], name string) *Node[T] { return t.child(n, name) }
+
+func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
+	if c := n.Child(seg); c != nil {
+		return c
+	}
+	// Clone: seg points into a request's path, which must not stay alive
+	// for as long as the node does.
+	c := &Node[T]{parent: n, name: strings.Clone(seg)}
+	if n.kids == nil {
+		n.kids = &kidSet[T]{}
+	}
+	n.kids.add(c)
+	t.nodes++
+	return c
+}
+
+// Prune removes n and then its ancestors for as long as they are idle: no
+// counters, no children, and inUse reports false for them.
+func (t *Trie[T]) Prune(n *Node[T], inUse func(*Node[T]) bool) {
+	for n != nil && n != &t.root && n.idle() && !inUse(n) {
+		p := n.parent
+		p.kids.remove(n)
+		if p.kids.n == 0 {
+			p.kids = nil
+		}
+		n.parent = nil
+		t.nodes--
+		n = p
+	}
+}
+
+func (n *Node[T]) idle() bool {
+	return n.kids == nil && n.held == [2]uint32{} && n.queued == [2]uint32{}
+}
+
+// Detached reports whether n has been pruned from its trie.
+func (n *Node[T]) Detached() bool { return n.parent == nil && n.name != "" }
+
+// Parent returns n's parent, nil for the root.
+func (n *Node[T]) Parent() *Node[T] { return n.parent }
+
+// Name returns n's segment ("" for the root).
+func (n *Node[T]) Name() string { return n.name }
+
+// IsRoot reports whether n is the root.
+func (n *Node[T]) IsRoot() bool { return n.parent == nil }
+
+// Depth returns the number of segments of n's path.
+func (n *Node[T]) Depth() int {
+	d := 0
+	for p := n.parent; p != nil; p = p.parent {
+		d++
+	}
+	return d
+}
+
+// Path rebuilds n's path. It allocates; hot paths keep the request's path.
+func (n *Node[T]) Path() string {
+	if n.parent == nil {
+		return "/"
+	}
+	size := 0
+	for p := n; p.parent != nil; p = p.parent {
+		size += 1 + len(p.name)
+	}
+	b := make([]byte, size)
+	i := size
+	for p := n; p.parent != nil; p = p.parent {
+		i -= len(p.name)
+		copy(b[i:], p.name)
+		i--
+		b[i] = '/'
+	}
+	return string(b)
+}
+
+// Child returns n's child called name, or nil.
+func (n *Node[T]) Child(name string) *Node[T] {
+	if n.kids == nil {
+		return nil
+	}
+	return n.kids.find(name)
+}
+
+// NumKids returns the number of n's children.
+func (n *Node[T]) NumKids() int {
+	if n.kids == nil {
+		return 0
+	}
+	return n.kids.n
+}
+
+// Related reports whether a and b lie on one root-to-leaf line: one is an
+// ancestor of the other, or they are the same node.
+func Related[T any](a, b *Node[T]) bool {
+	da, db := a.Depth(), b.Depth()
+	for ; da > db; da-- {
+		a = a.parent
+	}
+	for ; db > da; db-- {
+		b = b.parent
+	}
+	return a == b
+}
+
+// firstSegment splits "/a/b/c" into "a" and "/b/c"; "" and "/" give "".
+func firstSegment(p string) (seg, rest string) {
+	if len(p) <= 1 {
+		return "", ""
+	}
+	p = p[1:]
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}

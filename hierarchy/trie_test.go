@@ -1,0 +1,135 @@
+package hierarchy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+type payload struct{ used bool }
+
+func inUse(n *Node[payload]) bool { return n.Val.used }
+
+func TestEnsureFindPath(t *testing.T) {
+	tr := New[payload]()
+	cases := []struct {
+		name, path string
+		depth      int
+	}{
+		{"root", "/", 0},
+		{"one", "/a", 1},
+		{"deep", "/a/b/c/d", 4},
+		{"sibling", "/a/x", 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := tr.Ensure(tc.path)
+			if got := n.Path(); got != tc.path {
+				t.Fatalf("Path() = %q, want %q", got, tc.path)
+			}
+			if n.Depth() != tc.depth {
+				t.Fatalf("Depth() = %d, want %d", n.Depth(), tc.depth)
+			}
+			if tr.Find(tc.path) != n {
+				t.Fatal("Find did not return the ensured node")
+			}
+		})
+	}
+	if tr.Len() != 5 {
+		t.Fatalf("Len() = %d, want 5 (a, b, c, d, x)", tr.Len())
+	}
+	if tr.Find("/a/b/zz") != nil {
+		t.Fatal("Find invented a node")
+	}
+}
+
+func TestPruneStopsAtUsedOrBusyNodes(t *testing.T) {
+	tr := New[payload]()
+	keep := tr.Ensure("/a/b")
+	keep.Val.used = true
+	leaf := tr.Ensure("/a/b/c/d")
+	tr.Prune(leaf, inUse)
+	if tr.Find("/a/b/c") != nil || !leaf.Detached() {
+		t.Fatal("idle nodes below a used node were not pruned")
+	}
+	if tr.Find("/a/b") != keep || tr.Len() != 2 {
+		t.Fatalf("prune went past a used node; Len = %d", tr.Len())
+	}
+	held := tr.Ensure("/h")
+	tr.AddHeld(held, wire.Shared, 1)
+	tr.Prune(held, inUse)
+	if tr.Find("/h") == nil {
+		t.Fatal("a node with a hold was pruned")
+	}
+}
+
+// TestManyKidsMatchAMap drives the dense list and the hash table through
+// growth, deletion (backward shift) and shrinking, against a Go map.
+func TestManyKidsMatchAMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tr := New[payload]()
+	root := tr.Root()
+	want := map[string]*Node[payload]{}
+	for step := 0; step < 20000; step++ {
+		name := fmt.Sprintf("k%d", rng.IntN(600))
+		if rng.IntN(3) > 0 {
+			n := tr.EnsureChild(root, name)
+			if old, ok := want[name]; ok && old != n {
+				t.Fatalf("step %d: EnsureChild made a second %q", step, name)
+			}
+			want[name] = n
+		} else if n := root.Child(name); n != nil {
+			tr.Prune(n, inUse)
+			delete(want, name)
+		}
+		if step%997 == 0 {
+			checkKids(t, root, want)
+		}
+	}
+	for name, n := range want {
+		tr.Prune(n, inUse)
+		delete(want, name)
+	}
+	checkKids(t, root, want)
+}
+
+func checkKids(t *testing.T, n *Node[payload], want map[string]*Node[payload]) {
+	t.Helper()
+	if n.NumKids() != len(want) {
+		t.Fatalf("NumKids = %d, want %d", n.NumKids(), len(want))
+	}
+	for name, c := range want {
+		if n.Child(name) != c {
+			t.Fatalf("Child(%q) lost", name)
+		}
+	}
+	kids := n.SortedKids(nil)
+	if !slices.IsSortedFunc(kids, func(a, b *Node[payload]) int {
+		if a.name < b.name {
+			return -1
+		}
+		return 1
+	}) || len(kids) != len(want) {
+		t.Fatal("SortedKids is not a sorted list of every child")
+	}
+}
+
+func TestWalkIsInPathOrder(t *testing.T) {
+	tr := New[payload]()
+	paths := []string{"/b", "/a/z", "/a/b/c", "/a", "/a/b", "/c/d"}
+	for _, p := range paths {
+		tr.Ensure(p)
+	}
+	var got []string
+	tr.Root().Walk(nil, func(n *Node[payload]) bool {
+		got = append(got, n.Path())
+		return true
+	})
+	want := []string{"/", "/a", "/a/b", "/a/b/c", "/a/z", "/b", "/c", "/c/d"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("walk order %v, want %v", got, want)
+	}
+}
