@@ -1,0 +1,231 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// Client is a connection pool to a Warden cluster. It is safe for concurrent
+// use; make one per process and share it.
+type Client struct {
+	cfg    config
+	id     uint64 // random client id: the exactly-once identity, same on every connection
+	seqs   *seqTracker
+	pool   *pool
+	ctx    context.Context // cancelled by Close; parents background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // watches, observers
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*Session]struct{}
+}
+
+// New connects to a cluster through the given endpoints (host:port of any
+// node or router; DefaultEndpoint when empty). It returns once one connection
+// has completed the handshake, trying every endpoint once; the rest of the
+// pool connects in the background. ctx bounds only this first connection.
+func New(ctx context.Context, endpoints []string, opts ...Option) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if len(endpoints) == 0 {
+		endpoints = []string{DefaultEndpoint}
+	}
+	c := &Client{cfg: cfg, id: randomID(), seqs: newSeqTracker(),
+		sessions: make(map[*Session]struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.pool = newPool(c.ctx, &c.cfg, append([]string(nil), endpoints...), c.id)
+	if err := c.pool.connectFirst(ctx); err != nil {
+		c.cancel()
+		c.pool.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ID returns the client's random identity, sent with every exactly-once
+// request.
+func (c *Client) ID() uint64 { return c.id }
+
+// Close stops every session's keepalive (without revoking: close sessions
+// first to release their locks at once, otherwise they expire after their
+// TTL), ends watches and closes the connections. Calls in flight fail with
+// ErrClientClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	sessions := make([]*Session, 0, len(c.sessions))
+	for s := range c.sessions {
+		sessions = append(sessions, s)
+	}
+	c.mu.Unlock()
+	for _, s := range sessions {
+		s.stop(Closed, ErrClientClosed)
+	}
+	c.cancel()
+	c.pool.close()
+	c.wg.Wait()
+	return nil
+}
+
+// Do sends one request and returns its answer: the escape hatch for
+// operations the typed API does not cover. It assigns the request id, and
+// for mutating operations the client id and a fresh sequence number (unless
+// req.Seq is already set), so retries are exactly-once. Retryable codes and
+// broken connections are retried with backoff until ctx ends. A non-OK
+// answer is returned together with its error (a *wire.Error). OpHello and
+// OpWatch are refused: the client does the handshake, and Watch handles
+// streams.
+func (c *Client) Do(ctx context.Context, req *wire.Request) (*wire.Response, error) {
+	if req.Op == wire.OpHello || req.Op == wire.OpWatch || req.Op.Internal() {
+		return nil, wire.Errorf(wire.InvalidArgument, "Do cannot send %s", req.Op)
+	}
+	r := *req
+	timeout := c.cfg.requestTimeout
+	if (r.Op == wire.OpAcquire || r.Op == wire.OpCampaign) && r.Wait != wire.WaitNone {
+		timeout = 0 // a parked request answers when granted
+	}
+	if exactlyOnce(r.Op) && r.Seq == 0 {
+		r.Client, r.Seq = c.id, c.seqs.begin()
+		defer c.seqs.end(r.Seq)
+	}
+	return c.call(ctx, &r, timeout)
+}
+
+// exactlyOnce reports whether op gets a (Client, Seq) pair. OpCancel is
+// mutating but names the Seq of the acquire it withdraws.
+func exactlyOnce(op wire.Op) bool {
+	return op.Mutating() && op != wire.OpCancel
+}
+
+// retrySafe reports whether req may be sent again after its connection broke
+// before the answer arrived.
+func retrySafe(req *wire.Request) bool {
+	return !req.Op.Mutating() || req.Seq != 0 || req.Op == wire.OpCancel
+}
+
+// call sends req until it gets a definitive answer. Each attempt is bounded by
+// timeout (0: only by ctx). Attempts that fail with a retryable code, a broken
+// connection or a timeout are repeated unchanged (same Seq). When ctx ends
+// after a mutating request may have reached the server, the error matches
+// ErrAmbiguous and the context error.
+func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Duration) (*wire.Response, error) {
+	var (
+		maybeApplied bool
+		lastErr      error
+	)
+	for attempt := 0; ; attempt++ {
+		if c.ctx.Err() != nil {
+			return nil, ErrClientClosed
+		}
+		if req.Seq != 0 {
+			req.AckSeq = c.seqs.ack()
+		}
+		cn, err := c.pool.pick(ctx)
+		if err != nil {
+			return nil, c.giveUp(req, maybeApplied, lastErr, err)
+		}
+		resp, sent, err := cn.roundTrip(ctx, req, timeout)
+		switch {
+		case err == nil && resp.Code.Retryable():
+			lastErr = resp.AsError()
+			c.cfg.logger.Debug("warden: retrying", "op", req.Op, "code", resp.Code, "attempt", attempt)
+		case err == nil:
+			return resp, resp.AsError()
+		case ctx.Err() != nil:
+			return nil, c.giveUp(req, maybeApplied || (sent && req.Op.Mutating()), lastErr, ctx.Err())
+		default: // connection lost or attempt timed out
+			maybeApplied = maybeApplied || (sent && req.Op.Mutating())
+			lastErr = err
+			if !retrySafe(req) {
+				return nil, ambiguous(req.Op, err)
+			}
+			if errors.Is(err, ErrConnLost) && attempt == 0 {
+				continue // another connection may be up already
+			}
+		}
+		if err := c.cfg.backoff.Wait(ctx, attempt); err != nil {
+			return nil, c.giveUp(req, maybeApplied, lastErr, err)
+		}
+	}
+}
+
+// giveUp builds the error for a request abandoned because ctx ended (or the
+// client closed) before a definitive answer.
+func (c *Client) giveUp(req *wire.Request, maybeApplied bool, lastErr, cause error) error {
+	if errors.Is(cause, ErrClientClosed) || c.ctx.Err() != nil {
+		cause = ErrClientClosed
+	}
+	if maybeApplied {
+		return ambiguous(req.Op, cause)
+	}
+	if lastErr != nil && !errors.Is(cause, lastErr) {
+		return errors.Join(lastErr, cause)
+	}
+	return cause
+}
+
+// track registers a session so Close can stop it.
+func (c *Client) track(s *Session) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClientClosed
+	}
+	c.sessions[s] = struct{}{}
+	return nil
+}
+
+func (c *Client) untrack(s *Session) {
+	c.mu.Lock()
+	delete(c.sessions, s)
+	c.mu.Unlock()
+}
+
+// goBackground runs f on a goroutine that Close waits for.
+func (c *Client) goBackground(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// randomID returns a random non-zero id with the top bit clear (ids with
+// the top bit set are reserved for server-made single-lock leases).
+func randomID() uint64 {
+	var b [8]byte
+	for {
+		rand.Read(b[:])
+		if id := binary.BigEndian.Uint64(b[:]) &^ (1 << 63); id != 0 {
+			return id
+		}
+	}
+}
+
+// millis converts a duration to protocol milliseconds, rounding up so a
+// positive duration never becomes 0 (which means "none").
+func millis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

@@ -1,0 +1,343 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// conn is one handshaken connection to an endpoint. Many requests are in
+// flight at once: callers register a pending call under a fresh id and queue
+// the request; one writer goroutine batches queued requests into a buffered
+// writer and flushes once per batch; one reader goroutine matches answers to
+// pending calls by id and hands pushed frames to their stream.
+type conn struct {
+	addr     string
+	nc       net.Conn
+	cfg      *config
+	info     []byte // the handshake answer's Value (a JSON node description)
+	sendq    chan *wire.Request
+	closed   chan struct{} // closed once the connection has failed
+	nextID   atomic.Uint64
+	onClosed func(*conn) // called once, after closed is closed
+
+	mu      sync.Mutex
+	err     error // why the connection failed; set once
+	pending map[uint64]*call
+	streams map[uint64]*stream
+	wg      sync.WaitGroup
+}
+
+// call is one outstanding request on a conn.
+type call struct {
+	done chan result // receives exactly one result
+}
+
+type result struct {
+	resp *wire.Response
+	err  error
+}
+
+const sendQueueLen = 512
+
+// dial connects to addr and performs the handshake.
+func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed func(*conn)) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout)
+	defer cancel()
+	d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: 5 * time.Second, Interval: 5 * time.Second, Count: 3}}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.tls != nil {
+		tc := cfg.tls.Clone()
+		if tc.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				tc.ServerName = host
+			}
+		}
+		tlsConn := tls.Client(nc, tc)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		nc = tlsConn
+	}
+	cn := &conn{
+		addr:     addr,
+		nc:       nc,
+		cfg:      cfg,
+		sendq:    make(chan *wire.Request, sendQueueLen),
+		closed:   make(chan struct{}),
+		pending:  make(map[uint64]*call),
+		streams:  make(map[uint64]*stream),
+		onClosed: onClosed,
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	if err := cn.hello(ctx, br, client); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	cn.wg.Add(2)
+	go cn.writeLoop()
+	go cn.readLoop(br)
+	return cn, nil
+}
+
+// hello sends the handshake and reads its answer before any other traffic.
+func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) error {
+	deadline, _ := ctx.Deadline()
+	cn.nc.SetDeadline(deadline)
+	defer cn.nc.SetDeadline(time.Time{})
+	req := wire.Request{ID: cn.nextID.Add(1), Op: wire.OpHello, Rev: wire.ProtocolVersion,
+		Auth: cn.cfg.credentials, Client: client}
+	frame, err := wire.AppendFrame(nil, &req)
+	if err != nil {
+		return err
+	}
+	if _, err := cn.nc.Write(frame); err != nil {
+		return err
+	}
+	body, err := wire.ReadFrame(br, cn.cfg.maxFrame, nil)
+	if err != nil {
+		return err
+	}
+	var resp wire.Response
+	if err := wire.DecodeResponse(body, &resp); err != nil {
+		return err
+	}
+	if resp.ID != req.ID {
+		return wire.Errorf(wire.Malformed, "handshake answer has id %d, want %d", resp.ID, req.ID)
+	}
+	if err := resp.AsError(); err != nil {
+		return fmt.Errorf("client: handshake with %s refused: %w", cn.addr, err)
+	}
+	cn.info = resp.Value
+	return nil
+}
+
+// send registers a call (and, for a watch, its stream under the same id) and
+// queues the request. The caller must later receive from call.done or forget
+// the id.
+func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64, *call, error) {
+	r := *req
+	r.ID = cn.nextID.Add(1)
+	cl := &call{done: make(chan result, 1)}
+	cn.mu.Lock()
+	if cn.err != nil {
+		cn.mu.Unlock()
+		return 0, nil, ErrConnLost
+	}
+	cn.pending[r.ID] = cl
+	if st != nil {
+		cn.streams[r.ID] = st
+	}
+	cn.mu.Unlock()
+	select {
+	case cn.sendq <- &r:
+		return r.ID, cl, nil
+	case <-cn.closed:
+		cn.forget(r.ID)
+		return 0, nil, ErrConnLost
+	case <-ctx.Done():
+		cn.forget(r.ID)
+		return 0, nil, ctx.Err()
+	}
+}
+
+// roundTrip sends req and waits for its answer, at most timeout (0: no limit
+// besides ctx). sent reports whether the request may have reached the server.
+func (cn *conn) roundTrip(ctx context.Context, req *wire.Request, timeout time.Duration) (resp *wire.Response, sent bool, err error) {
+	id, cl, err := cn.send(ctx, req, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case res := <-cl.done:
+		return res.resp, true, res.err
+	case <-ctx.Done():
+		cn.forget(id)
+		return nil, true, ctx.Err()
+	case <-expired:
+		cn.forget(id)
+		return nil, true, errAttemptTimeout
+	}
+}
+
+var errAttemptTimeout = errors.New("client: no answer within the request timeout")
+
+// forget drops a pending call (and stream) whose answer nobody waits for.
+func (cn *conn) forget(id uint64) {
+	cn.mu.Lock()
+	delete(cn.pending, id)
+	delete(cn.streams, id)
+	cn.mu.Unlock()
+}
+
+// dropStream stops routing pushes for id to its stream.
+func (cn *conn) dropStream(id uint64) {
+	cn.mu.Lock()
+	delete(cn.streams, id)
+	cn.mu.Unlock()
+}
+
+func (cn *conn) writeLoop() {
+	defer cn.wg.Done()
+	bw := bufio.NewWriterSize(cn.nc, 64<<10)
+	var buf []byte
+	for {
+		var req *wire.Request
+		select {
+		case req = <-cn.sendq:
+		case <-cn.closed:
+			return
+		}
+		for req != nil {
+			var err error
+			buf, err = wire.AppendFrame(buf[:0], req)
+			if err != nil {
+				cn.resolve(req.ID, result{err: fmt.Errorf("client: encode %s: %w", req.Op, err)})
+			} else if _, err := bw.Write(buf); err != nil {
+				cn.fail(err)
+				return
+			}
+			select {
+			case req = <-cn.sendq:
+			default:
+				req = nil
+			}
+		}
+		cn.nc.SetWriteDeadline(time.Now().Add(cn.cfg.requestTimeout))
+		if err := bw.Flush(); err != nil {
+			cn.fail(err)
+			return
+		}
+	}
+}
+
+func (cn *conn) readLoop(br *bufio.Reader) {
+	defer cn.wg.Done()
+	var buf []byte
+	for {
+		body, err := wire.ReadFrame(br, cn.cfg.maxFrame, buf)
+		if err != nil {
+			cn.fail(err)
+			return
+		}
+		buf = body
+		resp := new(wire.Response)
+		if err := wire.DecodeResponse(body, resp); err != nil {
+			cn.fail(err)
+			return
+		}
+		cn.dispatch(resp)
+	}
+}
+
+// dispatch routes one frame: the answer to a pending call, or a push to a
+// stream. The first answer to OpWatch carries the request id and goes to the
+// call; later frames of the stream go to the stream whatever their id.
+func (cn *conn) dispatch(resp *wire.Response) {
+	cn.mu.Lock()
+	cl, ok := cn.pending[resp.ID]
+	if ok && resp.Code == wire.Queued {
+		// An interim "waiting" notice: the final answer follows under the same id.
+		cn.mu.Unlock()
+		return
+	}
+	if ok {
+		delete(cn.pending, resp.ID)
+		cn.mu.Unlock()
+		cl.done <- result{resp: resp}
+		return
+	}
+	st := cn.streams[resp.Stream]
+	if st != nil && resp.Code != wire.OK {
+		delete(cn.streams, resp.Stream) // an error push ends the stream
+	}
+	cn.mu.Unlock()
+	if resp.Stream == 0 || st == nil {
+		return // an answer nobody waits for any more, or a push for a cancelled stream
+	}
+	if !st.push(resp) { // the consumer fell behind: end the stream, it resumes by revision
+		cn.dropStream(resp.Stream)
+		cn.wg.Add(1)
+		go func() {
+			defer cn.wg.Done()
+			cn.unwatch(resp.Stream)
+		}()
+	}
+}
+
+// resolve answers one pending call locally.
+func (cn *conn) resolve(id uint64, res result) {
+	cn.mu.Lock()
+	cl, ok := cn.pending[id]
+	delete(cn.pending, id)
+	cn.mu.Unlock()
+	if ok {
+		cl.done <- res
+	}
+}
+
+// unwatch tells the server to stop a stream, best effort.
+func (cn *conn) unwatch(stream uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), cn.cfg.requestTimeout)
+	defer cancel()
+	cn.roundTrip(ctx, &wire.Request{Op: wire.OpUnwatch, Stream: stream}, 0)
+}
+
+// fail breaks the connection: every pending call gets ErrConnLost (wrapping
+// the cause) and every stream is told it ended.
+func (cn *conn) fail(cause error) {
+	cn.mu.Lock()
+	if cn.err != nil {
+		cn.mu.Unlock()
+		return
+	}
+	cn.err = fmt.Errorf("%w: %s: %w", ErrConnLost, cn.addr, cause)
+	pending, streams := cn.pending, cn.streams
+	cn.pending, cn.streams = map[uint64]*call{}, map[uint64]*stream{}
+	cn.mu.Unlock()
+	close(cn.closed)
+	cn.nc.Close()
+	for _, cl := range pending {
+		cl.done <- result{err: cn.err}
+	}
+	for _, st := range streams {
+		st.end(cn.err)
+	}
+	if cn.onClosed != nil {
+		cn.onClosed(cn)
+	}
+}
+
+// close fails the connection with cause and waits for its goroutines.
+func (cn *conn) close(cause error) {
+	cn.fail(cause)
+	cn.wg.Wait()
+}
+
+func (cn *conn) broken() bool {
+	select {
+	case <-cn.closed:
+		return true
+	default:
+		return false
+	}
+}

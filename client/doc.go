@@ -1,0 +1,107 @@
+/*
+Package client is the Go client of Warden, a distributed lock service: locks
+with fencing tokens, sessions, elections, watches and a small KV store.
+
+# Connecting
+
+	c, err := client.New(ctx, []string{"10.0.0.1:7070", "10.0.0.2:7070"})
+	defer c.Close()
+
+A Client keeps a small pool of TCP connections (WithPoolSize, default 2) and
+pipelines every request over them: many requests are in flight per
+connection and answers are matched by id. A broken connection is redialled
+in the background, moving to the next endpoint on each attempt, with
+full-jitter exponential backoff (WithBackoff). Every call takes a context
+and returns when it ends; nothing blocks forever.
+
+# Guarantees
+
+  - Exactly once. Every mutating request carries the client's random id and
+    a sequence number. When an answer is lost (timeout, broken connection)
+    or the service answers with a retryable code (NotLeader, WrongShard,
+    Unavailable, RangeMoving, Closed) the client resends the same request
+    with the same sequence number, and the service returns the first
+    outcome instead of applying it twice. A reentrant acquire retried after a
+    timeout does not add a second hold; a release retried after the lock
+    passed to someone else does not release the new holder.
+  - Ambiguity is named. When the caller's context ends while a mutating
+    request may have reached the service without an answer, the error
+    matches both ErrAmbiguous and the context's error.
+  - Typed errors. Errors from the service are *wire.Error values matching the
+    sentinels re-exported here (ErrConflict, ErrNotHolder, ErrSessionExpired,
+    ErrTimeout, ...) with errors.Is. IsRetryable classifies them.
+  - Linearizable reads, unless a call asks for WithStale.
+  - Fair locks. Waiters are granted in arrival order by the service; a
+    release wakes only the waiters it grants. A waiter whose context ends is
+    withdrawn from the queue (OpCancel); a grant that raced with the
+    withdrawal is given back, so a caller that gave up never holds anything.
+
+# Sessions
+
+A Session is a lease that the client keeps alive: it owns locks, queued
+waiters, election candidacies and ephemeral keys, and when it ends they all
+end. The client picks the lease id itself (random, top bit clear) and sends a
+keepalive every TTL/3 (WithTTL, default 10 s). Its state follows Apache
+Curator's vocabulary:
+
+	            keepalive fails or is overdue
+	Connected ---------------------------------> Suspended
+	    ^  <--------------------------------------   |
+	    |          a keepalive is acknowledged       |
+	    |                                            | no keepalive acknowledged
+	    | the service reports the lease gone         | within TTL (local clock)
+	    +------------------------------> Lost <------+
+	Close / Client.Close ------------> Closed
+
+The client counts the lease from the moment it sent the last keepalive that
+was acknowledged, on the monotonic clock. The service counts it from when it
+received that keepalive, which is later, so the client's view always ends
+first: once the session is Lost locally, the service may still hold its locks
+for a short while, but never the other way round. Suspended means "the lease
+may be alive but this client cannot prove it": stop acting as lock holder or
+leader until Connected again, unless every action is fenced.
+
+Session.States delivers the changes on a channel without ever blocking the
+session (the oldest changes are dropped when the reader falls behind).
+Session.Done and Session.Context end when the session is Lost or Closed;
+Mutex.Context ends when its hold ends. Pass them to the work a lock guards.
+
+# Fencing
+
+A lock's token strictly increases across every grant of its path, across
+leader changes, restarts and range moves. Leases can expire under a paused
+process, so send the token with every write to the protected resource and
+have the resource refuse tokens lower than the highest it has seen:
+
+	s, _ := c.NewSession(ctx, client.WithTTL(10*time.Second))
+	defer s.Close(context.Background())
+	m := client.NewMutex(s, "/locks/billing/nightly")
+	if err := m.Lock(ctx); err != nil {
+		return err
+	}
+	defer m.Unlock(context.Background())
+	// The storage refuses writes carrying a token below its high-water mark.
+	return store.WriteIfNewer(m.Context(), report, m.Token())
+
+# Locks without a session
+
+Client.Acquire takes one lock with a lease of its own (a TTL, renewed with
+Lock.Renew): useful for a lock that must outlive a process restart's
+session, or for tools. Mutex and RWMutex use a session's lease and need no
+renewal.
+
+# Watches
+
+Client.Watch streams events (grants and releases with their cause, KV
+changes, leader changes) for a path or prefix, from now or from a revision.
+The stream survives reconnects: the client resubscribes from the revision
+after the last one it delivered. A start revision older than the retained
+history ends the watch with ErrCompacted.
+
+# Testing
+
+Request timeouts use real time; the session's keepalive schedule and local
+expiry use an injected clock inside the package's own tests, so they run
+without sleeping for a TTL.
+*/
+package client

@@ -1,0 +1,275 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// hold is one lock path held (or not) by one owner of a session, in one
+// mode. A gate (a one-slot channel, so waiting on it honours contexts)
+// orders the goroutines of this process: an exclusive hold keeps the gate
+// from Lock to Unlock, like sync.Mutex; a shared hold keeps it only while it
+// talks to the service and counts its local holders, so one grant serves
+// them all.
+type hold struct {
+	s     *Session
+	path  string
+	owner string
+	mode  wire.Mode
+	gate  chan struct{}
+
+	mu     sync.Mutex
+	token  uint64
+	count  int // local holders (exclusive: 0 or 1)
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+var errUnlocked = errors.New("client: lock released")
+
+func newHold(s *Session, path, owner string, mode wire.Mode) *hold {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errUnlocked)
+	return &hold{s: s, path: path, owner: owner, mode: mode, gate: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+}
+
+func randomOwner() string {
+	return fmt.Sprintf("%x", randomID()) + "-" + rand.Text()[:6]
+}
+
+func (h *hold) enter(ctx context.Context, try bool) error {
+	if try {
+		select {
+		case h.gate <- struct{}{}:
+			return nil
+		default:
+			return wire.Errorf(wire.Conflict, "%s is held by this process", h.path)
+		}
+	}
+	select {
+	case h.gate <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *hold) leave() { <-h.gate }
+
+func (h *hold) lock(ctx context.Context, try bool) error {
+	if err := h.s.Err(); err != nil {
+		return err
+	}
+	if err := h.enter(ctx, try); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	if h.mode == wire.Shared && h.count > 0 {
+		h.count++
+		h.mu.Unlock()
+		h.leave()
+		return nil
+	}
+	h.mu.Unlock()
+	c := h.s.c
+	req := &wire.Request{Op: wire.OpAcquire, Path: h.path, Mode: h.mode, Lease: h.s.lease,
+		TTL: millis(h.s.ttl), Wait: waitFor(ctx, try), Owner: h.owner}
+	resp, err := c.park(ctx, h.s, req, func(token uint64) error {
+		uctx, cancel := c.undoContext()
+		defer cancel()
+		return c.release(uctx, h.path, token, h.s.lease, h.owner)
+	})
+	if err != nil {
+		h.leave()
+		return err
+	}
+	h.mu.Lock()
+	h.token, h.count = resp.Token, 1
+	h.ctx, h.cancel = context.WithCancelCause(h.s.ctx)
+	h.mu.Unlock()
+	if h.mode == wire.Shared {
+		h.leave()
+	}
+	return nil
+}
+
+func (h *hold) unlock(ctx context.Context) error {
+	if h.mode == wire.Shared {
+		if err := h.enter(ctx, false); err != nil {
+			return err
+		}
+		defer h.leave()
+	}
+	h.mu.Lock()
+	if h.count == 0 {
+		h.mu.Unlock()
+		return notHeld(h.path)
+	}
+	if h.count > 1 {
+		h.count--
+		h.mu.Unlock()
+		return nil
+	}
+	token := h.token
+	h.mu.Unlock()
+	if err := h.s.Err(); err != nil {
+		h.dropped(token, err)
+		return err
+	}
+	err := h.s.c.release(ctx, h.path, token, h.s.lease, h.owner)
+	if err != nil && !errors.Is(err, ErrNotHolder) && !errors.Is(err, ErrStaleToken) && !errors.Is(err, ErrSessionExpired) {
+		return err // not confirmed: still held, Unlock may be called again
+	}
+	h.dropped(token, errUnlocked)
+	return err
+}
+
+// dropped forgets the hold of token once the service no longer has it.
+func (h *hold) dropped(token uint64, cause error) {
+	h.mu.Lock()
+	if h.token != token {
+		h.mu.Unlock()
+		return
+	}
+	wasHeld := h.count > 0
+	h.token, h.count = 0, 0
+	h.cancel(cause)
+	h.mu.Unlock()
+	if wasHeld && h.mode == wire.Exclusive {
+		h.leave()
+	}
+}
+
+func (h *hold) currentToken() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.token
+}
+
+func (h *hold) held() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count > 0 && h.s.Err() == nil
+}
+
+func (h *hold) context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ctx
+}
+
+// Mutex is a distributed lock owned by a session. Lock blocks until the lock
+// is granted or ctx ends; the grant comes with a fencing token that strictly
+// increases across every grant of the path, to be passed to whatever the lock
+// protects. Like sync.Mutex, a Mutex is not reentrant: a second Lock waits
+// for Unlock. It is safe for concurrent use.
+type Mutex struct {
+	h *hold
+}
+
+func lockConfigOf(opts []LockOption) lockConfig {
+	var cfg lockConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.owner == "" {
+		cfg.owner = randomOwner()
+	}
+	return cfg
+}
+
+// NewMutex returns a Mutex on path (exclusive, or shared with WithShared)
+// owned by session s. It does not talk to the service.
+func NewMutex(s *Session, path string, opts ...LockOption) *Mutex {
+	cfg := lockConfigOf(opts)
+	return &Mutex{h: newHold(s, path, cfg.owner, cfg.mode)}
+}
+
+// Lock acquires the lock, waiting in the service's FIFO queue until it is
+// granted, ctx ends or the session ends. The remaining time of ctx's deadline
+// is sent as the server-side wait. When ctx ends first the queued request is
+// withdrawn (a grant that raced with the withdrawal is given back), and the
+// error is ctx's error; when the session ends it matches ErrSessionExpired.
+func (m *Mutex) Lock(ctx context.Context) error { return m.h.lock(ctx, false) }
+
+// TryLock acquires the lock only if it is free now, and fails with an error
+// matching ErrConflict otherwise.
+func (m *Mutex) TryLock(ctx context.Context) error { return m.h.lock(ctx, true) }
+
+// Unlock releases the lock by its token. If the service has already ended
+// the hold (session lost, lock revoked) the error says so (ErrSessionExpired,
+// ErrNotHolder or ErrStaleToken) and the Mutex is unlocked. If the release
+// cannot be confirmed (ErrAmbiguous, ctx ended) the Mutex stays locked and
+// Unlock may be called again: a repeated release by token never frees a later
+// holder.
+func (m *Mutex) Unlock(ctx context.Context) error { return m.h.unlock(ctx) }
+
+// Token returns the fencing token of the current hold, or 0.
+func (m *Mutex) Token() uint64 { return m.h.currentToken() }
+
+// IsHeld reports whether this Mutex holds the lock and its session is alive.
+// The service may have ended the hold in a way the client has not heard of
+// yet: protect resources with Token, not with IsHeld.
+func (m *Mutex) IsHeld() bool { return m.h.held() }
+
+// Context returns a context that is cancelled when the hold ends: on Unlock
+// or when the session ends. Before the first Lock it is already cancelled.
+func (m *Mutex) Context() context.Context { return m.h.context() }
+
+// Path returns the locked path.
+func (m *Mutex) Path() string { return m.h.path }
+
+// RWMutex is a readers-writer lock on one path owned by a session: Lock
+// takes it exclusively, RLock shared. Readers of one RWMutex share a single
+// shared grant. Readers and the writer use distinct owners (owner+"/r",
+// owner+"/w"), so they exclude each other in the service exactly as holders in
+// other processes do; as with sync.RWMutex, a goroutine holding RLock that
+// calls Lock waits forever (here: until ctx ends).
+type RWMutex struct {
+	r, w *hold
+}
+
+// NewRWMutex returns an RWMutex on path owned by session s.
+func NewRWMutex(s *Session, path string, opts ...LockOption) *RWMutex {
+	cfg := lockConfigOf(opts)
+	return &RWMutex{
+		r: newHold(s, path, cfg.owner+"/r", wire.Shared),
+		w: newHold(s, path, cfg.owner+"/w", wire.Exclusive),
+	}
+}
+
+// Lock acquires the lock exclusively; see Mutex.Lock.
+func (rw *RWMutex) Lock(ctx context.Context) error { return rw.w.lock(ctx, false) }
+
+// TryLock acquires the lock exclusively if it is free now (else ErrConflict).
+func (rw *RWMutex) TryLock(ctx context.Context) error { return rw.w.lock(ctx, true) }
+
+// Unlock releases the exclusive hold; see Mutex.Unlock.
+func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.w.unlock(ctx) }
+
+// RLock acquires the lock shared, waiting like Lock.
+func (rw *RWMutex) RLock(ctx context.Context) error { return rw.r.lock(ctx, false) }
+
+// TryRLock acquires the lock shared if that is possible now (else
+// ErrConflict).
+func (rw *RWMutex) TryRLock(ctx context.Context) error { return rw.r.lock(ctx, true) }
+
+// RUnlock gives up one reader's hold; the last one releases the shared grant.
+func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.r.unlock(ctx) }
+
+// Token returns the fencing token of the exclusive hold, or 0.
+func (rw *RWMutex) Token() uint64 { return rw.w.currentToken() }
+
+// RToken returns the fencing token of the shared grant, or 0.
+func (rw *RWMutex) RToken() uint64 { return rw.r.currentToken() }
+
+// Context returns a context cancelled when the exclusive hold ends.
+func (rw *RWMutex) Context() context.Context { return rw.w.context() }
+
+// RContext returns a context cancelled when the shared grant ends.
+func (rw *RWMutex) RContext() context.Context { return rw.r.context() }

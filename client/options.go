@@ -1,0 +1,229 @@
+package client
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// DefaultEndpoint is used when New is given no endpoints: the address
+// `make run` (warden dev) listens on.
+const DefaultEndpoint = "127.0.0.1:7070"
+
+// Option configures a Client.
+type Option func(*config)
+
+type config struct {
+	dialTimeout    time.Duration
+	requestTimeout time.Duration
+	poolSize       int
+	credentials    string
+	logger         *slog.Logger
+	backoff        Backoff
+	tls            *tls.Config
+	maxFrame       int
+	clock          clock
+}
+
+func defaultConfig() config {
+	return config{
+		dialTimeout:    3 * time.Second,
+		requestTimeout: 5 * time.Second,
+		poolSize:       2,
+		logger:         slog.New(slog.DiscardHandler),
+		backoff:        Backoff{Base: defaultBackoffBase, Max: defaultBackoffMax},
+		maxFrame:       wire.DefaultMaxFrame,
+		clock:          realClock{},
+	}
+}
+
+// WithDialTimeout bounds one connection attempt, handshake included
+// (default 3 s).
+func WithDialTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.dialTimeout = d
+		}
+	}
+}
+
+// WithRequestTimeout bounds one attempt of a request that does not wait for a
+// lock or an election (default 5 s). An attempt that times out is retried
+// (with the same sequence number) until the caller's context ends.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.requestTimeout = d
+		}
+	}
+}
+
+// WithPoolSize sets the number of connections (default 2). Requests are
+// pipelined over them, so a handful serves a busy process.
+func WithPoolSize(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.poolSize = n
+		}
+	}
+}
+
+// WithCredentials sets the credentials sent in the handshake.
+func WithCredentials(auth string) Option {
+	return func(c *config) { c.credentials = auth }
+}
+
+// WithLogger sets the logger for connection and session events (default:
+// discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithBackoff sets the base and cap of the full-jitter backoff used between
+// retries and reconnects (default 50 ms, 2 s).
+func WithBackoff(base, max time.Duration) Option {
+	return func(c *config) {
+		if base > 0 {
+			c.backoff.Base = base
+		}
+		if max > 0 {
+			c.backoff.Max = max
+		}
+	}
+}
+
+// WithTLS makes connections use TLS with cfg (default: plaintext). When
+// cfg.ServerName is empty the endpoint's host name is used.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg }
+}
+
+// WithMaxFrame bounds the size of a frame the client accepts (default
+// wire.DefaultMaxFrame, 1 MiB).
+func WithMaxFrame(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxFrame = n
+		}
+	}
+}
+
+// SessionOption configures a Session.
+type SessionOption func(*sessionConfig)
+
+type sessionConfig struct {
+	ttl time.Duration
+}
+
+// DefaultSessionTTL is the lease TTL of a session made without WithTTL.
+const DefaultSessionTTL = 10 * time.Second
+
+// WithTTL sets the session's lease TTL (default 10 s; the server accepts
+// 1 s..600 s unless configured otherwise). Keepalives are sent every TTL/3.
+func WithTTL(d time.Duration) SessionOption {
+	return func(c *sessionConfig) {
+		if d > 0 {
+			c.ttl = d
+		}
+	}
+}
+
+// LockOption configures a Mutex, RWMutex, Election or Client.Acquire.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	owner string
+	mode  wire.Mode
+	try   bool
+}
+
+// WithOwner sets the owner name within the lease. Two acquisitions with the
+// same lease and owner are the same holder (reentrant). By default every
+// Mutex, RWMutex and Election gets a fresh random owner, so two of them in
+// one process exclude each other like sync.Mutex.
+func WithOwner(owner string) LockOption {
+	return func(c *lockConfig) { c.owner = owner }
+}
+
+// WithShared makes Mutex.Lock and Client.Acquire take the lock in shared
+// mode. RWMutex ignores it (it has RLock).
+func WithShared() LockOption {
+	return func(c *lockConfig) { c.mode = wire.Shared }
+}
+
+// WithTry makes Client.Acquire fail at once with ErrConflict instead of
+// waiting. (Mutex has TryLock.)
+func WithTry() LockOption {
+	return func(c *lockConfig) { c.try = true }
+}
+
+// OpOption configures a KV, watch or query call. Each call reads the options
+// that apply to it and ignores the others.
+type OpOption func(*opConfig)
+
+type opConfig struct {
+	prefix    bool
+	rev       uint64
+	stale     bool
+	lease     uint64
+	limit     uint32
+	hasExpect bool
+	expect    uint64
+	prevKV    bool
+}
+
+func (o *opConfig) flags() uint32 {
+	var f uint32
+	if o.prefix {
+		f |= wire.FlagPrefix
+	}
+	if o.stale {
+		f |= wire.FlagStale
+	}
+	if o.hasExpect {
+		f |= wire.FlagHasExpect
+	}
+	if o.prevKV {
+		f |= wire.FlagPrevKV
+	}
+	return f
+}
+
+func applyOps(opts []OpOption) opConfig {
+	var o opConfig
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// WithPrefix makes Watch follow every path under the given one.
+func WithPrefix() OpOption { return func(o *opConfig) { o.prefix = true } }
+
+// WithRev starts a Watch at revision rev (default: from now). The service
+// replays retained events from rev on, or reports ErrCompacted.
+func WithRev(rev uint64) OpOption { return func(o *opConfig) { o.rev = rev } }
+
+// WithStale allows a read to be served by a follower: faster, possibly stale.
+// Reads are linearizable without it.
+func WithStale() OpOption { return func(o *opConfig) { o.stale = true } }
+
+// WithLease makes a Put ephemeral: the key is deleted when s ends.
+func WithLease(s *Session) OpOption { return func(o *opConfig) { o.lease = s.Lease() } }
+
+// WithLimit bounds the entries List and ListLocks return (0: server default).
+func WithLimit(n uint32) OpOption { return func(o *opConfig) { o.limit = n } }
+
+// WithExpectVersion makes Delete conditional on the key's version.
+func WithExpectVersion(v uint64) OpOption {
+	return func(o *opConfig) { o.hasExpect, o.expect = true, v }
+}
+
+// WithPrevKV asks Watch events to carry the previous value.
+func WithPrevKV() OpOption { return func(o *opConfig) { o.prevKV = true } }

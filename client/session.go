@@ -1,0 +1,354 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// SessionState is the client's view of a session's lease, in the vocabulary
+// of Apache Curator.
+type SessionState int32
+
+const (
+	// Connected: the last keepalive was acknowledged and the local deadline
+	// has not passed. Locks held by the session are safe to act on.
+	Connected SessionState = iota + 1
+	// Suspended: the latest keepalive failed or is overdue. The lease may
+	// still be alive; stop acting on what the session holds until it is
+	// Connected again (or use fencing tokens, which stay safe).
+	Suspended
+	// Lost: the lease is gone, either reported by the service or because its
+	// TTL ran out locally, counted from the send time of the last
+	// acknowledged keepalive. Terminal.
+	Lost
+	// Closed: the session was closed by Session.Close or Client.Close.
+	// Terminal.
+	Closed
+)
+
+func (s SessionState) String() string {
+	switch s {
+	case Connected:
+		return "connected"
+	case Suspended:
+		return "suspended"
+	case Lost:
+		return "lost"
+	case Closed:
+		return "closed"
+	}
+	return fmt.Sprintf("SessionState(%d)", int32(s))
+}
+
+// ErrSessionClosed is the cause of a closed session's context. It also
+// matches ErrSessionExpired, so code that checks for a gone lease needs only
+// that one.
+var ErrSessionClosed = fmt.Errorf("client: session closed: %w", ErrSessionExpired)
+
+// stateBuffer is the capacity of Session.States.
+const stateBuffer = 8
+
+// Session is a lease kept alive by the client: the owner of the locks,
+// waiters, elections and ephemeral keys made through it. When its lease is
+// lost they are all gone, and Done is closed.
+type Session struct {
+	c      *Client
+	lease  uint64
+	ttl    time.Duration
+	clock  clock
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stopc  chan struct{} // closed to stop the keepalive loop
+	done   chan struct{} // closed when the keepalive loop has exited
+	states chan SessionState
+
+	mu       sync.Mutex
+	state    SessionState
+	lastAck  time.Time // send time of the last acknowledged keepalive
+	stopOnce sync.Once
+	endState SessionState // the terminal state asked for by stop
+	endCause error
+}
+
+// NewSession starts a session: it picks a random lease id, sends the first
+// keepalive (which makes the lease known to the service) and then keeps it
+// alive every TTL/3 until Close, Client.Close, or loss.
+func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
+	cfg := sessionConfig{ttl: DefaultSessionTTL}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &Session{c: c, lease: randomID(), ttl: cfg.ttl, clock: c.cfg.clock,
+		stopc: make(chan struct{}), done: make(chan struct{}),
+		states: make(chan SessionState, stateBuffer)}
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	sent := s.clock.Now()
+	resp, err := c.call(ctx, s.keepAliveRequest(), c.cfg.requestTimeout)
+	if err == nil && slices.Contains(resp.Leases, s.lease) {
+		err = wire.Errorf(wire.SessionExpired, "lease %x refused at creation", s.lease)
+	}
+	if err != nil {
+		s.cancel(err)
+		return nil, fmt.Errorf("client: new session: %w", err)
+	}
+	if err := c.track(s); err != nil {
+		s.cancel(err)
+		return nil, err
+	}
+	s.lastAck = sent
+	s.setState(Connected)
+	go s.run()
+	return s, nil
+}
+
+// Lease returns the session's lease id.
+func (s *Session) Lease() uint64 { return s.lease }
+
+// TTL returns the session's lease TTL.
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Client returns the client the session belongs to.
+func (s *Session) Client() *Client { return s.c }
+
+// State returns the current state.
+func (s *Session) State() SessionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// States returns a channel that receives every state change (the first
+// value, Connected, is already in it). Sends never block the session: the
+// channel holds the 8 most recent changes, and when the reader falls behind
+// the oldest are dropped, so the last value received is always the current
+// state. The channel is closed after the terminal Lost or Closed state. There
+// is one channel per session: use it from one reader.
+func (s *Session) States() <-chan SessionState { return s.states }
+
+// Done is closed when the session ends (Lost or Closed).
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
+
+// Context returns a context cancelled when the session ends; its
+// context.Cause says why (it matches ErrSessionExpired).
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Err returns nil while the session lives, and why it ended afterwards.
+func (s *Session) Err() error {
+	if s.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(s.ctx)
+}
+
+// Close ends the session: it stops the keepalives and revokes the lease,
+// which releases every lock, waiter, election candidacy and ephemeral key of
+// the session at once. Closing a lost session returns nil. If the revoke
+// cannot be confirmed before ctx ends the lease simply expires after its TTL.
+func (s *Session) Close(ctx context.Context) error {
+	if s.Err() != nil {
+		return nil
+	}
+	s.stop(Closed, ErrSessionClosed)
+	if s.State() != Closed {
+		return nil // it was lost first
+	}
+	req := &wire.Request{Op: wire.OpRevoke, Lease: s.lease, Client: s.c.id, Seq: s.c.seqs.begin()}
+	defer s.c.seqs.end(req.Seq)
+	_, err := s.c.call(ctx, req, s.c.cfg.requestTimeout)
+	if errors.Is(err, ErrSessionExpired) || errors.Is(err, ErrNotFound) {
+		err = nil
+	}
+	return err
+}
+
+// stop ends the keepalive loop and moves to the terminal state st (unless
+// the session already ended).
+func (s *Session) stop(st SessionState, cause error) {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.endState, s.endCause = st, cause
+		s.mu.Unlock()
+		close(s.stopc)
+	})
+	<-s.done
+}
+
+func (s *Session) keepAliveRequest() *wire.Request {
+	return &wire.Request{Op: wire.OpKeepAlive, Lease: s.lease, TTL: millis(s.ttl)}
+}
+
+// keepAliveResult is the outcome of one keepalive attempt.
+type keepAliveResult struct {
+	sent time.Time
+	err  error
+	gone bool // the service reported the lease gone
+}
+
+// run is the keepalive loop. One keepalive is in flight at a time; the
+// local deadline (last acknowledged send + TTL) is watched by its own timer so
+// a hung keepalive cannot delay Lost.
+func (s *Session) run() {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(s.c.ctx)
+	defer cancel()
+	tick := s.clock.NewTimer(s.ttl / 3)
+	expiry := s.clock.NewTimer(s.untilDeadline())
+	defer func() { tick.Stop(); expiry.Stop() }()
+	var (
+		inflight chan keepAliveResult
+		failures int
+	)
+	for {
+		select {
+		case <-s.stopc:
+			cancel()
+			if inflight != nil {
+				<-inflight
+			}
+			s.mu.Lock()
+			st, cause := s.endState, s.endCause
+			s.mu.Unlock()
+			s.end(st, cause)
+			return
+		case <-tick.C():
+			if inflight != nil {
+				s.setState(Suspended) // the previous keepalive is overdue
+				tick = s.clock.NewTimer(s.ttl / 3)
+				continue
+			}
+			inflight = s.sendKeepAlive(ctx)
+		case r := <-inflight:
+			inflight = nil
+			switch {
+			case r.gone:
+				s.end(Lost, wire.Errorf(wire.SessionExpired, "lease %x: the service reports it gone", s.lease))
+				return
+			case r.err == nil:
+				failures = 0
+				s.acked(r.sent)
+				expiry.Stop()
+				expiry = s.clock.NewTimer(s.untilDeadline())
+				tick = s.clock.NewTimer(s.ttl / 3)
+				s.setState(Connected)
+			default:
+				s.c.cfg.logger.Warn("warden: keepalive failed", "lease", s.lease, "err", r.err)
+				tick = s.clock.NewTimer(min(s.c.cfg.backoff.Delay(failures), s.ttl/3))
+				failures++
+				s.setState(Suspended)
+			}
+		case <-expiry.C():
+			if d := s.untilDeadline(); d > 0 {
+				expiry = s.clock.NewTimer(d)
+				continue
+			}
+			cancel()
+			if inflight != nil {
+				<-inflight
+			}
+			s.end(Lost, wire.Errorf(wire.SessionExpired,
+				"lease %x: no keepalive acknowledged within its TTL of %s", s.lease, s.ttl))
+			return
+		}
+	}
+}
+
+// sendKeepAlive starts one keepalive attempt; its result arrives on the
+// returned channel.
+func (s *Session) sendKeepAlive(ctx context.Context) chan keepAliveResult {
+	out := make(chan keepAliveResult, 1)
+	sent := s.clock.Now()
+	go func() {
+		resp, err := s.c.once(ctx, s.keepAliveRequest(), s.c.cfg.requestTimeout)
+		r := keepAliveResult{sent: sent, err: err}
+		if err == nil {
+			r.gone = slices.Contains(resp.Leases, s.lease)
+		} else if errors.Is(err, ErrSessionExpired) {
+			r.gone = true
+		}
+		out <- r
+	}()
+	return out
+}
+
+func (s *Session) acked(sent time.Time) {
+	s.mu.Lock()
+	if sent.After(s.lastAck) {
+		s.lastAck = sent
+	}
+	s.mu.Unlock()
+}
+
+// untilDeadline is the time left before the local deadline.
+func (s *Session) untilDeadline() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastAck.Add(s.ttl).Sub(s.clock.Now())
+}
+
+// setState records a non-terminal state and publishes a change.
+func (s *Session) setState(st SessionState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setStateLocked(st)
+}
+
+func (s *Session) setStateLocked(st SessionState) {
+	if s.state == st || s.state == Lost || s.state == Closed {
+		return
+	}
+	if st == Suspended && s.state == Connected {
+		s.c.cfg.logger.Info("warden: session suspended", "lease", s.lease)
+	}
+	s.state = st
+	for {
+		select {
+		case s.states <- st:
+			return
+		default:
+		}
+		select { // full: drop the oldest change
+		case <-s.states:
+		default:
+		}
+	}
+}
+
+// end moves to a terminal state, cancels the context and closes States.
+func (s *Session) end(st SessionState, cause error) {
+	s.mu.Lock()
+	if s.state != Lost && s.state != Closed {
+		s.setStateLocked(st)
+		close(s.states)
+		if st == Lost {
+			s.c.cfg.logger.Warn("warden: session lost", "lease", s.lease, "cause", cause)
+		}
+	}
+	s.mu.Unlock()
+	s.cancel(cause)
+	s.c.untrack(s)
+}
+
+// once sends req on one connection, one attempt, no retry: for callers that
+// run their own retry schedule (keepalives).
+func (c *Client) once(ctx context.Context, req *wire.Request, timeout time.Duration) (*wire.Response, error) {
+	if c.ctx.Err() != nil {
+		return nil, ErrClientClosed
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cn, err := c.pool.pick(pctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, _, err := cn.roundTrip(ctx, req, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return resp, resp.AsError()
+}
