@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/wardenlock/warden/node"
+	"github.com/wardenlock/warden/router"
+)
+
+// fileConfig is the YAML config file; flags override it.
+type fileConfig struct {
+	ID             uint64   `yaml:"id"`
+	DataDir        string   `yaml:"data-dir"`
+	Listen         string   `yaml:"listen"`
+	Raft           string   `yaml:"raft"`
+	Admin          string   `yaml:"admin"`
+	Members        []string `yaml:"members"` // "id=raft-address"
+	Shards         int      `yaml:"shards"`
+	NamespaceDepth int      `yaml:"namespace-depth"`
+	RTTMillis      int      `yaml:"rtt-ms"`
+	LogLevel       string   `yaml:"log-level"`
+}
+
+func serveCmd() *cobra.Command {
+	var (
+		cfgPath string
+		fc      fileConfig
+		members string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run one node of a cluster",
+		Example: `  warden serve --id 1 --data-dir /var/lib/warden \
+    --listen 10.0.0.1:7070 --raft 10.0.0.1:7170 \
+    --members 1=10.0.0.1:7170,2=10.0.0.2:7170,3=10.0.0.3:7170`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfgPath != "" {
+				if err := loadFileConfig(cfgPath, &fc, cmd); err != nil {
+					return err
+				}
+			}
+			if members != "" {
+				fc.Members = strings.Split(members, ",")
+			}
+			cfg, err := nodeConfig(fc)
+			if err != nil {
+				return &exitError{code: exitError, err: err}
+			}
+			return runNodes([]node.Config{cfg}, cfg.Log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfgPath, "config", "", "YAML config file (flags override it)")
+	f.Uint64Var(&fc.ID, "id", 1, "node id (unique, non-zero)")
+	f.StringVar(&fc.DataDir, "data-dir", "./data/node1", "where Raft logs and snapshots live")
+	f.StringVar(&fc.Listen, "listen", "127.0.0.1:7070", "client address")
+	f.StringVar(&fc.Raft, "raft", "127.0.0.1:7170", "Raft address other nodes dial")
+	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off)")
+	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
+	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
+	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
+	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")
+	f.StringVar(&fc.LogLevel, "log-level", "warn", "debug, info, warn or error")
+	return cmd
+}
+
+func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var fromFile fileConfig
+	if err := yaml.Unmarshal(b, &fromFile); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	// Flags given on the command line win over the file.
+	set := func(name string, apply func()) {
+		if !cmd.Flags().Changed(name) {
+			apply()
+		}
+	}
+	set("id", func() { fc.ID = pick(fromFile.ID, fc.ID) })
+	set("data-dir", func() { fc.DataDir = pickS(fromFile.DataDir, fc.DataDir) })
+	set("listen", func() { fc.Listen = pickS(fromFile.Listen, fc.Listen) })
+	set("raft", func() { fc.Raft = pickS(fromFile.Raft, fc.Raft) })
+	set("admin", func() { fc.Admin = pickS(fromFile.Admin, fc.Admin) })
+	set("members", func() { fc.Members = fromFile.Members })
+	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
+	set("namespace-depth", func() { fc.NamespaceDepth = int(pick(uint64(fromFile.NamespaceDepth), uint64(fc.NamespaceDepth))) })
+	set("rtt-ms", func() { fc.RTTMillis = int(pick(uint64(fromFile.RTTMillis), uint64(fc.RTTMillis))) })
+	set("log-level", func() { fc.LogLevel = pickS(fromFile.LogLevel, fc.LogLevel) })
+	return nil
+}
+
+func pick(v, def uint64) uint64 {
+	if v != 0 {
+		return v
+	}
+	return def
+}
+
+func pickS(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
+}
+
+func nodeConfig(fc fileConfig) (node.Config, error) {
+	cfg := node.Config{
+		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, AdminAddr: fc.Admin,
+		DataShards: fc.Shards, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
+		Log: newLogger(fc.LogLevel),
+	}
+	for _, m := range fc.Members {
+		id, addr, ok := strings.Cut(strings.TrimSpace(m), "=")
+		n, err := strconv.ParseUint(id, 10, 64)
+		if !ok || err != nil || n == 0 {
+			return cfg, fmt.Errorf("member %q: want id=host:port", m)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return cfg, fmt.Errorf("member %q: %w", m, err)
+		}
+		cfg.Members = append(cfg.Members, node.Member{ID: n, RaftAddr: addr})
+	}
+	if len(cfg.Members) == 0 {
+		cfg.Members = []node.Member{{ID: fc.ID, RaftAddr: fc.Raft}}
+	}
+	return cfg, nil
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelWarn
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// runNodes starts the nodes and blocks until SIGINT/SIGTERM.
+func runNodes(cfgs []node.Config, log *slog.Logger) error {
+	var nodes []*node.Node
+	defer func() {
+		for i := len(nodes) - 1; i >= 0; i-- {
+			nodes[i].Close()
+		}
+	}()
+	for _, c := range cfgs {
+		n, err := node.Start(c)
+		if err != nil {
+			return &exitError{code: exitError, err: err}
+		}
+		nodes = append(nodes, n)
+		log.Info("node started", "id", c.ID, "clients", n.ClientAddr(), "raft", c.RaftAddr)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
+}
+
+func routerCmd() *cobra.Command {
+	var (
+		listen, seeds, level string
+	)
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "Run a stateless router in front of a cluster",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := newLogger(level)
+			srv := router.New(router.Config{Seeds: strings.Split(seeds, ","), Log: log})
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() { <-ctx.Done(); srv.Close() }()
+			log.Info("router listening", "addr", ln.Addr().String(), "seeds", seeds)
+			return srv.Serve(ln)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7060", "client address")
+	cmd.Flags().StringVar(&seeds, "seeds", "127.0.0.1:7070,127.0.0.1:7071,127.0.0.1:7072", "node client addresses")
+	cmd.Flags().StringVar(&level, "log-level", "warn", "log level")
+	return cmd
+}

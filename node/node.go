@@ -1,0 +1,128 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/statemachine"
+)
+
+// Member names one initial cluster member.
+type Member struct {
+	ID       uint64
+	RaftAddr string
+}
+
+// Config configures one node. Zero values take the defaults noted.
+type Config struct {
+	ID         uint64
+	DataDir    string
+	ClientAddr string // listen address for clients (default 127.0.0.1:7070)
+	RaftAddr   string // Raft address peers dial (default 127.0.0.1:7170)
+	AdminAddr  string // admin HTTP address ("" = off)
+	Members    []Member
+
+	DataShards     int           // default 8
+	NamespaceDepth int           // default 2
+	RTT            time.Duration // default 10 ms
+	ElectionRTT    uint64        // default 15 ticks
+	HeartbeatRTT   uint64        // default 2 ticks
+
+	SM     statemachine.Config // zero = statemachine.DefaultConfig()
+	Shard  shard.Config
+	Router router.Config
+	Clock  shard.Clock
+	Log    *slog.Logger
+}
+
+// Node is a running node.
+type Node struct {
+	cfg    Config
+	Host   *shard.Host
+	Router *router.Server
+	ln     net.Listener
+	done   chan error
+}
+
+// Start starts the host and the router and returns once the client port
+// is listening. Leaders are elected in the background.
+func Start(cfg Config) (*Node, error) {
+	if cfg.ClientAddr == "" {
+		cfg.ClientAddr = "127.0.0.1:7070"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	cfg.Log = cfg.Log.With("node", cfg.ID)
+	members := map[uint64]string{}
+	for _, m := range cfg.Members {
+		members[m.ID] = m.RaftAddr
+	}
+	if len(members) == 0 {
+		members[cfg.ID] = cfg.RaftAddr
+	}
+	if cfg.RaftAddr == "" {
+		cfg.RaftAddr = members[cfg.ID]
+	}
+	ln, err := net.Listen("tcp", cfg.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("node: listen for clients: %w", err)
+	}
+	host, err := shard.NewHost(shard.HostConfig{
+		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
+		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
+		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
+		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	rc := cfg.Router
+	rc.Host = host
+	rc.Log = cfg.Log
+	if rc.Paths.MaxDepth == 0 {
+		rc.Paths = cfg.SM.Paths
+	}
+	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), ln: ln, done: make(chan error, 1)}
+	go func() { n.done <- n.Router.Serve(ln) }()
+	return n, nil
+}
+
+// ClientAddr is the address clients connect to.
+func (n *Node) ClientAddr() string { return n.ln.Addr().String() }
+
+// Close stops the router, then the replicas.
+func (n *Node) Close() {
+	n.Router.Close()
+	<-n.done
+	n.Host.Close()
+}
+
+// LocalCluster describes n nodes on 127.0.0.1 with consecutive ports:
+// clients on basePort+i, Raft on basePort+100+i, admin on basePort+200+i.
+func LocalCluster(n int, dataDir string, basePort int) []Config {
+	var members []Member
+	for i := 1; i <= n; i++ {
+		members = append(members, Member{ID: uint64(i), RaftAddr: "127.0.0.1:" + strconv.Itoa(basePort+100+i-1)})
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
+	cfgs := make([]Config, n)
+	for i := range cfgs {
+		cfgs[i] = Config{
+			ID:         uint64(i + 1),
+			DataDir:    filepath.Join(dataDir, "node"+strconv.Itoa(i+1)),
+			ClientAddr: "127.0.0.1:" + strconv.Itoa(basePort+i),
+			AdminAddr:  "127.0.0.1:" + strconv.Itoa(basePort+200+i),
+			Members:    members,
+		}
+	}
+	return cfgs
+}

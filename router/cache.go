@@ -1,0 +1,177 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/wire"
+)
+
+// RouteInfo is what OpRanges returns in Response.Value (msgpack): the table
+// and the leaders the answering node knows. A standalone router lives on it.
+type RouteInfo struct {
+	Table   *placement.Table  `msgpack:"table"`
+	Leaders map[uint64]uint64 `msgpack:"leaders"`
+}
+
+// rangeCache answers "which shard, which leader". Inside a node it reads the
+// host's table and leader view; a standalone router caches what a seed node
+// told it and refreshes on routing errors, coalescing concurrent refreshes.
+type rangeCache struct {
+	s  *Server
+	sf singleflight.Group
+
+	mu      sync.RWMutex
+	info    RouteInfo
+	fetched time.Time
+	hinted  map[uint64]string // shard → leader address learnt from NotLeader hints
+}
+
+func newRangeCache(s *Server) *rangeCache {
+	return &rangeCache{s: s, hinted: map[uint64]string{}}
+}
+
+func (rc *rangeCache) table() *placement.Table {
+	if h := rc.s.cfg.Host; h != nil {
+		return h.Table()
+	}
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
+	return rc.info.Table
+}
+
+// leaderAddr returns the client address of the shard leader's node, "" when
+// unknown, and whether that node is this one.
+func (rc *rangeCache) leaderAddr(shardID uint64) (string, bool) {
+	t := rc.table()
+	if t == nil {
+		return "", false
+	}
+	var leader uint64
+	if h := rc.s.cfg.Host; h != nil {
+		leader = h.Leader(shardID)
+		if leader == h.NodeID() {
+			return "", true
+		}
+	} else {
+		rc.mu.RLock()
+		if a := rc.hinted[shardID]; a != "" {
+			rc.mu.RUnlock()
+			return a, false
+		}
+		leader = rc.info.Leaders[shardID]
+		rc.mu.RUnlock()
+	}
+	if n, ok := t.Node(leader); ok {
+		return n.ClientAddr, false
+	}
+	return "", false
+}
+
+// anyReplicaAddr returns a node holding a replica of the shard (for reads
+// and watches when the leader is unknown).
+func (rc *rangeCache) anyReplicaAddr(shardID uint64) string {
+	t := rc.table()
+	if t == nil {
+		return ""
+	}
+	si, ok := t.Shard(shardID)
+	if !ok {
+		return ""
+	}
+	for _, id := range si.Replicas {
+		if n, ok := t.Node(id); ok && n.ClientAddr != "" {
+			return n.ClientAddr
+		}
+	}
+	return ""
+}
+
+func (rc *rangeCache) learn(hint *wire.Hint) {
+	if hint == nil || hint.Leader == "" || rc.s.cfg.Host != nil {
+		return
+	}
+	rc.mu.Lock()
+	rc.hinted[hint.Shard] = hint.Leader
+	rc.mu.Unlock()
+}
+
+// refresh re-reads the table (and, standalone, the leaders).
+func (rc *rangeCache) refresh(ctx context.Context) error {
+	_, err, _ := rc.sf.Do("refresh", func() (any, error) {
+		if h := rc.s.cfg.Host; h != nil {
+			_, err := h.RefreshTable(ctx)
+			return nil, err
+		}
+		return nil, rc.fetch(ctx)
+	})
+	return err
+}
+
+func (rc *rangeCache) fetch(ctx context.Context) error {
+	var lastErr error = errors.New("router: no seed nodes configured")
+	for _, addr := range rc.s.cfg.Seeds {
+		info, err := rc.fetchFrom(ctx, addr)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		rc.mu.Lock()
+		if rc.info.Table == nil || info.Table.Gen >= rc.info.Table.Gen {
+			rc.info = *info
+			rc.hinted = map[uint64]string{}
+			rc.fetched = time.Now()
+		}
+		rc.mu.Unlock()
+		return nil
+	}
+	return lastErr
+}
+
+func (rc *rangeCache) fetchFrom(ctx context.Context, addr string) (*RouteInfo, error) {
+	p, err := rc.s.peers.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *wire.Response, 1)
+	p.send(&wire.Request{Op: wire.OpRanges}, func(r *wire.Response) { ch <- r })
+	select {
+	case r := <-ch:
+		if err := r.AsError(); err != nil {
+			return nil, err
+		}
+		var info RouteInfo
+		if err := msgpack.Unmarshal(r.Value, &info); err != nil {
+			return nil, err
+		}
+		if info.Table == nil {
+			return nil, wire.Errorf(wire.Unavailable, "node %s has no range table yet", addr)
+		}
+		return &info, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// routeInfo is what this node answers to OpRanges.
+func (s *Server) routeInfo() RouteInfo {
+	info := RouteInfo{Table: s.cache.table(), Leaders: map[uint64]uint64{}}
+	if h := s.cfg.Host; h != nil {
+		for _, id := range h.ShardIDs() {
+			info.Leaders[id] = h.Leader(id)
+		}
+		return info
+	}
+	s.cache.mu.RLock()
+	for k, v := range s.cache.info.Leaders {
+		info.Leaders[k] = v
+	}
+	s.cache.mu.RUnlock()
+	return info
+}

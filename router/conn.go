@@ -1,0 +1,363 @@
+package router
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/wire"
+)
+
+// conn serves one client (or peer) connection: a reader that decodes frames
+// and dispatches each request without waiting for the previous one, and a
+// writer that batches answers into as few writes as possible.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	sem  chan struct{}
+	wake chan struct{}
+	quit chan struct{}
+
+	hello  bool
+	peer   bool
+	client uint64 // router-assigned client id for requests that carry none
+	acks   ackTracker
+
+	mu      sync.Mutex
+	out     []byte
+	closed  bool
+	parked  map[clientSeq]parkedWait
+	watches map[uint64]*watch
+}
+
+type clientSeq struct{ client, seq uint64 }
+
+type parkedWait struct {
+	path  string
+	shard uint64
+}
+
+type watch struct {
+	shard uint64
+	local uint64 // feed subscription id on a local replica
+	peer  *peer  // or: the forwarding connection and its stream id
+	fwdID uint64
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInflight), wake: make(chan struct{}, 1),
+		quit: make(chan struct{}), client: randomID(), parked: map[clientSeq]parkedWait{}, watches: map[uint64]*watch{}}
+}
+
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); c.writeLoop() }()
+	c.readLoop()
+	c.close()
+	<-writerDone
+}
+
+func (c *conn) readLoop() {
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	var buf []byte
+	for {
+		var err error
+		buf, err = wire.ReadFrame(r, c.s.cfg.MaxFrame, buf)
+		var fe *wire.FrameSizeError
+		if errors.As(err, &fe) {
+			c.send(&wire.Response{Code: wire.TooLarge, Msg: fe.Error()})
+			if fe.Skipped {
+				continue // the body was discarded; the stream is in step
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+		req := new(wire.Request)
+		if err := wire.DecodeRequest(buf, req); err != nil {
+			c.send(errorResponse(0, err))
+			continue
+		}
+		if !c.hello && req.Op != wire.OpHello {
+			c.send(&wire.Response{ID: req.ID, Code: wire.InvalidArgument, Msg: "the first frame must be a hello"})
+			return
+		}
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.quit:
+			return
+		}
+		c.handle(req)
+	}
+}
+
+func (c *conn) writeLoop() {
+	var spare []byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.quit:
+			c.mu.Lock()
+			buf := c.out
+			c.out = nil
+			c.mu.Unlock()
+			if len(buf) > 0 {
+				c.nc.Write(buf)
+			}
+			return
+		}
+		c.mu.Lock()
+		buf := c.out
+		c.out = spare[:0]
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			spare = buf
+			continue
+		}
+		if _, err := c.nc.Write(buf); err != nil {
+			c.close()
+			return
+		}
+		spare = buf
+	}
+}
+
+// send queues one frame; it reports false when the client is not reading
+// fast enough (its queue is over the limit) or the connection is closed.
+func (c *conn) send(resp *wire.Response) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	var err error
+	c.out, err = wire.AppendFrame(c.out, resp)
+	over := len(c.out) > c.s.cfg.MaxOutBuffer
+	c.mu.Unlock()
+	if err != nil {
+		c.s.log.Error("encode response", "err", err)
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return !over
+}
+
+func (c *conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	parked := c.parked
+	watches := c.watches
+	c.parked, c.watches = map[clientSeq]parkedWait{}, map[uint64]*watch{}
+	c.mu.Unlock()
+	close(c.quit)
+	c.nc.Close()
+	for _, w := range watches {
+		c.endWatch(w)
+	}
+	if c.peer {
+		// A forwarding router owns its waits: it retries them elsewhere
+		// or cancels them itself when its client goes away.
+		return
+	}
+	for k, pw := range parked {
+		c.s.abandon(k, pw)
+	}
+}
+
+// finish answers a request and frees its in-flight slot. A grant that
+// arrives after the client went away is released, so nothing stays locked
+// for a client that can never learn its token.
+func (c *conn) finish(req *wire.Request, resp *wire.Response) {
+	<-c.sem
+	resp.ID = req.ID
+	if !c.send(resp) && c.isClosed() && !c.peer && isGrant(req, resp) {
+		c.s.releaseOrphan(req, resp)
+	}
+}
+
+func isGrant(req *wire.Request, resp *wire.Response) bool {
+	return (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && resp.Code == wire.OK && resp.Token != 0
+}
+
+func (c *conn) handle(req *wire.Request) {
+	done := func(resp *wire.Response) { c.finish(req, resp) }
+	if req.Op.Internal() {
+		done(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})
+		return
+	}
+	switch req.Op {
+	case wire.OpHello:
+		c.helloFrom(req, done)
+	case wire.OpStatus:
+		b, _ := json.Marshal(c.s.Status())
+		done(&wire.Response{Value: b})
+	case wire.OpRanges:
+		info := c.s.routeInfo()
+		b, _ := msgpack.Marshal(&info)
+		resp := &wire.Response{Value: b}
+		if info.Table != nil {
+			resp.Ranges = info.Table.Ranges
+		}
+		done(resp)
+	case wire.OpWatch:
+		c.watch(req, done)
+	case wire.OpUnwatch:
+		c.unwatch(req, done)
+	case wire.OpCancel:
+		c.cancel(req, done)
+	case wire.OpKeepAlive:
+		if c.peer && req.Shard != 0 {
+			c.s.execLocal(req, done)
+			return
+		}
+		c.s.keepAlive(req, done)
+	case wire.OpRevoke:
+		c.assignSeq(req)
+		c.s.broadcast(req, c.ackDone(req, done))
+	default:
+		c.routeData(req, done)
+	}
+}
+
+func (c *conn) helloFrom(req *wire.Request, done func(*wire.Response)) {
+	if req.Rev != 0 && req.Rev != wire.ProtocolVersion {
+		done(&wire.Response{Code: wire.InvalidArgument, Msg: "unsupported protocol version"})
+		return
+	}
+	c.hello = true
+	c.peer = req.Has(wire.FlagPeer)
+	info := map[string]any{"protocol": wire.ProtocolVersion}
+	if h := c.s.cfg.Host; h != nil {
+		info["node"] = h.NodeID()
+	}
+	b, _ := json.Marshal(info)
+	done(&wire.Response{Value: b})
+}
+
+// assignSeq gives a mutating request without (client, seq) a router-scoped
+// pair, so the router's own retries are deduplicated too.
+func (c *conn) assignSeq(req *wire.Request) {
+	if req.Client != 0 || !req.Op.Mutating() {
+		return
+	}
+	req.Client = c.client
+	req.Seq = c.acks.start()
+	req.AckSeq = c.acks.floor()
+}
+
+func (c *conn) ackDone(req *wire.Request, done func(*wire.Response)) func(*wire.Response) {
+	if req.Client != c.client {
+		return done
+	}
+	seq := req.Seq
+	return func(r *wire.Response) { c.acks.finish(seq); done(r) }
+}
+
+func (c *conn) routeData(req *wire.Request, done func(*wire.Response)) {
+	if c.peer && req.Shard != 0 {
+		c.s.execLocal(req, done)
+		return
+	}
+	req.Shard = 0
+	if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
+		done(errorResponse(req.ID, err))
+		return
+	}
+	c.assignSeq(req)
+	done = c.ackDone(req, done)
+	if (req.Op == wire.OpListLocks || req.Op == wire.OpKVList) && c.s.spansShards(req.Path) {
+		c.s.broadcast(req, done)
+		return
+	}
+	if (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone {
+		k := clientSeq{req.Client, req.Seq}
+		c.mu.Lock()
+		c.parked[k] = parkedWait{path: req.Path}
+		c.mu.Unlock()
+		inner := done
+		done = func(r *wire.Response) {
+			c.mu.Lock()
+			delete(c.parked, k)
+			c.mu.Unlock()
+			inner(r)
+		}
+	}
+	c.s.route(req, done)
+}
+
+// cancel withdraws one of this connection's waits (the client's context
+// ended). The answer is OK with a token if the grant won the race.
+func (c *conn) cancel(req *wire.Request, done func(*wire.Response)) {
+	if c.peer && req.Shard != 0 {
+		c.s.execLocal(req, done)
+		return
+	}
+	client := req.Client
+	if client == 0 {
+		client = c.client
+	}
+	c.mu.Lock()
+	pw, ok := c.parked[clientSeq{client, req.Seq}]
+	c.mu.Unlock()
+	if !ok {
+		done(&wire.Response{Code: wire.NotFound, Msg: "no such waiting request on this connection"})
+		return
+	}
+	c.s.route(&wire.Request{ID: req.ID, Op: wire.OpCancel, Path: pw.path, Client: client, Seq: req.Seq}, done)
+}
+
+// ackTracker hands out sequence numbers and knows the lowest one still
+// unanswered, which becomes AckSeq so the state machine can drop the dedup
+// records below it.
+type ackTracker struct {
+	mu   sync.Mutex
+	next uint64
+	low  uint64
+	done map[uint64]bool
+}
+
+func (a *ackTracker) start() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done == nil {
+		a.done = map[uint64]bool{}
+		a.next, a.low = 1, 1
+	}
+	s := a.next
+	a.next++
+	return s
+}
+
+func (a *ackTracker) floor() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.low
+}
+
+func (a *ackTracker) finish(seq uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.done[seq] = true
+	for a.done[a.low] {
+		delete(a.done, a.low)
+		a.low++
+	}
+}

@@ -1,0 +1,200 @@
+package router
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// route executes req wherever its shard lives and retries routing and
+// availability errors (refreshing the table and leader view between tries)
+// until the retry budget runs out. Retries are safe: mutating requests
+// carry (client, seq), which the state machine deduplicates.
+func (s *Server) route(req *wire.Request, done func(*wire.Response)) {
+	s.routeAttempt(req, time.Now().Add(s.budget(req)), 0, done)
+}
+
+func (s *Server) budget(req *wire.Request) time.Duration {
+	b := s.cfg.RequestTimeout
+	if req.Wait > 0 {
+		b += time.Duration(req.Wait) * time.Millisecond
+	}
+	return b
+}
+
+func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int, done func(*wire.Response)) {
+	s.dispatch(req, func(resp *wire.Response) {
+		if !retryable(req, resp) || time.Now().After(deadline) {
+			done(resp)
+			return
+		}
+		s.cache.learn(resp.Hint)
+		go func() {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			if resp.Code == wire.WrongShard || resp.Code == wire.Unavailable && s.cache.table() == nil {
+				s.cache.refresh(ctx)
+			}
+			if !sleepCtx(ctx, jitter(attempt)) {
+				done(resp)
+				return
+			}
+			s.routeAttempt(req, deadline, attempt+1, done)
+		}()
+	})
+}
+
+// retryable: routing and availability errors always; an ambiguous outcome
+// only when the request is deduplicated by (client, seq).
+func retryable(req *wire.Request, resp *wire.Response) bool {
+	if resp.Code == wire.Ambiguous {
+		return req.Client != 0 && req.Seq != 0
+	}
+	return resp.Code.Retryable()
+}
+
+// jitter is full-jitter exponential backoff: uniform in [0, min(cap, base·2^n)).
+func jitter(attempt int) time.Duration {
+	d := 5 * time.Millisecond << min(attempt, 6)
+	return time.Duration(rand.Int64N(int64(d))) + time.Millisecond
+}
+
+// dispatch makes one attempt: locate the shard, then run the request on the
+// local replica or forward it to the node that leads the shard.
+func (s *Server) dispatch(req *wire.Request, done func(*wire.Response)) {
+	shardID := req.Shard
+	if shardID == 0 {
+		t := s.cache.table()
+		if t == nil {
+			done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "range table not loaded yet"})
+			return
+		}
+		r, err := t.Locate(req.Path)
+		if err != nil {
+			done(errorResponse(req.ID, err))
+			return
+		}
+		shardID = r.Shard
+		req.Gen = r.Gen
+	}
+	s.dispatchTo(shardID, req, done)
+}
+
+func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.Response)) {
+	h := s.cfg.Host
+	if h != nil {
+		if local, ok := h.Shard(shardID); ok {
+			addr, self := s.cache.leaderAddr(shardID)
+			if self || addr == "" || localReadOK(req) {
+				local.Submit(req, done)
+				return
+			}
+			s.forward(addr, shardID, req, done)
+			return
+		}
+	}
+	addr, _ := s.cache.leaderAddr(shardID)
+	if addr == "" && localReadOK(req) {
+		addr = s.cache.anyReplicaAddr(shardID)
+	}
+	if addr == "" {
+		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "no known leader for the shard",
+			Hint: &wire.Hint{Shard: shardID}})
+		return
+	}
+	s.forward(addr, shardID, req, done)
+}
+
+// localReadOK: reads are linearizable on any replica (read index), so they
+// need not travel to the leader.
+func localReadOK(req *wire.Request) bool {
+	switch req.Op {
+	case wire.OpKVGet, wire.OpKVList, wire.OpLeader:
+		return true
+	}
+	return false
+}
+
+func (s *Server) forward(addr string, shardID uint64, req *wire.Request, done func(*wire.Response)) {
+	p, err := s.peers.get(addr)
+	if err != nil {
+		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "cannot reach the shard leader: " + err.Error(),
+			Hint: &wire.Hint{Shard: shardID}})
+		return
+	}
+	fwd := *req
+	fwd.Shard = shardID
+	p.send(&fwd, done)
+}
+
+// execLocal runs a request forwarded by another node on the local replica,
+// without routing it again.
+func (s *Server) execLocal(req *wire.Request, done func(*wire.Response)) {
+	h := s.cfg.Host
+	if h == nil {
+		done(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "a standalone router holds no replicas"})
+		return
+	}
+	local, ok := h.Shard(req.Shard)
+	if !ok {
+		done(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "this node has no replica of the shard",
+			Hint: &wire.Hint{Shard: req.Shard}})
+		return
+	}
+	local.Submit(req, done)
+}
+
+// keepAlive sends the keepalive to every data shard's leader and answers
+// once all have: OK with the leases any shard reports gone, or the first
+// failure (the session is then suspended and the client retries).
+func (s *Server) keepAlive(req *wire.Request, done func(*wire.Response)) {
+	t := s.cache.table()
+	if t == nil {
+		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "range table not loaded yet"})
+		return
+	}
+	shards := make([]uint64, 0, len(t.Shards))
+	for _, si := range t.Shards {
+		shards = append(shards, si.ID)
+	}
+	agg := &fanIn{n: len(shards), done: done, out: &wire.Response{ID: req.ID}}
+	deadline := time.Now().Add(s.cfg.RequestTimeout)
+	for _, id := range shards {
+		sub := *req
+		sub.Shard = id
+		s.routeAttempt(&sub, deadline, 0, agg.add)
+	}
+}
+
+type fanIn struct {
+	mu   sync.Mutex
+	n    int
+	out  *wire.Response
+	done func(*wire.Response)
+}
+
+func (f *fanIn) add(r *wire.Response) {
+	f.mu.Lock()
+	if r.Code != wire.OK && f.out.Code == wire.OK {
+		f.out.Code, f.out.Msg = r.Code, r.Msg
+	}
+	f.out.Leases = append(f.out.Leases, r.Leases...)
+	f.out.Holders = append(f.out.Holders, r.Holders...)
+	f.out.KVs = append(f.out.KVs, r.KVs...)
+	f.n--
+	last := f.n == 0
+	f.mu.Unlock()
+	if last {
+		f.done(f.out)
+	}
+}
+
+func errorResponse(id uint64, err error) *wire.Response {
+	if we, ok := err.(*wire.Error); ok {
+		return &wire.Response{ID: id, Code: we.Code, Msg: we.Detail}
+	}
+	return &wire.Response{ID: id, Code: wire.Internal, Msg: err.Error()}
+}

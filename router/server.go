@@ -1,0 +1,173 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/shard"
+)
+
+// Config configures a router.
+type Config struct {
+	// Host is the local node; nil for a standalone router process, which
+	// forwards everything and learns the table from Seeds.
+	Host *shard.Host
+	// Seeds are node client addresses a standalone router asks for the
+	// range table.
+	Seeds []string
+
+	MaxFrame       int           // default wire.DefaultMaxFrame
+	RequestTimeout time.Duration // retry budget for routing errors (default 10 s)
+	DialTimeout    time.Duration // peer dial timeout (default 2 s)
+	MaxInflight    int           // requests in flight per connection (default 16384)
+	MaxOutBuffer   int           // bytes queued to a slow client before it is cut off (default 32 MiB)
+	Paths          hierarchy.Limits
+	Log            *slog.Logger
+}
+
+func (c *Config) fill() {
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = 1 << 20
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 16384
+	}
+	if c.MaxOutBuffer <= 0 {
+		c.MaxOutBuffer = 32 << 20
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Server accepts client connections and routes their requests.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	peers *peers
+	cache *rangeCache
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New makes a router; call Serve to accept connections.
+func New(cfg Config) *Server {
+	cfg.fill()
+	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{},
+		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame}}
+	s.cache = newRangeCache(s)
+	return s
+}
+
+// Serve accepts connections on ln until Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("router: closed")
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+	s.peers.closeAll()
+	return nil
+}
+
+// Conns returns the number of open client connections.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func randomID() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) >> 1
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

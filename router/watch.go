@@ -1,0 +1,122 @@
+package router
+
+import (
+	"github.com/wardenlock/warden/wire"
+)
+
+// connSub delivers a local shard's events to a client connection.
+type connSub struct {
+	c      *conn
+	stream uint64
+}
+
+// Send implements shard.Subscriber. When the client cannot keep up the
+// watch ends with TooMany; the client resumes from its last revision.
+func (cs *connSub) Send(events []wire.Event) bool {
+	if cs.c.send(&wire.Response{Stream: cs.stream, Events: events}) {
+		return true
+	}
+	cs.c.mu.Lock()
+	delete(cs.c.watches, cs.stream)
+	cs.c.mu.Unlock()
+	cs.c.send(&wire.Response{Stream: cs.stream, Code: wire.TooMany,
+		Msg: "watch consumer too slow; resume from the last revision seen"})
+	return false
+}
+
+// watch starts a stream whose id is the request id. The first answer is OK
+// with the revision the watch starts after; events follow as pushes.
+func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
+	stream := req.ID
+	shardID := req.Shard
+	if !c.peer || shardID == 0 {
+		t := c.s.cache.table()
+		if t == nil {
+			done(&wire.Response{Code: wire.Unavailable, Msg: "range table not loaded yet"})
+			return
+		}
+		r, err := t.Locate(req.Path)
+		if err != nil {
+			done(errorResponse(req.ID, err))
+			return
+		}
+		shardID = r.Shard
+	}
+	if h := c.s.cfg.Host; h != nil {
+		if local, ok := h.Shard(shardID); ok {
+			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, &connSub{c: c, stream: stream})
+			if err != nil {
+				done(errorResponse(req.ID, err))
+				return
+			}
+			c.mu.Lock()
+			c.watches[stream] = &watch{shard: shardID, local: id}
+			c.mu.Unlock()
+			done(&wire.Response{Stream: stream, Rev: rev})
+			return
+		}
+	}
+	c.forwardWatch(req, shardID, stream, done)
+}
+
+func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func(*wire.Response)) {
+	addr, _ := c.s.cache.leaderAddr(shardID)
+	if addr == "" {
+		addr = c.s.cache.anyReplicaAddr(shardID)
+	}
+	p, err := c.s.peers.get(addr)
+	if addr == "" || err != nil {
+		done(&wire.Response{Code: wire.Unavailable, Msg: "no reachable replica for the watch"})
+		return
+	}
+	fwd := *req
+	fwd.Shard = shardID
+	first := true
+	w := &watch{shard: shardID, peer: p}
+	fwdID := p.send(&fwd, func(r *wire.Response) {
+		r.Stream = stream
+		if first {
+			first = false
+			if r.Code == wire.OK {
+				c.mu.Lock()
+				c.watches[stream] = w
+				c.mu.Unlock()
+			}
+			done(r)
+			return
+		}
+		if r.Code != wire.OK {
+			c.mu.Lock()
+			delete(c.watches, stream)
+			c.mu.Unlock()
+		}
+		c.send(r)
+	})
+	w.fwdID = fwdID
+}
+
+func (c *conn) unwatch(req *wire.Request, done func(*wire.Response)) {
+	c.mu.Lock()
+	w := c.watches[req.Stream]
+	delete(c.watches, req.Stream)
+	c.mu.Unlock()
+	if w == nil {
+		done(&wire.Response{Code: wire.NotFound, Msg: "no such watch stream"})
+		return
+	}
+	c.endWatch(w)
+	done(&wire.Response{Stream: 0})
+}
+
+func (c *conn) endWatch(w *watch) {
+	if w.peer != nil {
+		w.peer.unstream(w.fwdID)
+		w.peer.send(&wire.Request{Op: wire.OpUnwatch, Stream: w.fwdID, Shard: w.shard}, func(*wire.Response) {})
+		return
+	}
+	if h := c.s.cfg.Host; h != nil {
+		if local, ok := h.Shard(w.shard); ok {
+			local.Unwatch(w.local)
+		}
+	}
+}
