@@ -373,3 +373,18 @@ func rangesEqual(a, b []wire.Range) bool {
 	}
 	return true
 }
+
+// OwnsRanges reports whether a shard's state machine owns exactly the
+// ranges the table gives it (read on the local replica).
+func (h *Host) OwnsRanges(ctx context.Context, shardID uint64) (bool, error) {
+	t := h.Table()
+	if t == nil {
+		return false, nil
+	}
+	v, err := h.nh.SyncRead(ctx, shardID, statemachine.StatsQuery{})
+	if err != nil {
+		return false, err
+	}
+	st, _ := v.(statemachine.Stats)
+	return rangesEqual(st.Ranges, t.RangesOf(shardID)), nil
+}

@@ -162,6 +162,8 @@ func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
 		s.lessor.keepAlive(req, done)
 	case isRead(req.Op):
 		s.read(req, done)
+	case req.Op == wire.OpCancel:
+		s.cancel(req.Client, req.Seq, wire.Cancelled, func(r *wire.Response) { r.ID = req.ID; done(r) })
 	case req.Op.Mutating():
 		s.propose(req, done)
 	default:
@@ -201,12 +203,15 @@ func (s *Shard) propose(req *wire.Request, done func(*wire.Response)) {
 // cancelWait withdraws a queued request whose wait ran out. If a grant won
 // the race, the caller gets the grant.
 func (s *Shard) cancelWait(key clientSeq) {
-	s.Cancel(key.client, key.seq, wire.Timeout)
+	s.cancel(key.client, key.seq, wire.Timeout, nil)
 }
 
-// Cancel withdraws the queued request (client, seq) and answers its parked
-// caller with code (or with the grant, if it was granted first).
-func (s *Shard) Cancel(client, seq uint64, code wire.Code) {
+// cancel withdraws the queued request (client, seq): its parked caller is
+// answered with code, or with the grant if the grant came first. done, if
+// not nil, receives the cancel's own answer: OK with the token when the
+// request had been granted (the lock is held and must be released),
+// Cancelled otherwise.
+func (s *Shard) cancel(client, seq uint64, code wire.Code, done func(*wire.Response)) {
 	key := clientSeq{client, seq}
 	req := &wire.Request{Op: wire.OpCancel, Client: client, Seq: seq}
 	s.proposer.submit(req, func(resp *wire.Response) {
@@ -217,11 +222,14 @@ func (s *Shard) Cancel(client, seq uint64, code wire.Code) {
 		case resp.Code == wire.Cancelled || resp.Code == wire.OK || resp.Code == wire.NotFound:
 			s.parked.deliver(key, &wire.Response{Code: code, Msg: "the wait ended without a grant"})
 		default:
-			// Unknown outcome (no quorum): keep the caller parked and try
-			// again; a grant or the retry will answer it.
-			if s.parked.has(key) {
-				time.AfterFunc(200*time.Millisecond, func() { s.Cancel(client, seq, code) })
+			// Unknown outcome (no quorum, timeout): try again while the
+			// caller is still parked; a grant or the retry answers it.
+			if done == nil && s.parked.has(key) {
+				time.AfterFunc(200*time.Millisecond, func() { s.cancel(client, seq, code, nil) })
 			}
+		}
+		if done != nil {
+			done(resp)
 		}
 	})
 }

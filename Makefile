@@ -1,0 +1,49 @@
+# Warden. `make run` starts a local 3-node cluster; `make test` runs the tests.
+# Both fetch what they need (Go modules) on a fresh machine.
+
+GO        ?= go
+BIN       := bin/warden
+PKGS      := ./...
+# Unit packages run with the race detector; cluster tests run without it
+# (dragonboat under -race is too slow for a 2-core CI box).
+UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/...
+TEST_TIMEOUT ?= 20m
+BENCH_OUT ?= docs/bench
+
+.PHONY: all build run test test-unit test-cluster vet bench bench-cluster fuzz clean deps
+
+all: build
+
+deps:
+	@command -v $(GO) >/dev/null || { echo "Go is required (https://go.dev/dl)"; exit 1; }
+	$(GO) mod download
+
+build: deps
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/warden
+
+run: build
+	./$(BIN) dev --data-dir ./data
+
+vet: deps
+	$(GO) vet $(PKGS)
+
+test: vet test-unit test-cluster
+
+test-unit: deps
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
+
+test-cluster: deps build
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./shard/... ./router/... ./node/... ./cmd/...
+
+bench: deps
+	@mkdir -p $(BENCH_OUT)
+	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./statemachine/ ./hierarchy/ ./wire/ | tee $(BENCH_OUT)/statemachine.txt
+	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=3 ./node/ | tee $(BENCH_OUT)/cluster.txt
+
+FUZZTIME ?= 30s
+fuzz: deps
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=$(FUZZTIME) ./wire/
+	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./statemachine/
+
+clean:
+	rm -rf bin data
