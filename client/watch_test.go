@@ -1,0 +1,219 @@
+package client
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+func ev(rev uint64, kind wire.EventKind) wire.Event {
+	return wire.Event{Rev: rev, Kind: kind, Cause: wire.CauseUser, Path: "/kv/a", Shard: 3}
+}
+
+func push(fc *fakeConn, stream uint64, evs ...wire.Event) {
+	fc.reply(&wire.Response{Stream: stream, Events: evs})
+}
+
+func recvEvents(t *testing.T, ch <-chan WatchResponse, n int) []uint64 {
+	t.Helper()
+	var revs []uint64
+	for len(revs) < n {
+		select {
+		case wr, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed after %v", revs)
+			}
+			if wr.Err != nil {
+				t.Fatalf("watch error %v after %v", wr.Err, revs)
+			}
+			for _, e := range wr.Events {
+				revs = append(revs, e.Rev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("timed out after events %v", revs)
+		}
+	}
+	return revs
+}
+
+// A watch that loses its connection resubscribes from the revision after the
+// last delivered one, and a replayed event is not delivered twice.
+func TestWatchResumesAfterReconnect(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		watches []wire.Request
+	)
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		if req.Op != wire.OpWatch {
+			fc.answer(req, wire.Response{})
+			return
+		}
+		mu.Lock()
+		watches = append(watches, *req)
+		n := len(watches)
+		mu.Unlock()
+		fc.answer(req, wire.Response{Stream: req.ID, Rev: 10})
+		switch n {
+		case 1:
+			push(fc, req.ID, ev(11, wire.EvKVPut), ev(12, wire.EvKVPut))
+			go func() { // give the client time to read the push, then break the connection
+				time.Sleep(20 * time.Millisecond)
+				fc.drop()
+			}()
+		case 2:
+			push(fc, req.ID, ev(12, wire.EvKVPut), ev(13, wire.EvKVDelete)) // 12 is a replay
+			push(fc, req.ID, ev(14, wire.EvKVPut))
+		}
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	ch := c.Watch(testContext(t), "/kv", WithPrefix())
+
+	got := recvEvents(t, ch, 4)
+	if want := []uint64{11, 12, 13, 14}; !equalRevs(got, want) {
+		t.Fatalf("revisions %v, want %v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(watches) != 2 || watches[0].Rev != 0 || !watches[0].Has(wire.FlagPrefix) || watches[1].Rev != 13 || !watches[1].Has(wire.FlagPrefix) {
+		t.Fatalf("watch requests %+v, want from now, then from 13, both prefix", watches)
+	}
+}
+
+// A stream dropped before any event resumes right after the revision the
+// first answer reported, so events in between are not lost.
+func TestWatchResumesFromFirstAnswerRev(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		revs []uint64
+	)
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		if req.Op != wire.OpWatch {
+			fc.answer(req, wire.Response{})
+			return
+		}
+		mu.Lock()
+		revs = append(revs, req.Rev)
+		n := len(revs)
+		mu.Unlock()
+		fc.answer(req, wire.Response{Stream: req.ID, Rev: 41})
+		if n == 1 {
+			go fc.drop()
+			return
+		}
+		push(fc, req.ID, ev(42, wire.EvAcquired))
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	if got := recvEvents(t, c.Watch(testContext(t), "/kv/a"), 1); got[0] != 42 {
+		t.Fatalf("got %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(revs) != 2 || revs[1] != 42 {
+		t.Fatalf("watch start revisions %v, want [0 42]", revs)
+	}
+}
+
+func TestWatchCompactedEndsStream(t *testing.T) {
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		if req.Op == wire.OpWatch && req.Rev < 100 {
+			fc.answer(req, wire.Response{Code: wire.Compacted, Msg: "oldest retained revision is 100"})
+			return
+		}
+		fc.answer(req, wire.Response{Stream: req.ID})
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	ch := c.Watch(testContext(t), "/kv/a", WithRev(5))
+	wr := <-ch
+	if !errors.Is(wr.Err, ErrCompacted) {
+		t.Fatalf("first response %+v, want ErrCompacted", wr)
+	}
+	if _, ok := <-ch; ok {
+		t.Error("channel not closed after the error")
+	}
+}
+
+// A push with an error code after events ends the watch with that error.
+func TestWatchErrorPushEndsStream(t *testing.T) {
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		fc.answer(req, wire.Response{Stream: req.ID, Rev: 1})
+		push(fc, req.ID, ev(2, wire.EvKVPut))
+		fc.reply(&wire.Response{Stream: req.ID, Code: wire.Compacted})
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	ch := c.Watch(testContext(t), "/kv/a")
+	if got := recvEvents(t, ch, 1); got[0] != 2 {
+		t.Fatalf("got %v", got)
+	}
+	if wr := <-ch; !errors.Is(wr.Err, ErrCompacted) {
+		t.Fatalf("got %+v, want ErrCompacted", wr)
+	}
+}
+
+// Cancelling the watch's context closes the channel and sends OpUnwatch.
+func TestWatchCancelUnwatches(t *testing.T) {
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		fc.answer(req, wire.Response{Stream: req.ID, Rev: 1})
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	ctx, cancel := contextWithCancel(t)
+	ch := c.Watch(ctx, "/kv/a")
+	eventually(t, "the subscription", func() bool { return len(srv.requests(wire.OpWatch)) == 1 })
+	cancel()
+	for range ch {
+	}
+	eventually(t, "unwatch", func() bool { return len(srv.requests(wire.OpUnwatch)) == 1 })
+	w, u := srv.requests(wire.OpWatch)[0], srv.requests(wire.OpUnwatch)[0]
+	if u.Stream != w.ID {
+		t.Errorf("unwatch stream %d, want the watch request id %d", u.Stream, w.ID)
+	}
+}
+
+func TestObserveReportsLeaderChanges(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		leader = wire.Response{Value: []byte("node-1"), Token: 5, Owner: "a"}
+		stream *fakeConn
+		sid    uint64
+	)
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch req.Op {
+		case wire.OpLeader:
+			fc.answer(req, leader)
+		case wire.OpWatch:
+			stream, sid = fc, req.ID
+			fc.answer(req, wire.Response{Stream: req.ID, Rev: 1})
+		default:
+			fc.answer(req, wire.Response{})
+		}
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	ch := c.Observe(testContext(t), "/elect/x")
+	if li := <-ch; string(li.Value) != "node-1" || li.Token != 5 {
+		t.Fatalf("first leader %+v", li)
+	}
+	eventually(t, "the watch", func() bool { mu.Lock(); defer mu.Unlock(); return stream != nil })
+	mu.Lock()
+	leader = wire.Response{Value: []byte("node-2"), Token: 6, Owner: "b"}
+	push(stream, sid, wire.Event{Rev: 2, Kind: wire.EvLeader, Path: "/elect/x", Token: 6})
+	mu.Unlock()
+	if li := <-ch; string(li.Value) != "node-2" || li.Token != 6 || li.Owner != "b" {
+		t.Fatalf("second leader %+v", li)
+	}
+}
+
+func equalRevs(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
