@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/router"
+)
+
+func electCmd() *cobra.Command {
+	var (
+		ttl     time.Duration
+		observe bool
+	)
+	cmd := &cobra.Command{
+		Use:   "elect <path> [value] [-- command args...]",
+		Short: "Campaign for leadership (or --observe the leader)",
+		Long: `elect campaigns at <path> with [value] and, once elected, runs the command
+(WARDEN_LOCK_TOKEN holds the leadership token) or holds leadership until
+interrupted. With --observe it prints every leader change.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			c, err := connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if observe {
+				for li := range c.Observe(ctx, args[0]) {
+					printLeader(args[0], li)
+				}
+				return nil
+			}
+			value := ""
+			if len(args) > 1 && cmd.ArgsLenAtDash() != 1 {
+				value = args[1]
+			}
+			s, err := c.NewSession(ctx, client.WithTTL(ttl))
+			if err != nil {
+				return fail(err)
+			}
+			defer s.Close(context.Background())
+			e := client.NewElection(s, args[0])
+			if err := e.Campaign(ctx, []byte(value)); err != nil {
+				return fail(err)
+			}
+			defer func() {
+				rctx, cancel := context.WithTimeout(context.Background(), gf.timeout)
+				e.Resign(rctx)
+				cancel()
+			}()
+			dash := cmd.ArgsLenAtDash()
+			if dash < 0 || dash >= len(args) {
+				fmt.Printf("elected at %s token=%d (Ctrl-C resigns)\n", args[0], e.Token())
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-s.Done():
+					return &exitError{code: exitLost, err: fmt.Errorf("leadership lost: session ended")}
+				}
+			}
+			code, err := runHolding(ctx, s.Context(), args[0], e.Token(), s.Lease(), args[dash:], 2*time.Second)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
+	cmd.Flags().BoolVar(&observe, "observe", false, "print leader changes instead of campaigning")
+	return cmd
+}
+
+func printLeader(path string, li client.LeaderInfo) {
+	if gf.output == "json" {
+		json.NewEncoder(os.Stdout).Encode(map[string]any{"path": path, "value": string(li.Value), "token": li.Token, "lease": li.Lease})
+		return
+	}
+	if li.Token == 0 {
+		fmt.Printf("%s: no leader\n", path)
+		return
+	}
+	fmt.Printf("%s: leader %q token=%d lease=%d\n", path, li.Value, li.Token, li.Lease)
+}
+
+func watchCmd() *cobra.Command {
+	var (
+		prefix bool
+		rev    uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "watch <path>",
+		Short: "Print events on a path (or under it, with --prefix), with their cause",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signalContext()
+			defer stop()
+			c, err := connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			opts := []client.OpOption{client.WithRev(rev)}
+			if prefix {
+				opts = append(opts, client.WithPrefix())
+			}
+			enc := json.NewEncoder(os.Stdout)
+			for wr := range c.Watch(ctx, args[0], opts...) {
+				if wr.Err != nil {
+					return fail(wr.Err)
+				}
+				for _, ev := range wr.Events {
+					if gf.output == "json" {
+						enc.Encode(ev)
+						continue
+					}
+					fmt.Printf("rev=%d shard=%d %s %s cause=%s token=%d lease=%d owner=%q value=%q\n",
+						ev.Rev, ev.Shard, ev.Kind, ev.Path, ev.Cause, ev.Token, ev.Lease, ev.Owner, ev.Value)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&prefix, "prefix", false, "watch the whole subtree")
+	cmd.Flags().Uint64Var(&rev, "rev", 0, "start from this revision (0 = from now)")
+	return cmd
+}
+
+func kvCmd() *cobra.Command {
+	kv := &cobra.Command{Use: "kv", Short: "Read and write the key-value store"}
+	var expect int64
+	put := &cobra.Command{
+		Use: "put <key> <value>", Short: "Write a value (--expect-version for compare-and-set)",
+		Args: cobra.ExactArgs(2),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			var (
+				ver uint64
+				err error
+			)
+			if expect >= 0 {
+				ver, err = c.CAS(ctx, args[0], uint64(expect), []byte(args[1]))
+			} else {
+				ver, err = c.Put(ctx, args[0], []byte(args[1]))
+			}
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Printf("version=%d\n", ver)
+			return nil
+		}),
+	}
+	put.Flags().Int64Var(&expect, "expect-version", -1, "only write if the key is at this version (0 = must not exist)")
+	get := &cobra.Command{
+		Use: "get <key>", Short: "Read a value", Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			kv, err := c.Get(ctx, args[0])
+			if err != nil {
+				return fail(err)
+			}
+			if gf.output == "json" {
+				return printJSON(os.Stdout, kvJSON(kv))
+			}
+			fmt.Println(string(kv.Value))
+			return nil
+		}),
+	}
+	del := &cobra.Command{
+		Use: "del <key>", Short: "Delete a key", Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			return fail(c.Delete(ctx, args[0]))
+		}),
+	}
+	ls := &cobra.Command{
+		Use: "ls <prefix>", Short: "List keys under a prefix", Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			kvs, err := c.List(ctx, args[0])
+			if err != nil {
+				return fail(err)
+			}
+			if gf.output == "json" {
+				out := make([]map[string]any, 0, len(kvs))
+				for _, kv := range kvs {
+					out = append(out, kvJSON(kv))
+				}
+				return printJSON(os.Stdout, out)
+			}
+			w := table(os.Stdout)
+			fmt.Fprintln(w, "KEY\tVERSION\tLEASE\tVALUE")
+			for _, kv := range kvs {
+				fmt.Fprintf(w, "%s\t%d\t%s\t%q\n", kv.Key, kv.Version, leaseStr(kv.Lease), kv.Value)
+			}
+			return w.Flush()
+		}),
+	}
+	kv.AddCommand(put, get, del, ls)
+	return kv
+}
+
+func kvJSON(kv client.KV) map[string]any {
+	return map[string]any{"key": kv.Key, "value": string(kv.Value), "version": kv.Version, "lease": kv.Lease,
+		"create_rev": kv.CreateRev, "mod_rev": kv.ModRev}
+}
+
+func leaseStr(l uint64) string {
+	if l == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(l, 10)
+}
+
+func withClient(f func(ctx context.Context, c *client.Client, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		sctx, stop := signalContext()
+		defer stop()
+		c, err := connect(sctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ctx, cancel := opCtx(sctx)
+		defer cancel()
+		return f(ctx, c, args)
+	}
+}
+
+func locksCmd() *cobra.Command {
+	locks := &cobra.Command{Use: "locks", Short: "Inspect locks"}
+	ls := &cobra.Command{
+		Use: "ls [prefix]", Short: "List held locks under a prefix: holder, mode, token, TTL left, waiters",
+		Args: cobra.MaximumNArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			prefix := "/"
+			if len(args) == 1 {
+				prefix = args[0]
+			}
+			holders, err := c.ListLocks(ctx, prefix)
+			if err != nil {
+				return fail(err)
+			}
+			type row struct {
+				Path    string `json:"path"`
+				Mode    string `json:"mode"`
+				Token   uint64 `json:"token"`
+				Lease   uint64 `json:"lease"`
+				Owner   string `json:"owner,omitempty"`
+				Holds   uint32 `json:"holds"`
+				TTLMs   int64  `json:"ttl_left_ms,omitempty"`
+				Waiters int    `json:"waiters"`
+			}
+			var rows []row
+			waiters := map[string]int{}
+			for _, h := range holders {
+				if _, seen := waiters[h.Path]; !seen && len(holders) <= 200 {
+					if info, err := c.LockInfo(ctx, h.Path); err == nil {
+						waiters[h.Path] = len(info.Waiters)
+					}
+				}
+				rows = append(rows, row{h.Path, h.Mode.String(), h.Token, h.Lease, h.Owner, h.Count, h.TTL, waiters[h.Path]})
+			}
+			if gf.output == "json" {
+				return printJSON(os.Stdout, rows)
+			}
+			w := table(os.Stdout)
+			fmt.Fprintln(w, "PATH\tMODE\tTOKEN\tLEASE\tOWNER\tHOLDS\tTTL LEFT\tWAITERS")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%d\n", r.Path, r.Mode, r.Token, r.Lease, r.Owner, r.Holds, ms(r.TTLMs), r.Waiters)
+			}
+			return w.Flush()
+		}),
+	}
+	locks.AddCommand(ls)
+	return locks
+}
+
+func statusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "status", Short: "Show nodes, shards and their leaders",
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			raw, err := c.Status(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			if gf.output == "json" {
+				_, err := os.Stdout.Write(append(raw, '\n'))
+				return err
+			}
+			var st router.Status
+			if err := json.Unmarshal(raw, &st); err != nil {
+				return err
+			}
+			w := table(os.Stdout)
+			fmt.Fprintf(w, "answered by node %d, table generation %d, %d ranges\n\n", st.Node, st.TableGen, st.Ranges)
+			fmt.Fprintln(w, "NODE\tCLIENT\tRAFT")
+			for _, n := range st.Nodes {
+				fmt.Fprintf(w, "%d\t%s\t%s\n", n.ID, n.ClientAddr, n.RaftAddr)
+			}
+			fmt.Fprintln(w, "\nSHARD\tLEADER\tREPLICAS\tRANGES\tAPPLIED\tWATCHERS")
+			for _, s := range st.Shards {
+				leader := "none"
+				if s.Leader != 0 {
+					leader = strconv.FormatUint(s.Leader, 10)
+				}
+				fmt.Fprintf(w, "%d\t%s\t%v\t%d\t%d\t%d\n", s.ID, leader, s.Replicas, s.Ranges, s.Applied, s.Watchers)
+			}
+			return w.Flush()
+		}),
+	}
+}
+
+func rangesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "ranges", Short: "Show the range table (hashed namespace key ranges → shard)",
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			rs, err := c.Ranges(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			if gf.output == "json" {
+				type r struct {
+					Start string `json:"start"`
+					End   string `json:"end"`
+					Shard uint64 `json:"shard"`
+					Gen   uint64 `json:"gen"`
+				}
+				var out []r
+				for _, x := range rs {
+					out = append(out, r{fmt.Sprintf("%x", x.Start), fmt.Sprintf("%x", x.End), x.Shard, x.Gen})
+				}
+				return printJSON(os.Stdout, out)
+			}
+			w := table(os.Stdout)
+			fmt.Fprintln(w, "START\tEND\tSHARD\tGEN")
+			for _, x := range rs {
+				end := fmt.Sprintf("%x", x.End)
+				if x.End == "" {
+					end = "(end)"
+				}
+				fmt.Fprintf(w, "%x\t%s\t%d\t%d\n", x.Start, end, x.Shard, x.Gen)
+			}
+			return w.Flush()
+		}),
+	}
+}
