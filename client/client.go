@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -72,7 +73,7 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 	for _, s := range sessions {
-		s.stop(Closed, ErrClientClosed)
+		s.stop(Closed, fmt.Errorf("%w: %w", ErrSessionClosed, ErrClientClosed))
 	}
 	c.cancel()
 	c.pool.close()

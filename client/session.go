@@ -321,6 +321,7 @@ func (s *Session) setStateLocked(st SessionState) {
 
 // end moves to a terminal state, cancels the context and closes States.
 func (s *Session) end(st SessionState, cause error) {
+	s.cancel(cause) // before publishing: whoever sees Lost finds Done closed
 	s.mu.Lock()
 	if s.state != Lost && s.state != Closed {
 		s.setStateLocked(st)
@@ -330,7 +331,6 @@ func (s *Session) end(st SessionState, cause error) {
 		}
 	}
 	s.mu.Unlock()
-	s.cancel(cause)
 	s.c.untrack(s)
 }
 
