@@ -47,7 +47,8 @@ type LeasesQuery struct{}
 // LeaseInfo is one live lease.
 type LeaseInfo struct {
 	ID  uint64
-	TTL int64 // ms
+	TTL int64  // ms
+	Rev uint64 // revision of the lease's creation or last renewal
 }
 
 // LeaseCheck (Lookup) returns []LeaseState, one per ID, in order.
@@ -77,4 +78,8 @@ type Stats struct {
 	Ranges   []wire.Range
 	Clients  int   // clients with dedup records
 	LastTime int64 // leader-stamped time of the last entry (unix ms)
+	// Faults counts ops that hit a bug and were answered Internal (the
+	// state machine recovers from panics so one bad op cannot stop a shard).
+	// Always 0 unless something is wrong; not replicated.
+	Faults uint64
 }

@@ -1,0 +1,107 @@
+package statemachine
+
+import (
+	"errors"
+
+	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/wire"
+)
+
+// apply runs one op, through the exactly-once records when it carries a
+// client id.
+func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
+	out.ID = r.ID
+	if r.Client == 0 || !dedupable(r.Op) {
+		s.exec(r, out)
+		return
+	}
+	c := s.touchClient(r.Client)
+	s.ack(c, r.AckSeq)
+	if rec := c.records[r.Seq]; rec != nil {
+		rec.replay(out)
+		return
+	}
+	if r.Seq < c.floor {
+		out.Code, out.Msg = wire.Ambiguous, "sequence number is below the acknowledged floor: its outcome is forgotten"
+		return
+	}
+	s.queued = nil
+	s.exec(r, out)
+	s.remember(c, r, out, s.queued)
+}
+
+// exec runs one op and writes its outcome into out.
+func (s *StateMachine) exec(r *wire.Request, out *wire.Response) {
+	s.grants = s.grants[:0]
+	err := s.dispatch(r, out)
+	if err != nil {
+		id := out.ID
+		*out = wire.Response{ID: id, Code: err.Code, Msg: err.Detail}
+		if err.Code == wire.WrongShard {
+			out.Hint = &wire.Hint{Shard: s.cfg.ShardID, Gen: s.rangeGen}
+		}
+		return
+	}
+	out.Rev = s.rev
+	if len(s.grants) > 0 {
+		out.Grants = s.grants // encoded before the next op reuses it
+	}
+}
+
+func (s *StateMachine) dispatch(r *wire.Request, out *wire.Response) *wire.Error {
+	switch r.Op {
+	case wire.OpAcquire:
+		return s.opAcquire(r, out, false)
+	case wire.OpCampaign:
+		return s.opAcquire(r, out, true)
+	case wire.OpRelease:
+		return s.opRelease(r, out, wire.CauseReleased)
+	case wire.OpResign:
+		return s.opRelease(r, out, wire.CauseResigned)
+	case wire.OpRenew:
+		return s.opRenew(r, out)
+	case wire.OpProclaim:
+		return s.opProclaim(r, out)
+	case wire.OpCancel:
+		return s.opCancel(r, out)
+	case wire.OpRevoke:
+		return s.opEndLease(r, out, wire.CauseRevoked)
+	case wire.OpExpire:
+		return s.opEndLease(r, out, wire.CauseExpired)
+	case wire.OpSession:
+		return s.opSession(r, out)
+	case wire.OpKVPut:
+		return s.opKVPut(r, out)
+	case wire.OpKVDelete:
+		return s.opKVDelete(r, out)
+	case wire.OpRaiseFence:
+		return s.opRaiseFence(r, out)
+	case wire.OpSetRanges:
+		return s.opSetRanges(r, out)
+	case wire.OpNoop:
+		return nil
+	}
+	if r.Op.Mutating() || r.Op == wire.OpKeepAlive {
+		return wire.Errorf(wire.UnknownOp, "op %v is not applied by the state machine", r.Op)
+	}
+	return wire.Errorf(wire.UnknownOp, "op %v is not a log operation", r.Op)
+}
+
+// checkPath validates a data op's path and that this shard owns it.
+func (s *StateMachine) checkPath(p string) *wire.Error {
+	if err := hierarchy.Validate(p, s.cfg.Paths); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) {
+			return we
+		}
+		return wire.Errorf(wire.InvalidArgument, "%v", err)
+	}
+	return s.checkRange(p)
+}
+
+func checkMode(m wire.Mode) *wire.Error {
+	if m != wire.Exclusive && m != wire.Shared {
+		return wire.Errorf(wire.InvalidArgument, "unknown lock mode %d", m)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package statemachine
+
+import (
+	"github.com/wardenlock/warden/wire"
+)
+
+// Exactly-once: a client numbers its mutating requests (Client, Seq) and
+// tells the shard, with AckSeq, below which number it has all answers. The
+// shard remembers each outcome until then, so a retry (after a timeout, a
+// leader change, a reconnect) gets the first answer instead of a second
+// application. A queued acquire's record follows its waiter: a retry says
+// Queued while it waits, then the grant, or Cancelled.
+
+type client struct {
+	id         uint64
+	floor      uint64 // AckSeq: records below it are dropped
+	lastSeen   int64
+	waiting    int // records whose waiter is still queued
+	prev, next *client
+	records    map[uint64]*outcome
+}
+
+// outcome is what a request answered, kept compactly for replay.
+type outcome struct {
+	op      wire.Op
+	code    wire.Code
+	mode    wire.Mode
+	count   uint32
+	msg     string
+	token   uint64
+	lease   uint64
+	version uint64
+	rev     uint64
+	ttl     int64
+	w       *waiter // while the acquire is queued
+}
+
+// dedupable: Cancel names its target by (Client, Seq), so it is not itself
+// deduplicated; it is idempotent instead.
+func dedupable(op wire.Op) bool { return op.Mutating() && op != wire.OpCancel }
+
+func (s *StateMachine) touchClient(id uint64) *client {
+	c := s.clients[id]
+	if c == nil {
+		c = &client{id: id, records: map[uint64]*outcome{}}
+		s.clients[id] = c
+	} else {
+		s.lru.remove(c)
+	}
+	c.lastSeen = s.now
+	s.lru.pushBack(c)
+	return c
+}
+
+// ack raises the client's floor and drops the records below it, except
+// those of acquires still queued (their grant is yet to be told).
+func (s *StateMachine) ack(c *client, ackSeq uint64) {
+	if ackSeq <= c.floor {
+		return
+	}
+	c.floor = ackSeq
+	for seq, rec := range c.records { // deleting a set: order does not matter
+		if seq < ackSeq && rec.w == nil {
+			delete(c.records, seq)
+		}
+	}
+}
+
+func (s *StateMachine) remember(c *client, r *wire.Request, out *wire.Response, queued *waiter) {
+	if out.Code.Retryable() {
+		return // not a decision: the retry must really run
+	}
+	rec := &outcome{op: r.Op, code: out.Code, mode: out.Mode, count: out.Count, msg: out.Msg, token: out.Token,
+		lease: out.Lease, version: out.Version, rev: out.Rev, ttl: out.TTL}
+	if out.Code == wire.Queued && queued != nil {
+		rec.w = queued
+		c.waiting++
+	}
+	c.records[r.Seq] = rec
+}
+
+func (rec *outcome) replay(out *wire.Response) {
+	out.Code, out.Msg, out.Token, out.Lease = rec.code, rec.msg, rec.token, rec.lease
+	out.Version, out.Rev, out.TTL, out.Mode, out.Count = rec.version, rec.rev, rec.ttl, rec.mode, rec.count
+	if rec.w != nil {
+		out.Code = wire.Queued
+	}
+}
+
+// resolve records how a queued acquire ended, for retries and Cancel.
+func (s *StateMachine) resolve(w *waiter, result outcome) {
+	if w.client == 0 {
+		return
+	}
+	c := s.clients[w.client]
+	if c == nil {
+		return
+	}
+	rec := c.records[w.seq]
+	if rec == nil || rec.w != w {
+		return
+	}
+	rec.w = nil
+	c.waiting--
+	rec.code, rec.msg, rec.token, rec.lease, rec.mode, rec.count = result.code, result.msg, result.token,
+		result.lease, result.mode, result.count
+	if w.seq < c.floor {
+		delete(c.records, w.seq)
+	}
+}
+
+// sweepClients forgets clients idle for ClientIdleMs. One with a queued
+// acquire is still in business: it is moved to the back as if just seen.
+// The list is in last-use order, so the sweep stops at the first fresh one.
+func (s *StateMachine) sweepClients() {
+	for c := s.lru.head; c != nil && c.lastSeen+s.cfg.ClientIdleMs <= s.now; c = s.lru.head {
+		s.lru.remove(c)
+		if c.waiting > 0 {
+			c.lastSeen = s.now
+			s.lru.pushBack(c)
+			continue
+		}
+		delete(s.clients, c.id)
+	}
+}
+
+// clientList is an intrusive doubly linked list of clients.
+type clientList struct{ head, tail *client }
+
+func (l *clientList) pushBack(c *client) {
+	c.prev, c.next = l.tail, nil
+	if l.tail == nil {
+		l.head = c
+	} else {
+		l.tail.next = c
+	}
+	l.tail = c
+}
+
+func (l *clientList) remove(c *client) {
+	if c.prev == nil {
+		l.head = c.next
+	} else {
+		c.prev.next = c.next
+	}
+	if c.next == nil {
+		l.tail = c.prev
+	} else {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+}

@@ -1,0 +1,195 @@
+package statemachine
+
+import (
+	"github.com/wardenlock/warden/wire"
+)
+
+// checkTTL refuses lease TTLs outside the configured bounds.
+func (s *StateMachine) checkTTL(ttl int64) *wire.Error {
+	if ttl < s.cfg.MinTTL || ttl > s.cfg.MaxTTL {
+		return wire.Errorf(wire.InvalidArgument, "ttl %d ms is outside [%d, %d] ms", ttl, s.cfg.MinTTL, s.cfg.MaxTTL)
+	}
+	return nil
+}
+
+// useLease returns the session lease id, creating it on first use. An id
+// that ended recently is refused, so a late request of an expired session
+// cannot resurrect it.
+func (s *StateMachine) useLease(id uint64, ttl int64) (*lease, *wire.Error) {
+	if id&SingleLeaseBit != 0 {
+		return nil, wire.Errorf(wire.InvalidArgument, "lease id %#x has the single-lock bit set", id)
+	}
+	if l := s.leases[id]; l != nil {
+		return l, nil
+	}
+	if _, gone := s.tombs[id]; gone {
+		return nil, wire.Errorf(wire.SessionExpired, "lease %d has ended", id)
+	}
+	if err := s.checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	l := &lease{id: id, ttl: ttl}
+	l.rev = s.emit(wire.Event{Kind: wire.EvLease, Lease: id, TTL: ttl})
+	s.leases[id] = l
+	return l, nil
+}
+
+// opSession creates a session lease explicitly (or confirms it exists).
+func (s *StateMachine) opSession(r *wire.Request, out *wire.Response) *wire.Error {
+	if r.Lease == 0 {
+		return wire.Errorf(wire.InvalidArgument, "a session needs a non-zero lease id")
+	}
+	l, err := s.useLease(r.Lease, r.TTL)
+	if err != nil {
+		return err
+	}
+	out.Lease, out.TTL = l.id, l.ttl
+	return nil
+}
+
+// opRenew sets the TTL of a single-lock lease, named by its lock.
+func (s *StateMachine) opRenew(r *wire.Request, out *wire.Response) *wire.Error {
+	if err := s.checkPath(r.Path); err != nil {
+		return err
+	}
+	h := holderByToken(s.trie.Find(r.Path), r.Token)
+	if h == nil {
+		return s.tokenError(r.Token, r.Path)
+	}
+	if h.lease&SingleLeaseBit == 0 {
+		return wire.Errorf(wire.InvalidArgument, "%s is held by session lease %d: keep the session alive instead", r.Path, h.lease)
+	}
+	if err := s.checkTTL(r.TTL); err != nil {
+		return err
+	}
+	rev := s.emit(wire.Event{Kind: wire.EvRenewed, Path: r.Path, Token: h.token, Lease: h.lease, TTL: r.TTL})
+	s.singles[h.lease] = single{h: h, ttl: r.TTL, rev: rev}
+	out.Token, out.Lease, out.TTL, out.Mode, out.Count = h.token, h.lease, r.TTL, h.mode, h.count
+	return nil
+}
+
+// opEndLease revokes or expires a lease. Unknown ids are a no-op: the
+// lessor may propose an expiry twice.
+func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wire.Cause) *wire.Error {
+	if r.Lease == 0 {
+		return wire.Errorf(wire.InvalidArgument, "no lease id")
+	}
+	out.Lease = r.Lease
+	if r.Lease&SingleLeaseBit != 0 {
+		s.endSingle(r.Lease, cause)
+		return nil
+	}
+	l := s.leases[r.Lease]
+	if l == nil {
+		return nil
+	}
+	changed := s.changed[:0]
+	// Waiters go first so that the hand-off below never grants to them.
+	for len(l.waiters) > 0 {
+		w := l.waiters[len(l.waiters)-1]
+		s.dropWaiter(w, cause)
+		changed = append(changed, w.node)
+	}
+	for len(l.holders) > 0 {
+		h := l.holders[len(l.holders)-1]
+		changed = append(changed, h.node)
+		s.endHold(h, cause, "")
+	}
+	for len(l.keys) > 0 {
+		s.deleteKV(l.keys[len(l.keys)-1], "", cause)
+	}
+	delete(s.leases, l.id)
+	s.bury(l.id)
+	s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: l.id})
+	s.handoff(changed...)
+	for _, n := range changed {
+		s.tidy(n)
+	}
+	clear(changed)
+	s.changed = changed[:0]
+	return nil
+}
+
+func (s *StateMachine) endSingle(id uint64, cause wire.Cause) {
+	sl, ok := s.singles[id]
+	if !ok {
+		return
+	}
+	n := sl.h.node
+	s.endHold(sl.h, cause, "")
+	s.bury(id)
+	s.handoff(n)
+	s.tidy(n)
+}
+
+// bury tombstones an ended lease id.
+func (s *StateMachine) bury(id uint64) {
+	s.tombs[id] = s.now
+	s.tombList = append(s.tombList, tomb{id: id, at: s.now})
+}
+
+// sweepTombstones forgets ids that ended more than TombstoneMs ago. Time
+// only moves forward, so the list is in expiry order.
+func (s *StateMachine) sweepTombstones() {
+	for s.tombHead < len(s.tombList) {
+		t := s.tombList[s.tombHead]
+		if t.at+s.cfg.TombstoneMs > s.now {
+			break
+		}
+		if at, ok := s.tombs[t.id]; ok && at == t.at {
+			delete(s.tombs, t.id)
+		}
+		s.tombHead++
+	}
+	if s.tombHead > 64 && s.tombHead*2 > len(s.tombList) {
+		s.tombList = append(s.tombList[:0], s.tombList[s.tombHead:]...)
+		s.tombHead = 0
+	}
+}
+
+func (l *lease) addHolder(h *holder) {
+	h.leaseIdx = uint32(len(l.holders))
+	l.holders = append(l.holders, h)
+}
+
+func (l *lease) removeHolder(h *holder) {
+	i, last := h.leaseIdx, len(l.holders)-1
+	moved := l.holders[last]
+	l.holders[i], moved.leaseIdx = moved, i
+	l.holders[last] = nil
+	l.holders = shrink(l.holders[:last])
+}
+
+func (l *lease) addWaiter(w *waiter) {
+	w.leaseIdx = uint32(len(l.waiters))
+	l.waiters = append(l.waiters, w)
+}
+
+func (l *lease) removeWaiter(w *waiter) {
+	i, last := w.leaseIdx, len(l.waiters)-1
+	moved := l.waiters[last]
+	l.waiters[i], moved.leaseIdx = moved, i
+	l.waiters[last] = nil
+	l.waiters = shrink(l.waiters[:last])
+}
+
+func (l *lease) addKey(n *lockNode) {
+	n.Val.ext.kv.leaseIdx = uint32(len(l.keys))
+	l.keys = append(l.keys, n)
+}
+
+func (l *lease) removeKey(n *lockNode) {
+	i, last := n.Val.ext.kv.leaseIdx, len(l.keys)-1
+	moved := l.keys[last]
+	l.keys[i], moved.Val.ext.kv.leaseIdx = moved, i
+	l.keys[last] = nil
+	l.keys = shrink(l.keys[:last])
+}
+
+// shrink returns memory after a lease let go of most of its entries.
+func shrink[E any](v []E) []E {
+	if cap(v) > 64 && len(v) < cap(v)/4 {
+		return append(make([]E, 0, len(v)*2), v...)
+	}
+	return v
+}

@@ -1,0 +1,74 @@
+package statemachine
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/wire"
+)
+
+// checkRange refuses a path whose span this shard does not own entirely.
+func (s *StateMachine) checkRange(p string) *wire.Error {
+	if s.ownsAll {
+		return nil
+	}
+	start, end := hierarchy.Span(p, s.cfg.SplitDepth)
+	i, found := slices.BinarySearchFunc(s.ranges, start, func(r wire.Range, k string) int {
+		return strings.Compare(r.Start, k)
+	})
+	if !found {
+		i-- // the last range starting below start
+	}
+	if i < 0 || (s.ranges[i].End != "" && start >= s.ranges[i].End) {
+		return wire.Errorf(wire.WrongShard, "shard %d does not own %s", s.cfg.ShardID, p)
+	}
+	if !hierarchy.InRange(start, end, s.ranges[i].Start, s.ranges[i].End) {
+		return wire.Errorf(wire.SpansRanges, "%s covers keys outside the ranges of shard %d", p, s.cfg.ShardID)
+	}
+	return nil
+}
+
+// opSetRanges replaces the ranges this shard owns (those of the request
+// that name this shard). Generations never go back, so a late duplicate of
+// an older table cannot undo a newer one.
+func (s *StateMachine) opSetRanges(r *wire.Request, out *wire.Response) *wire.Error {
+	if r.Gen < s.rangeGen {
+		return wire.Errorf(wire.InvalidArgument, "range generation %d is older than %d", r.Gen, s.rangeGen)
+	}
+	var mine []wire.Range
+	for _, rg := range r.Ranges {
+		if rg.Shard != s.cfg.ShardID {
+			continue
+		}
+		if rg.End != "" && rg.Start >= rg.End {
+			return wire.Errorf(wire.InvalidArgument, "empty range [%q, %q)", rg.Start, rg.End)
+		}
+		mine = append(mine, rg)
+	}
+	slices.SortFunc(mine, func(a, b wire.Range) int { return strings.Compare(a.Start, b.Start) })
+	for i := 1; i < len(mine); i++ {
+		if prev := mine[i-1]; prev.End == "" || prev.End > mine[i].Start {
+			return wire.Errorf(wire.InvalidArgument, "ranges starting at %q and %q overlap", prev.Start, mine[i].Start)
+		}
+	}
+	s.setRanges(mine, r.Gen)
+	out.Ranges = mine
+	return nil
+}
+
+func (s *StateMachine) setRanges(rs []wire.Range, gen uint64) {
+	s.ranges, s.rangeGen = rs, gen
+	s.ownsAll = len(rs) == 1 && rs[0].Start == "" && rs[0].End == ""
+}
+
+// opRaiseFence lifts the fence floor: every later token is above it. Range
+// moves raise it to the source shard's counter, restores to a new epoch.
+func (s *StateMachine) opRaiseFence(r *wire.Request, out *wire.Response) *wire.Error {
+	if r.Token > s.floor {
+		s.floor = r.Token
+		s.emit(wire.Event{Kind: wire.EvFence, Token: r.Token})
+	}
+	out.Token = max(s.fence, s.floor)
+	return nil
+}
