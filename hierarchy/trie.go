@@ -71,9 +71,10 @@ func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
 }
 
 // Prune removes n and then its ancestors for as long as they are idle: no
-// counters, no children, and inUse reports false for them.
+// counters, no children, and inUse reports false for them. Pruning the root
+// or an already detached node does nothing.
 func (t *Trie[T]) Prune(n *Node[T], inUse func(*Node[T]) bool) {
-	for n != nil && n != &t.root && n.idle() && !inUse(n) {
+	for n != nil && n.parent != nil && n.idle() && !inUse(n) {
 		p := n.parent
 		p.kids.remove(n)
 		if p.kids.n == 0 {

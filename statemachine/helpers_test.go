@@ -122,7 +122,7 @@ func cancelReq(client, seq uint64) *wire.Request {
 func checkInvariants(t testing.TB, s *StateMachine) {
 	t.Helper()
 	if s.faults != 0 {
-		t.Fatalf("%d ops panicked", s.faults)
+		t.Fatalf("%d ops panicked; last: %s", s.faults, s.lastFault)
 	}
 	var holders []*holder
 	var waiters []*waiter

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"bytes"
 	"fmt"
+	"runtime/debug"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
@@ -21,7 +22,8 @@ type StateMachine struct {
 	cfg      Config
 	observer Observer
 	state
-	faults uint64 // ops that panicked (a bug): answered Internal, counted for tests
+	faults    uint64 // ops that panicked (a bug): answered Internal, counted for tests
+	lastFault string
 
 	// Scratch reused across entries; nothing here is replicated.
 	reqs    []wire.Request
@@ -89,6 +91,7 @@ func (s *StateMachine) applySafe(r *wire.Request, out *wire.Response) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.faults++
+			s.lastFault = fmt.Sprintf("%v %s: %v\n%s", r.Op, r.Path, p, debug.Stack())
 			*out = wire.Response{ID: r.ID, Code: wire.Internal, Msg: fmt.Sprint("statemachine fault: ", p)}
 		}
 	}()
