@@ -22,60 +22,132 @@ func waitFor(ctx context.Context, try bool) int64 {
 }
 
 // park sends a request that the service may park until it can be granted
-// (OpAcquire, OpCampaign). If ctx (or the session, when s is not nil) ends
-// before the answer, it withdraws the waiter with OpCancel; when the cancel
-// reveals that the grant happened anyway, undo gives it back (release or
+// (OpAcquire, OpCampaign) and waits for its final answer. If ctx (or the
+// session, when s is not nil) ends first, it withdraws the waiter with
+// OpCancel on the same connection and waits for the request's final answer;
+// a grant that raced with the withdrawal is given back with undo (release or
 // resign), so a caller who gave up never holds anything. The error is then
 // ctx's error, or the session's cause.
+//
+// A parked request lives on its connection: when the connection breaks the
+// server abandons the wait (withdrawing it, and giving back a grant nobody
+// could receive). So after a broken connection the request is sent again
+// with a new Seq, not retried with the old one, whose recorded outcome may
+// be a grant the server has already given back. Tries (WaitNone) are never
+// parked and are retried like any other request.
 func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, undo func(token uint64) error) (*wire.Response, error) {
 	req.Client, req.Seq = c.id, c.seqs.begin()
-	defer c.seqs.end(req.Seq)
+	defer func() { c.seqs.end(req.Seq) }()
+	if req.Wait == wire.WaitNone {
+		return c.call(ctx, req, c.cfg.requestTimeout)
+	}
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if s != nil {
 		stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 		defer stop()
 	}
-	timeout := time.Duration(0)
-	if req.Wait == wire.WaitNone {
-		timeout = c.cfg.requestTimeout
-	}
-	resp, err := c.call(lctx, req, timeout)
-	if lctx.Err() == nil || err == nil {
-		return resp, err
-	}
-	cause := context.Cause(lctx)
-	if !errors.Is(err, ErrAmbiguous) {
-		return nil, cause // never reached the service
-	}
-	token, cerr := c.withdraw(req)
-	switch {
-	case cerr != nil:
-		c.cfg.logger.Warn("warden: could not withdraw a waiter", "op", req.Op, "path", req.Path, "err", cerr)
-		return nil, ambiguous(req.Op, errors.Join(cause, cerr))
-	case token != 0:
-		if uerr := undo(token); uerr != nil {
-			c.cfg.logger.Warn("warden: could not give back a late grant", "op", req.Op, "path", req.Path, "token", token, "err", uerr)
-			return nil, ambiguous(req.Op, errors.Join(cause, uerr))
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if c.ctx.Err() != nil {
+			return nil, ErrClientClosed
+		}
+		if lctx.Err() != nil {
+			return nil, joinLast(lastErr, context.Cause(lctx))
+		}
+		req.AckSeq = c.seqs.ack()
+		if req.Wait != wire.WaitForever {
+			req.Wait = waitFor(lctx, false)
+		}
+		cn, err := c.pool.pick(lctx)
+		if err != nil {
+			if lctx.Err() != nil {
+				err = context.Cause(lctx)
+			}
+			return nil, joinLast(lastErr, err)
+		}
+		id, cl, err := cn.send(lctx, req, nil)
+		if err != nil {
+			lastErr = err
+			continue // the connection broke before the request was queued
+		}
+		var res result
+		select {
+		case res = <-cl.done:
+		case <-lctx.Done():
+			return nil, c.abandon(cn, id, cl, req, undo, context.Cause(lctx))
+		}
+		switch {
+		case res.err != nil: // connection lost: the server abandons this wait
+			lastErr = res.err
+			c.seqs.end(req.Seq)
+			req.Seq = c.seqs.begin()
+			c.cfg.logger.Debug("warden: re-sending a wait after a broken connection", "op", req.Op, "path", req.Path)
+		case res.resp.Code.Retryable():
+			lastErr = res.resp.AsError()
+		default:
+			return res.resp, res.resp.AsError()
+		}
+		if attempt > 0 || res.err == nil {
+			if c.cfg.backoff.Wait(lctx, attempt) != nil {
+				continue // reported at the top of the loop
+			}
 		}
 	}
-	return nil, cause
 }
 
-// withdraw sends OpCancel for a parked request. It returns the token when the
-// request had been granted before the cancel arrived, 0 when it was withdrawn.
-func (c *Client) withdraw(req *wire.Request) (uint64, error) {
+// abandon withdraws the parked request id on cn and waits for its final
+// answer, giving back a grant if one arrives. It returns cause, or an
+// ambiguous error when the outcome cannot be learned.
+func (c *Client) abandon(cn *conn, id uint64, cl *call, req *wire.Request, undo func(uint64) error, cause error) error {
 	ctx, cancel := context.WithTimeout(c.ctx, 2*c.cfg.requestTimeout)
 	defer cancel()
-	resp, err := c.call(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
-		Client: req.Client, Seq: req.Seq}, c.cfg.requestTimeout)
-	switch {
-	case err == nil:
-		return resp.Token, nil
-	case errors.Is(err, ErrCancelled), errors.Is(err, ErrNotFound), errors.Is(err, ErrSessionExpired):
-		return 0, nil
+	var cancelDone chan result
+	_, cc, err := cn.send(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
+		Client: req.Client, Seq: req.Seq}, nil)
+	if err == nil {
+		cancelDone = cc.done
 	}
-	return 0, err
+	var token uint64
+	for answered := false; !answered; {
+		select {
+		case res := <-cl.done:
+			answered = true
+			if res.err != nil {
+				return cause // the connection broke: the server abandons the wait itself
+			}
+			if res.resp.Code == wire.OK && res.resp.Token != 0 {
+				token = res.resp.Token
+			}
+		case res := <-cancelDone:
+			cancelDone = nil
+			if res.err == nil && res.resp.Code == wire.OK && res.resp.Token != 0 {
+				token = res.resp.Token // granted before the cancel; the final answer follows
+			}
+		case <-ctx.Done():
+			cn.forget(id)
+			if token == 0 {
+				c.cfg.logger.Warn("warden: no final answer to a withdrawn wait", "op", req.Op, "path", req.Path)
+				return ambiguous(req.Op, cause)
+			}
+			answered = true
+		}
+	}
+	if token != 0 {
+		if err := undo(token); err != nil {
+			c.cfg.logger.Warn("warden: could not give back a late grant", "op", req.Op, "path", req.Path,
+				"token", token, "err", err)
+			return ambiguous(req.Op, errors.Join(cause, err))
+		}
+	}
+	return cause
+}
+
+func joinLast(last, err error) error {
+	if last == nil || errors.Is(err, last) {
+		return err
+	}
+	return errors.Join(err, last)
 }
 
 // release gives back one hold by token.

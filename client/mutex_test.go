@@ -18,8 +18,9 @@ type lockServer struct {
 	onCancel func(fc *fakeConn, req *wire.Request, parked parkedReq)
 	grantNow func(req *wire.Request) *wire.Response // non-nil answer: reply at once
 
-	mu     sync.Mutex
-	parked map[uint64]parkedReq // by seq
+	mu          sync.Mutex
+	parked      map[uint64]parkedReq // by seq
+	cancelledOn *fakeConn
 	token  atomic.Uint64
 }
 
@@ -52,11 +53,18 @@ func (ls *lockServer) handle(fc *fakeConn, req *wire.Request) {
 	case wire.OpCancel:
 		ls.mu.Lock()
 		p := ls.parked[req.Seq]
+		ls.cancelledOn = fc
 		ls.mu.Unlock()
 		ls.onCancel(fc, req, p)
 	default:
 		fc.answer(req, wire.Response{})
 	}
+}
+
+func (ls *lockServer) cancelConn() *fakeConn {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.cancelledOn
 }
 
 func (ls *lockServer) nextAcquire(t *testing.T) parkedReq {
@@ -72,7 +80,7 @@ func (ls *lockServer) nextAcquire(t *testing.T) parkedReq {
 
 func newLockTest(t *testing.T) (*lockServer, *Session) {
 	ls := newLockServer(t)
-	c := newTestClient(t, []string{ls.addr()})
+	c := newTestClient(t, []string{ls.addr()}, WithPoolSize(3))
 	s, err := c.NewSession(testContext(t), WithTTL(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +114,9 @@ func TestLockCancelledWithdrawsWaiter(t *testing.T) {
 	if len(cancels) != 1 || cancels[0].Client != r.Client || cancels[0].Seq != r.Seq {
 		t.Fatalf("cancels = %+v, want one naming client %d seq %d", cancels, r.Client, r.Seq)
 	}
+	if ls.cancelConn() != acq.fc {
+		t.Error("the cancel went on another connection than the parked acquire")
+	}
 	if m.IsHeld() || m.Token() != 0 || len(ls.requests(wire.OpRelease)) != 0 {
 		t.Errorf("held after a withdrawn wait (token %d)", m.Token())
 	}
@@ -114,7 +125,9 @@ func TestLockCancelledWithdrawsWaiter(t *testing.T) {
 func TestLockCancelledAfterGrantGivesItBack(t *testing.T) {
 	ls, s := newLockTest(t)
 	ls.onCancel = func(fc *fakeConn, req *wire.Request, p parkedReq) {
-		fc.answer(req, wire.Response{Token: 42}) // it had been granted already
+		// The grant won the race: the acquire gets it, the cancel reports it.
+		p.fc.answer(p.req, wire.Response{Token: 42})
+		fc.answer(req, wire.Response{Token: 42})
 	}
 	m := NewMutex(s, "/locks/a")
 	ctx, cancel := context.WithCancel(testContext(t))
@@ -192,7 +205,8 @@ func TestLockAbortsWhenSessionLost(t *testing.T) {
 	script := &keepAliveScript{}
 	ls := newLockServer(t)
 	ls.onCancel = func(fc *fakeConn, req *wire.Request, p parkedReq) {
-		fc.answer(req, wire.Response{Code: wire.Cancelled})
+		p.fc.answer(p.req, wire.Response{Code: wire.SessionExpired})
+		fc.answer(req, wire.Response{})
 	}
 	inner := ls.fakeServer.handle
 	ls.fakeServer.handle = func(fc *fakeConn, req *wire.Request) {
@@ -282,5 +296,29 @@ func TestAcquireSingleLockLease(t *testing.T) {
 	}
 	if len(rel) != 1 || rel[0].Token != 77 {
 		t.Errorf("release = %+v", rel)
+	}
+}
+
+// The server abandons a parked wait whose connection breaks, so the client
+// sends the acquire again with a new sequence number on a new connection.
+func TestParkedAcquireResentAfterDrop(t *testing.T) {
+	ls, s := newLockTest(t)
+	m := NewMutex(s, "/locks/a")
+	errc := make(chan error, 1)
+	go func() { errc <- m.Lock(testContext(t)) }()
+	first := ls.nextAcquire(t)
+	first.fc.drop()
+	second := ls.nextAcquire(t)
+	if second.fc == first.fc || second.req.Seq == first.req.Seq || second.req.Client != first.req.Client ||
+		second.req.Path != first.req.Path || second.req.Owner != first.req.Owner {
+		t.Fatalf("re-sent acquire %+v (first %+v): want a new connection and seq, same client, path and owner",
+			second.req, first.req)
+	}
+	second.fc.answer(second.req, wire.Response{Token: 11})
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if m.Token() != 11 {
+		t.Errorf("token %d, want 11", m.Token())
 	}
 }
