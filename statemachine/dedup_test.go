@@ -1,0 +1,68 @@
+package statemachine
+
+import (
+	"testing"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+func TestRetriesApplyOnce(t *testing.T) {
+	t.Run("acquire retried returns the first grant", func(t *testing.T) {
+		h := newHarness(t)
+		a := h.mustOK(with(acq("/l/a", ex, 1, "o"), 3, 1))
+		b := h.mustOK(with(acq("/l/a", ex, 1, "o"), 3, 1))
+		if b.Token != a.Token || b.Count != 1 {
+			t.Fatalf("retry answered token %d count %d; first was %d count 1", b.Token, b.Count, a.Token)
+		}
+		h.mustOK(rel("/l/a", a.Token)) // one release frees it: the retry took no second hold
+		h.mustOK(acq("/l/a", ex, 2, "p"))
+	})
+	t.Run("release retried after a new grant does not release the new holder", func(t *testing.T) {
+		h := newHarness(t)
+		a := h.mustOK(acq("/l/a", ex, 1, "o"))
+		h.mustOK(with(rel("/l/a", a.Token), 3, 1))
+		b := h.mustOK(acq("/l/a", ex, 2, "p"))
+		h.mustOK(with(rel("/l/a", a.Token), 3, 1)) // same answer as the first time
+		h.expect(acq("/l/a", ex, 9, "z"), wire.Conflict)
+		if info := h.read(&wire.Request{Op: wire.OpLockInfo, Path: "/l/a"}); info.Holders[0].Token != b.Token {
+			t.Fatalf("the new holder was released: %+v", info.Holders)
+		}
+		h.expect(rel("/l/a", a.Token), wire.StaleToken) // without dedup the token guards it
+	})
+	t.Run("queued acquire retried follows its waiter", func(t *testing.T) {
+		h := newHarness(t)
+		a := h.mustOK(acq("/l/a", ex, 1, "o"))
+		req := wait(with(acq("/l/a", ex, 2, "p"), 3, 1))
+		h.expect(req, wire.Queued)
+		h.expect(req, wire.Queued)
+		if st := h.sm.stats(); st.Waiters != 1 {
+			t.Fatalf("the retry queued again: %d waiters", st.Waiters)
+		}
+		g := h.mustOK(rel("/l/a", a.Token)).Grants[0]
+		if r := h.mustOK(req); r.Token != g.Token {
+			t.Fatalf("retry after the grant answered token %d, want %d", r.Token, g.Token)
+		}
+	})
+	t.Run("ack drops records; older seqs are ambiguous", func(t *testing.T) {
+		h := newHarness(t)
+		h.mustOK(with(acq("/l/a", ex, 1, "o"), 3, 1))
+		r := with(acq("/l/b", ex, 1, "o"), 3, 2)
+		r.AckSeq = 2
+		h.mustOK(r)
+		h.expect(with(acq("/l/a", ex, 1, "o"), 3, 1), wire.Ambiguous)
+	})
+	t.Run("idle clients are forgotten, not those with waiters", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.ClientIdleMs = 1000
+		h := newHarnessWith(t, cfg)
+		a := h.mustOK(with(acq("/l/a", ex, 1, "o"), 3, 1))
+		h.expect(wait(with(acq("/l/a", ex, 2, "p"), 4, 1)), wire.Queued)
+		h.now += 5000
+		h.mustOK(&wire.Request{Op: wire.OpNoop})
+		if st := h.sm.stats(); st.Clients != 1 {
+			t.Fatalf("%d clients, want only the one with a waiter", st.Clients)
+		}
+		h.mustOK(with(rel("/l/a", a.Token), 3, 1)) // client 3 forgotten: seq 1 is new again
+		h.mustOK(cancelReq(4, 1))
+	})
+}

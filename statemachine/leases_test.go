@@ -1,0 +1,69 @@
+package statemachine
+
+import (
+	"testing"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+func TestSingleLockLease(t *testing.T) {
+	h := newHarness(t)
+	h.events = nil
+	a := h.mustOK(acq("/l/a", ex, 0, ""))
+	if a.Lease != SingleLeaseBit|a.Token {
+		t.Fatalf("lease %#x, want the single-lock bit with token %d", a.Lease, a.Token)
+	}
+	if h.events[0].Kind != wire.EvLease || h.events[0].TTL != 5000 || h.events[0].Lease != a.Lease {
+		t.Fatalf("no lease event for the lessor: %+v", h.events)
+	}
+	r := h.mustOK(&wire.Request{Op: wire.OpRenew, Path: "/l/a", Token: a.Token, TTL: 9000})
+	if r.TTL != 9000 {
+		t.Fatalf("renew answered ttl %d", r.TTL)
+	}
+	infos, _ := h.sm.Lookup(LeasesQuery{})
+	if li := infos.([]LeaseInfo); len(li) != 1 || li[0].TTL != 9000 || li[0].ID != a.Lease || li[0].Rev == 0 {
+		t.Fatalf("leases %+v", li)
+	}
+	h.expect(&wire.Request{Op: wire.OpRenew, Path: "/l/a", Token: a.Token, TTL: 1}, wire.InvalidArgument)
+	h.mustOK(rel("/l/a", a.Token))
+	if st := h.sm.stats(); st.Leases != 0 {
+		t.Fatalf("the lease outlived its lock: %+v", st)
+	}
+	h.expect(&wire.Request{Op: wire.OpRenew, Path: "/l/a", Token: a.Token, TTL: 5000}, wire.StaleToken)
+}
+
+func TestRenewRefusesSessionLocks(t *testing.T) {
+	h := newHarness(t)
+	a := h.mustOK(acq("/l/a", ex, 1, "o"))
+	h.expect(&wire.Request{Op: wire.OpRenew, Path: "/l/a", Token: a.Token, TTL: 5000}, wire.InvalidArgument)
+}
+
+func TestSessionsAndTombstones(t *testing.T) {
+	cfg := testConfig()
+	cfg.TombstoneMs = 1000
+	h := newHarnessWith(t, cfg)
+	s := h.mustOK(&wire.Request{Op: wire.OpSession, Lease: 5, TTL: 3000})
+	if s.Lease != 5 || s.TTL != 3000 {
+		t.Fatalf("session answered %+v", s)
+	}
+	h.expect(&wire.Request{Op: wire.OpSession, Lease: 6, TTL: 5}, wire.InvalidArgument)
+	h.mustOK(revoke(5))
+	h.expect(acq("/l/a", ex, 5, "o"), wire.SessionExpired)
+	h.expect(&wire.Request{Op: wire.OpKVPut, Path: "/l/k", Lease: 5}, wire.SessionExpired)
+	h.now += 999
+	h.expect(acq("/l/a", ex, 5, "o"), wire.SessionExpired)
+	h.now += 1
+	h.mustOK(acq("/l/a", ex, 5, "o")) // the tombstone aged out: the id is new again
+}
+
+func TestTimeNeverGoesBack(t *testing.T) {
+	h := newHarness(t)
+	h.now = 5000_000
+	h.mustOK(&wire.Request{Op: wire.OpNoop})
+	h.now = 10 // a new leader with a slow clock
+	h.events = nil
+	h.mustOK(acq("/l/a", ex, 1, "o"))
+	if got := h.events[0].Time; got != 5000_000 {
+		t.Fatalf("event time %d went back", got)
+	}
+}
