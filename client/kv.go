@@ -12,8 +12,7 @@ import (
 type KV = wire.KV
 
 // Get reads one key. It fails with an error matching ErrNotFound when the
-// key does not exist. ModRev is the revision the service reports for the
-// read. Linearizable unless WithStale.
+// key does not exist. Linearizable unless WithStale.
 func (c *Client) Get(ctx context.Context, path string, opts ...OpOption) (KV, error) {
 	o := applyOps(opts)
 	resp, err := c.call(ctx, &wire.Request{Op: wire.OpKVGet, Path: path, Flags: o.flags() & wire.FlagStale},
@@ -21,7 +20,10 @@ func (c *Client) Get(ctx context.Context, path string, opts ...OpOption) (KV, er
 	if err != nil {
 		return KV{}, err
 	}
-	return KV{Key: path, Value: resp.Value, Version: resp.Version, Lease: resp.Lease, ModRev: resp.Rev}, nil
+	if len(resp.KVs) == 1 {
+		return resp.KVs[0], nil
+	}
+	return KV{Key: path, Value: resp.Value, Version: resp.Version, Lease: resp.Lease}, nil
 }
 
 // Put writes a key and returns its new version. With WithLease(session) the

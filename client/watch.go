@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/wardenlock/warden/wire"
@@ -194,6 +195,10 @@ func (w *watcher) pump(ctx context.Context, cn *conn, id uint64, st *stream) err
 		frames, ended := st.take()
 		for _, f := range frames {
 			if err := f.AsError(); err != nil {
+				if f.Code == wire.TooMany {
+					// The server dropped a consumer that fell behind: resume by revision.
+					return fmt.Errorf("%w: %w", errStreamOverflow, err)
+				}
 				return err
 			}
 			if evs := w.fresh(f.Events); len(evs) > 0 {

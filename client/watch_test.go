@@ -217,3 +217,38 @@ func equalRevs(a, b []uint64) bool {
 	}
 	return true
 }
+
+// The server ends a stream whose consumer fell behind with TooMany; the
+// client resumes it by revision instead of reporting an error.
+func TestWatchResumesAfterTooMany(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		revs []uint64
+	)
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		if req.Op != wire.OpWatch {
+			fc.answer(req, wire.Response{})
+			return
+		}
+		mu.Lock()
+		revs = append(revs, req.Rev)
+		n := len(revs)
+		mu.Unlock()
+		fc.answer(req, wire.Response{Stream: req.ID, Rev: 4})
+		if n == 1 {
+			push(fc, req.ID, ev(5, wire.EvKVPut))
+			fc.reply(&wire.Response{Stream: req.ID, Code: wire.TooMany, Msg: "consumer too slow"})
+			return
+		}
+		push(fc, req.ID, ev(6, wire.EvKVPut))
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	if got := recvEvents(t, c.Watch(testContext(t), "/kv/a"), 2); !equalRevs(got, []uint64{5, 6}) {
+		t.Fatalf("got %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !equalRevs(revs, []uint64{0, 6}) {
+		t.Fatalf("watch start revisions %v, want [0 6]", revs)
+	}
+}
