@@ -8,23 +8,26 @@ import (
 )
 
 func TestRanges(t *testing.T) {
-	h := newHarness(t)
 	k := hierarchy.RouteKey("/l/a")
-	// Own only the namespace /l/a: its route key point.
-	h.mustOK(&wire.Request{Op: wire.OpSetRanges, Gen: 3, Ranges: []wire.Range{
-		{Start: k, End: k + "\x00", Shard: 7}, {Start: "", End: k, Shard: 8}}})
+	point := []wire.Range{{Start: k, End: k + "\x00", Shard: 7}, {Start: "", End: k, Shard: 8}}
+	fromStart := []wire.Range{{Start: "", End: k + "\x00", Shard: 7}}
 	cases := []struct {
-		name string
-		path string
-		want wire.Code
+		name   string
+		ranges []wire.Range
+		path   string
+		want   wire.Code
 	}{
-		{"owned namespace", "/l/a/job", wire.OK},
-		{"the namespace itself", "/l/a", wire.OK},
-		{"other namespace", "/l/b/job", wire.WrongShard},
-		{"shallow path spans everything", "/l", wire.SpansRanges},
+		{"owned namespace", point, "/l/a/job", wire.OK},
+		{"the namespace itself", point, "/l/a", wire.OK},
+		{"other namespace", point, "/l/b/job", wire.WrongShard},
+		{"shallow path, start not owned", point, "/l", wire.WrongShard},
+		{"shallow path, start owned, rest not", fromStart, "/l", wire.SpansRanges},
+		{"everything owned", []wire.Range{{Shard: 7}}, "/", wire.OK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.mustOK(&wire.Request{Op: wire.OpSetRanges, Gen: 3, Ranges: tc.ranges})
 			r := h.expect(acq(tc.path, sh, 0, ""), tc.want)
 			if tc.want == wire.WrongShard && (r.Hint == nil || r.Hint.Shard != 7 || r.Hint.Gen != 3) {
 				t.Fatalf("hint %+v", r.Hint)
@@ -32,9 +35,9 @@ func TestRanges(t *testing.T) {
 			if rd := h.read(&wire.Request{Op: wire.OpLockInfo, Path: tc.path}); tc.want != wire.OK && rd.Code != tc.want {
 				t.Fatalf("reads must check ranges too: %v", rd.Code)
 			}
+			h.expect(&wire.Request{Op: wire.OpSetRanges, Gen: 2}, wire.InvalidArgument) // generations never go back
 		})
 	}
-	h.expect(&wire.Request{Op: wire.OpSetRanges, Gen: 2}, wire.InvalidArgument) // generations never go back
 }
 
 func TestFreshStateMachineOwnsNothing(t *testing.T) {
