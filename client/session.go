@@ -266,11 +266,9 @@ func (s *Session) sendKeepAlive(ctx context.Context) chan keepAliveResult {
 	go func() {
 		resp, err := s.c.once(ctx, s.keepAliveRequest(), s.c.cfg.requestTimeout)
 		r := keepAliveResult{sent: sent, err: err}
-		if err == nil {
-			r.gone = slices.Contains(resp.Leases, s.lease)
-		} else if errors.Is(err, ErrSessionExpired) {
-			r.gone = true
-		}
+		// A shard that reports the lease gone settles it, even when another
+		// shard failed and the answer as a whole is an error.
+		r.gone = errors.Is(err, ErrSessionExpired) || (resp != nil && slices.Contains(resp.Leases, s.lease))
 		out <- r
 	}()
 	return out
