@@ -67,6 +67,7 @@ func (s *StateMachine) opKVDelete(r *wire.Request, out *wire.Response) *wire.Err
 	}
 	out.Version = e.version
 	s.deleteKV(n, r.Path, wire.CauseUser)
+	s.tidy(n)
 	return nil
 }
 
@@ -86,6 +87,8 @@ func checkVersion(r *wire.Request, e *kvEntry) *wire.Error {
 }
 
 // deleteKV removes the key at n (by a client, or because its lease ended).
+// It does not prune n: a lease end still has to run its hand-off, which
+// needs every changed node attached to the trie. Callers tidy afterwards.
 func (s *StateMachine) deleteKV(n *lockNode, path string, cause wire.Cause) {
 	e := n.Val.ext.kv
 	if l := s.leases[e.lease]; e.lease != 0 && l != nil {
@@ -97,7 +100,6 @@ func (s *StateMachine) deleteKV(n *lockNode, path string, cause wire.Cause) {
 		path = n.Path()
 	}
 	s.emit(wire.Event{Kind: wire.EvKVDelete, Cause: cause, Path: path, Version: e.version, Lease: e.lease})
-	s.tidy(n)
 }
 
 func kvAt(n *lockNode) *kvEntry {

@@ -96,7 +96,9 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		s.endHold(h, cause, "")
 	}
 	for len(l.keys) > 0 {
-		s.deleteKV(l.keys[len(l.keys)-1], "", cause)
+		n := l.keys[len(l.keys)-1]
+		s.deleteKV(n, "", cause)
+		changed = append(changed, n)
 	}
 	delete(s.leases, l.id)
 	s.bury(l.id)
