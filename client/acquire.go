@@ -78,6 +78,8 @@ func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, undo f
 			return nil, c.abandon(cn, id, cl, req, undo, context.Cause(lctx))
 		}
 		switch {
+		case res.err != nil && !transient(res.err):
+			return nil, res.err // refused locally: never sent
 		case res.err != nil: // connection lost: the server abandons this wait
 			lastErr = res.err
 			c.seqs.end(req.Seq)

@@ -147,6 +147,8 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 			return resp, resp.AsError()
 		case ctx.Err() != nil:
 			return nil, c.giveUp(req, maybeApplied || (sent && req.Op.Mutating()), lastErr, ctx.Err())
+		case !transient(err):
+			return nil, err // refused locally (encoding, size): never sent
 		default: // connection lost or attempt timed out
 			maybeApplied = maybeApplied || (sent && req.Op.Mutating())
 			lastErr = err
@@ -161,6 +163,11 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 			return nil, c.giveUp(req, maybeApplied, lastErr, err)
 		}
 	}
+}
+
+// transient reports whether a failed attempt may succeed when sent again.
+func transient(err error) bool {
+	return errors.Is(err, ErrConnLost) || errors.Is(err, errAttemptTimeout)
 }
 
 // giveUp builds the error for a request abandoned because ctx ended (or the

@@ -275,3 +275,17 @@ func TestBackoffFullJitterBounds(t *testing.T) {
 		}
 	}
 }
+
+// An oversized request is refused locally: the server's TooLarge answer
+// could not be matched to it.
+func TestOversizedRequestRefusedLocally(t *testing.T) {
+	srv := newFakeServer(t, okHandler)
+	c := newTestClient(t, []string{srv.addr()}, WithMaxFrame(1024))
+	_, err := c.Put(testContext(t), "/kv/big", make([]byte, 2048))
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	if n := len(srv.requests(wire.OpKVPut)); n != 0 {
+		t.Errorf("server received %d oversized puts", n)
+	}
+}

@@ -212,6 +212,10 @@ func (cn *conn) writeLoop() {
 			buf, err = wire.AppendFrame(buf[:0], req)
 			if err != nil {
 				cn.resolve(req.ID, result{err: fmt.Errorf("client: encode %s: %w", req.Op, err)})
+			} else if n := len(buf) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
+				// The server could not tell us which request it refused.
+				cn.resolve(req.ID, result{err: wire.Errorf(wire.TooLarge,
+					"%s request of %d bytes exceeds the frame limit of %d", req.Op, n, cn.cfg.maxFrame)})
 			} else if _, err := bw.Write(buf); err != nil {
 				cn.fail(err)
 				return
