@@ -94,10 +94,20 @@ func (c *Client) Do(ctx context.Context, req *wire.Request) (*wire.Response, err
 		return nil, wire.Errorf(wire.InvalidArgument, "Do cannot send %s", req.Op)
 	}
 	r := *req
-	timeout := c.cfg.requestTimeout
-	if (r.Op == wire.OpAcquire || r.Op == wire.OpCampaign) && r.Wait != wire.WaitNone {
-		timeout = 0 // a parked request answers when granted
+	if (r.Op == wire.OpAcquire || r.Op == wire.OpCampaign) && r.Wait != wire.WaitNone && r.Seq == 0 {
+		// A parked request: withdrawn when ctx ends, re-sent after a broken
+		// connection, a late grant given back.
+		return c.park(ctx, nil, &r, func(token uint64) error {
+			uctx, cancel := c.undoContext()
+			defer cancel()
+			if r.Op == wire.OpCampaign {
+				_, err := c.Do(uctx, &wire.Request{Op: wire.OpResign, Path: r.Path, Token: token, Lease: r.Lease})
+				return err
+			}
+			return c.release(uctx, r.Path, token, r.Lease, r.Owner)
+		})
 	}
+	timeout := c.cfg.requestTimeout
 	if exactlyOnce(r.Op) && r.Seq == 0 {
 		r.Client, r.Seq = c.id, c.seqs.begin()
 		defer c.seqs.end(r.Seq)
