@@ -21,7 +21,7 @@ type lockServer struct {
 	mu          sync.Mutex
 	parked      map[uint64]parkedReq // by seq
 	cancelledOn *fakeConn
-	token  atomic.Uint64
+	token       atomic.Uint64
 }
 
 type parkedReq struct {
