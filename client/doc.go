@@ -23,7 +23,10 @@ and returns when it ends; nothing blocks forever.
     with the same sequence number, and the service returns the first
     outcome instead of applying it twice. A reentrant acquire retried after a
     timeout does not add a second hold; a release retried after the lock
-    passed to someone else does not release the new holder.
+    passed to someone else does not release the new holder. The one
+    exception is a request parked in a lock or election queue: the service
+    abandons it when its connection breaks, so the client sends it again
+    with a new sequence number (it joins the queue again at the back).
   - Ambiguity is named. When the caller's context ends while a mutating
     request may have reached the service without an answer, the error
     matches both ErrAmbiguous and the context's error.
