@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 
@@ -268,3 +269,5 @@ func checkLeaseLinks(t testing.TB, s *StateMachine, hs []*holder, ws []*waiter) 
 		t.Fatalf("leases list %d holders, the trie has %d", total, len(hs))
 	}
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
