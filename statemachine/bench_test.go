@@ -1,0 +1,189 @@
+package statemachine
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+
+	sm "github.com/lni/dragonboat/v4/statemachine"
+	"github.com/wardenlock/warden/wire"
+)
+
+const opsPerEntry = 64
+
+func benchConfig() Config {
+	cfg := testConfig()
+	cfg.MaxLeaseLock = 4 * million // one session holds them all
+	return cfg
+}
+
+func benchSM(b *testing.B) *StateMachine {
+	s := New(benchConfig())
+	cmd, _ := EncodeCommand(nil, 1, []*wire.Request{{Op: wire.OpSetRanges, Gen: 1, Ranges: []wire.Range{{Shard: 7}}}})
+	s.Update(sm.Entry{Index: 1, Cmd: cmd})
+	return s
+}
+
+// entries pre-encodes n ops, opsPerEntry per entry, built by mk(i).
+func entries(n int, mk func(i int) *wire.Request) [][]byte {
+	var out [][]byte
+	ops := make([]*wire.Request, 0, opsPerEntry)
+	for i := 0; i < n; i++ {
+		ops = append(ops, mk(i))
+		if len(ops) == opsPerEntry || i == n-1 {
+			cmd, _ := EncodeCommand(nil, 2, ops)
+			out = append(out, cmd)
+			ops = ops[:0]
+		}
+	}
+	return out
+}
+
+func run(b *testing.B, s *StateMachine, es [][]byte) {
+	for i, cmd := range es {
+		s.Update(sm.Entry{Index: uint64(i + 2), Cmd: cmd})
+	}
+}
+
+// BenchmarkApplyAcquire: uncontended acquires of fresh paths under one
+// session lease, 64 per entry; ns/op is per acquire, decode included.
+func BenchmarkApplyAcquire(b *testing.B) {
+	benchAcquire(b, "/locks/bench/k-%d", 1)
+}
+
+// BenchmarkApplyAcquireDepth8 is the same eight levels deep.
+func BenchmarkApplyAcquireDepth8(b *testing.B) {
+	benchAcquire(b, "/locks/a/b/c/d/e/f/k-%d", 1)
+}
+
+// BenchmarkApplyAcquireSingleLease makes a single-lock lease per acquire.
+func BenchmarkApplyAcquireSingleLease(b *testing.B) {
+	benchAcquire(b, "/locks/bench/k-%d", 0)
+}
+
+func benchAcquire(b *testing.B, format string, lease uint64) {
+	s := benchSM(b)
+	es := entries(b.N, func(i int) *wire.Request {
+		return &wire.Request{ID: uint64(i), Op: wire.OpAcquire, Path: fmt.Sprintf(format, i), Lease: lease, TTL: 10000}
+	})
+	b.ReportAllocs()
+	b.ResetTimer()
+	run(b, s, es)
+}
+
+// BenchmarkApplyRelease: releases of held locks, 64 per entry.
+func BenchmarkApplyRelease(b *testing.B) {
+	s := benchSM(b)
+	run(b, s, entries(b.N, func(i int) *wire.Request {
+		return &wire.Request{Op: wire.OpAcquire, Path: fmt.Sprintf("/locks/bench/k-%d", i), Lease: 1, TTL: 10000}
+	}))
+	first := s.fence - uint64(b.N) + 1
+	es := entries(b.N, func(i int) *wire.Request {
+		return &wire.Request{ID: uint64(i), Op: wire.OpRelease, Path: fmt.Sprintf("/locks/bench/k-%d", i), Token: first + uint64(i)}
+	})
+	b.ReportAllocs()
+	b.ResetTimer()
+	run(b, s, es)
+	b.StopTimer()
+	if s.nLocks != 0 {
+		b.Fatalf("%d locks left", s.nLocks)
+	}
+}
+
+// BenchmarkHandOff: a release that hands an exclusive lock to the head of
+// a long queue on one path (the queue length must not matter).
+func BenchmarkHandOff(b *testing.B) {
+	s := benchSM(b)
+	const queue = 5000
+	run(b, s, entries(queue, func(i int) *wire.Request {
+		return &wire.Request{Op: wire.OpAcquire, Path: "/locks/hot", Lease: uint64(i + 1), TTL: 10000, Wait: wire.WaitForever}
+	}))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		h := leaderOf(s.trie.Find("/locks/hot"))
+		cmd, _ := EncodeCommand(nil, 3, []*wire.Request{
+			{Op: wire.OpRelease, Path: "/locks/hot", Token: h.token},
+			{Op: wire.OpAcquire, Path: "/locks/hot", Lease: h.lease, TTL: 10000, Wait: wire.WaitForever}, // requeue
+		})
+		b.StartTimer()
+		s.Update(sm.Entry{Index: uint64(i + 10), Cmd: cmd})
+	}
+}
+
+const million = 1_000_000
+
+// BenchmarkMemoryPerLock reports heap bytes per held lock with a million
+// locks, under one session lease and as single-lock leases.
+func BenchmarkMemoryPerLock(b *testing.B) {
+	for _, lease := range []uint64{1, 0} {
+		name := "session"
+		if lease == 0 {
+			name = "single-lock"
+		}
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				before := heapInUse()
+				s := fill(b, million, lease)
+				after := heapInUse()
+				b.ReportMetric(float64(after-before)/million, "bytes/lock")
+				runtime.KeepAlive(s)
+			}
+		})
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// fill makes a state machine holding n locks; the encoded entries are
+// dropped before it returns, so only the state stays on the heap.
+func fill(b *testing.B, n int, lease uint64) *StateMachine {
+	s := benchSM(b)
+	const chunk = 64 * 1024
+	for start := 0; start < n; start += chunk {
+		es := entries(min(chunk, n-start), func(i int) *wire.Request {
+			return &wire.Request{Op: wire.OpAcquire, Path: fmt.Sprintf("/locks/bench/k-%d", start+i), Lease: lease, TTL: 10000}
+		})
+		run(b, s, es)
+	}
+	s.reqs, s.events = nil, nil
+	s.out = bytes.Buffer{}
+	if s.nLocks != n {
+		b.Fatalf("%d locks, want %d", s.nLocks, n)
+	}
+	return s
+}
+
+// BenchmarkSnapshot1M saves and recovers a million locks.
+func BenchmarkSnapshot1M(b *testing.B) {
+	s := fill(b, million, 1)
+	var snap bytes.Buffer
+	b.Run("save", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			snap.Reset()
+			if err := s.SaveSnapshot(&snap, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(snap.Len())/million, "bytes/lock")
+	})
+	b.Run("recover", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			r := New(benchConfig())
+			if err := r.RecoverFromSnapshot(bytes.NewReader(snap.Bytes()), nil, nil); err != nil {
+				b.Fatal(err)
+			}
+			if r.nLocks != million {
+				b.Fatal("lost locks")
+			}
+		}
+	})
+}
