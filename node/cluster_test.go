@@ -48,7 +48,7 @@ func TestLockSemanticsOverTheWire(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	a, b := session(t, cl, 10*time.Second), session(t, cl, 10*time.Second)
 
-	parent := client.NewMutex(a, "/locks/billing")
+	parent := client.NewMutex(a, "/locks/billing", client.WithOwner("billing-job"))
 	if err := parent.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,9 @@ func TestLockSemanticsOverTheWire(t *testing.T) {
 		})
 	}
 
-	// Reentrant: the same owner gets the same token.
-	again := client.NewMutex(a, "/locks/billing")
+	// Reentrant: the same owner (session + owner name) gets the same token.
+	// Distinct Mutex values are distinct owners unless named alike.
+	again := client.NewMutex(a, "/locks/billing", client.WithOwner("billing-job"))
 	if err := again.Lock(ctx); err != nil || again.Token() != first {
 		t.Fatalf("reentrant acquire: err=%v token=%d want %d", err, again.Token(), first)
 	}

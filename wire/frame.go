@@ -20,8 +20,24 @@ const DefaultMaxFrame = 1 << 20
 // FrameHeaderSize is the length prefix size.
 const FrameHeaderSize = 4
 
-// ErrFrameTooLarge is returned by ReadFrame before anything is allocated.
-var ErrFrameTooLarge = &Error{Code: TooLarge, Detail: "frame exceeds the size limit"}
+// FrameSizeError is returned by ReadFrame for a frame over the limit, before
+// anything is allocated for it. When Skipped is true the body was read and
+// discarded, so the stream is still in step and the connection may go on;
+// otherwise (a body larger than MaxSkip) the connection must be closed.
+type FrameSizeError struct {
+	Size, Max int
+	Skipped   bool
+}
+
+// MaxSkip is the largest oversized body ReadFrame discards to stay in step.
+const MaxSkip = 64 << 20
+
+func (e *FrameSizeError) Error() string {
+	return fmt.Sprintf("warden: too large: frame of %d bytes exceeds the limit of %d", e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrTooLarge) true.
+func (e *FrameSizeError) Is(target error) bool { return target == ErrTooLarge }
 
 // ReadFrame reads one frame body into buf (grown as needed) and returns it.
 // The declared length is checked against max before any allocation.
@@ -32,7 +48,12 @@ func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
 	}
 	n := int(binary.BigEndian.Uint32(hdr[:]))
 	if n > max {
-		return buf, Errorf(TooLarge, "frame of %d bytes exceeds the limit of %d", n, max)
+		e := &FrameSizeError{Size: n, Max: max}
+		if n <= MaxSkip {
+			_, err := io.CopyN(io.Discard, r, int64(n))
+			e.Skipped = err == nil
+		}
+		return buf, e
 	}
 	if cap(buf) < n {
 		buf = make([]byte, n)

@@ -10,6 +10,7 @@ const (
 	FlagStale     uint32 = 1 << 2 // a follower (possibly stale) read is acceptable
 	FlagPrevKV    uint32 = 1 << 3 // watch events carry the previous value
 	FlagSigned    uint32 = 1 << 4 // reserved: ask for a signed fencing token
+	FlagPeer      uint32 = 1 << 5 // Hello: the connection is a node's forwarding connection
 )
 
 // Wait values for Acquire and Campaign.

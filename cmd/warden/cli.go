@@ -51,7 +51,7 @@ func connect(ctx context.Context) (*client.Client, error) {
 	defer cancel()
 	c, err := client.New(dctx, strings.Split(gf.endpoints, ","), client.WithRequestTimeout(gf.timeout))
 	if err != nil {
-		return nil, &exitError{code: exitError, err: fmt.Errorf("connect to %s: %w", gf.endpoints, err)}
+		return nil, &exitError{code: exitFailure, err: fmt.Errorf("connect to %s: %w", gf.endpoints, err)}
 	}
 	return c, nil
 }
@@ -72,7 +72,7 @@ func fail(err error) error {
 	case errors.Is(err, context.Canceled):
 		return &exitError{code: exitInterrupted, err: err}
 	}
-	return &exitError{code: exitError, err: err}
+	return &exitError{code: exitFailure, err: err}
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -139,7 +139,7 @@ func runHolding(ctx, lost context.Context, path string, token, lease uint64, arg
 		"WARDEN_LOCK_TOKEN="+strconv.FormatUint(token, 10),
 		"WARDEN_LOCK_LEASE="+strconv.FormatUint(lease, 10))
 	if err := child.Start(); err != nil {
-		return exitError, err
+		return exitFailure, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
@@ -159,7 +159,7 @@ func runHolding(ctx, lost context.Context, path string, token, lease uint64, arg
 			return ee.ExitCode(), nil
 		}
 		if err != nil {
-			return exitError, err
+			return exitFailure, err
 		}
 		return 0, nil
 	case <-lost.Done():

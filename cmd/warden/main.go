@@ -13,7 +13,7 @@ import (
 // Exit codes (documented in the README).
 const (
 	exitOK          = 0
-	exitError       = 1 // usage, connection or server error
+	exitFailure       = 1 // usage, connection or server error
 	exitConflict    = 2 // lock held / not granted within the wait
 	exitLost        = 3 // the lock or lease was lost while the command ran
 	exitNotFound    = 4
@@ -49,5 +49,5 @@ func main() {
 		os.Exit(ee.code)
 	}
 	fmt.Fprintln(os.Stderr, "warden:", err)
-	os.Exit(exitError)
+	os.Exit(exitFailure)
 }

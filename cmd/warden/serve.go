@@ -56,7 +56,7 @@ func serveCmd() *cobra.Command {
 			}
 			cfg, err := nodeConfig(fc)
 			if err != nil {
-				return &exitError{code: exitError, err: err}
+				return &exitError{code: exitFailure, err: err}
 			}
 			return runNodes([]node.Config{cfg}, cfg.Log)
 		},
@@ -160,7 +160,7 @@ func runNodes(cfgs []node.Config, log *slog.Logger) error {
 	for _, c := range cfgs {
 		n, err := node.Start(c)
 		if err != nil {
-			return &exitError{code: exitError, err: err}
+			return &exitError{code: exitFailure, err: err}
 		}
 		nodes = append(nodes, n)
 		log.Info("node started", "id", c.ID, "clients", n.ClientAddr(), "raft", c.RaftAddr)
