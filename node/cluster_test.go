@@ -36,7 +36,11 @@ func session(t *testing.T, cl *client.Client, ttl time.Duration) *client.Session
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
 	return s
 }
 

@@ -203,6 +203,19 @@ func (c *conn) handle(req *wire.Request) {
 		done(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})
 		return
 	}
+	if c.peer && req.Shard != 0 {
+		// Forwarded by another node's router for one of our replicas: run
+		// it here, never route or fan it out again.
+		switch req.Op {
+		case wire.OpWatch:
+			c.watch(req, done)
+		case wire.OpUnwatch:
+			c.unwatch(req, done)
+		default:
+			c.s.execLocal(req, done)
+		}
+		return
+	}
 	switch req.Op {
 	case wire.OpHello:
 		c.helloFrom(req, done)
@@ -224,10 +237,6 @@ func (c *conn) handle(req *wire.Request) {
 	case wire.OpCancel:
 		c.cancel(req, done)
 	case wire.OpKeepAlive:
-		if c.peer && req.Shard != 0 {
-			c.s.execLocal(req, done)
-			return
-		}
 		c.s.keepAlive(req, done)
 	case wire.OpRevoke:
 		c.assignSeq(req)
@@ -272,10 +281,6 @@ func (c *conn) ackDone(req *wire.Request, done func(*wire.Response)) func(*wire.
 }
 
 func (c *conn) routeData(req *wire.Request, done func(*wire.Response)) {
-	if c.peer && req.Shard != 0 {
-		c.s.execLocal(req, done)
-		return
-	}
 	req.Shard = 0
 	if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
 		done(errorResponse(req.ID, err))
@@ -306,10 +311,6 @@ func (c *conn) routeData(req *wire.Request, done func(*wire.Response)) {
 // cancel withdraws one of this connection's waits (the client's context
 // ended). The answer is OK with a token if the grant won the race.
 func (c *conn) cancel(req *wire.Request, done func(*wire.Response)) {
-	if c.peer && req.Shard != 0 {
-		c.s.execLocal(req, done)
-		return
-	}
 	client := req.Client
 	if client == 0 {
 		client = c.client

@@ -19,6 +19,7 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	s.ack(c, r.AckSeq)
 	if rec := c.records[r.Seq]; rec != nil {
 		rec.replay(out)
+		s.checkReplayedGrant(r, out)
 		return
 	}
 	if r.Seq < c.floor {
@@ -28,6 +29,21 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	s.queued = nil
 	s.exec(r, out)
 	s.remember(c, r, out, s.queued)
+}
+
+// checkReplayedGrant keeps a retry from resurrecting a grant that has ended:
+// if the lock granted to this request has since been released, expired or
+// revoked, the retry is told so instead of being handed a dead token.
+func (s *StateMachine) checkReplayedGrant(r *wire.Request, out *wire.Response) {
+	if (r.Op != wire.OpAcquire && r.Op != wire.OpCampaign) || out.Code != wire.OK || out.Token == 0 {
+		return
+	}
+	if holderByToken(s.trie.Find(r.Path), out.Token) != nil {
+		return
+	}
+	id := out.ID
+	*out = wire.Response{ID: id, Code: wire.Cancelled,
+		Msg: "this request was granted, but that grant has since ended (released, expired or revoked)"}
 }
 
 // exec runs one op and writes its outcome into out.

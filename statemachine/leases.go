@@ -76,12 +76,18 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	}
 	out.Lease = r.Lease
 	if r.Lease&SingleLeaseBit != 0 {
+		if sl, ok := s.singles[r.Lease]; ok && staleExpiry(r, sl.rev) {
+			return renewedSince(r)
+		}
 		s.endSingle(r.Lease, cause)
 		return nil
 	}
 	l := s.leases[r.Lease]
 	if l == nil {
 		return nil
+	}
+	if staleExpiry(r, l.rev) {
+		return renewedSince(r)
 	}
 	changed := s.changed[:0]
 	// Waiters go first so that the hand-off below never grants to them.
@@ -110,6 +116,18 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	clear(changed)
 	s.changed = changed[:0]
 	return nil
+}
+
+// staleExpiry: an Expire carries the revision at which the lessor last saw
+// the lease created or renewed. A renewal applied after that (one already in
+// flight when the deadline passed) makes the expiry stale, so an
+// acknowledged renewal is never undone by an older decision.
+func staleExpiry(r *wire.Request, rev uint64) bool {
+	return r.Op == wire.OpExpire && r.Rev != 0 && rev > r.Rev
+}
+
+func renewedSince(r *wire.Request) *wire.Error {
+	return wire.Errorf(wire.Conflict, "lease %d was renewed after revision %d: expiry skipped", r.Lease, r.Rev)
 }
 
 func (s *StateMachine) endSingle(id uint64, cause wire.Cause) {

@@ -67,3 +67,44 @@ func TestTimeNeverGoesBack(t *testing.T) {
 		t.Fatalf("event time %d went back", got)
 	}
 }
+
+// An Expire decided before a renewal was applied must not undo that
+// renewal: it carries the revision the lessor last saw, and is skipped when
+// the lease has been renewed since.
+func TestExpireSkippedWhenRenewedSince(t *testing.T) {
+	cases := []struct {
+		name    string
+		session bool
+	}{
+		{"single-lock lease", false},
+		{"session lease", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			r := acq("/a/b/c", wire.Exclusive, 0, "")
+			if tc.session {
+				r.Lease = 7
+			}
+			r.TTL = 5000
+			g := h.mustOK(r)
+			created := g.Rev
+			if !tc.session {
+				renewed := h.mustOK(&wire.Request{Op: wire.OpRenew, Path: "/a/b/c", Token: g.Token, TTL: 6000})
+				stale := expire(g.Lease)
+				stale.Rev = created
+				h.expect(stale, wire.Conflict)
+				if info := h.read(&wire.Request{Op: wire.OpLockInfo, Path: "/a/b/c"}); len(info.Holders) != 1 {
+					t.Fatalf("a stale expiry released the renewed lock: %+v", info)
+				}
+				created = renewed.Rev
+			}
+			current := expire(g.Lease)
+			current.Rev = created
+			h.mustOK(current)
+			if info := h.read(&wire.Request{Op: wire.OpLockInfo, Path: "/a/b/c"}); info.Code != wire.NotFound {
+				t.Fatalf("expiry at the current revision must release: %+v", info)
+			}
+		})
+	}
+}

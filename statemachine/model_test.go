@@ -136,6 +136,11 @@ func (m *model) apply(r *wire.Request) mResp {
 		if rec.w != nil {
 			resp.code = wire.Queued
 		}
+		// A replayed grant whose hold has ended is not handed out again.
+		if (r.Op == wire.OpAcquire || r.Op == wire.OpCampaign) && resp.code == wire.OK && resp.token != 0 &&
+			m.holderByToken(r.Path, resp.token) == nil {
+			return mResp{code: wire.Cancelled}
+		}
 		return resp
 	}
 	if r.Seq < c.floor {
