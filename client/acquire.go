@@ -29,12 +29,14 @@ func waitFor(ctx context.Context, try bool) int64 {
 // resign), so a caller who gave up never holds anything. The error is then
 // ctx's error, or the session's cause.
 //
-// A parked request lives on its connection: when the connection breaks the
-// server abandons the wait (withdrawing it, and giving back a grant nobody
-// could receive). So after a broken connection the request is sent again
-// with a new Seq, not retried with the old one, whose recorded outcome may
-// be a grant the server has already given back. Tries (WaitNone) are never
-// parked and are retried like any other request.
+// A session-bound wait (Lease != 0) outlives its connection: the waiter
+// stays queued in the shard, and after a broken connection the request is
+// sent again with the same Seq, which re-attaches to it (the shard answers
+// Queued, or the grant that happened meanwhile). If the client is gone for
+// good its session expires and the waiter with it. A wait without a session
+// (Lease == 0) lives on its connection: the server withdraws it when the
+// connection breaks, so it is sent again with a new Seq. Tries (WaitNone)
+// are never parked and are retried like any other request.
 func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, undo func(token uint64) error) (*wire.Response, error) {
 	req.Client, req.Seq = c.id, c.seqs.begin()
 	defer func() { c.seqs.end(req.Seq) }()
@@ -80,10 +82,12 @@ func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, undo f
 		switch {
 		case res.err != nil && !transient(res.err):
 			return nil, res.err // refused locally: never sent
-		case res.err != nil: // connection lost: the server abandons this wait
+		case res.err != nil: // connection lost
 			lastErr = res.err
-			c.seqs.end(req.Seq)
-			req.Seq = c.seqs.begin()
+			if req.Lease == 0 { // the server withdrew it with the connection
+				c.seqs.end(req.Seq)
+				req.Seq = c.seqs.begin()
+			}
 			c.cfg.logger.Debug("warden: re-sending a wait after a broken connection", "op", req.Op, "path", req.Path)
 		case res.resp.Code.Retryable():
 			lastErr = res.resp.AsError()
@@ -115,8 +119,21 @@ func (c *Client) abandon(cn *conn, id uint64, cl *call, req *wire.Request, undo 
 		select {
 		case res := <-cl.done:
 			answered = true
+			if res.err != nil && req.Lease == 0 {
+				return cause // the connection broke: the server withdraws the wait itself
+			}
 			if res.err != nil {
-				return cause // the connection broke: the server abandons the wait itself
+				// A session-bound waiter outlives the connection: withdraw it
+				// through any connection (the server routes by path).
+				r, err := c.call(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
+					Client: req.Client, Seq: req.Seq}, c.cfg.requestTimeout)
+				if err != nil {
+					return ambiguous(req.Op, cause)
+				}
+				if r.Code == wire.OK && r.Token != 0 {
+					token = r.Token
+				}
+				break
 			}
 			if res.resp.Code == wire.OK && res.resp.Token != 0 {
 				token = res.resp.Token

@@ -299,26 +299,54 @@ func TestAcquireSingleLockLease(t *testing.T) {
 	}
 }
 
-// The server abandons a parked wait whose connection breaks, so the client
-// sends the acquire again with a new sequence number on a new connection.
+// A session-bound wait outlives its connection: after a drop the client
+// re-attaches with the same sequence number (on a new connection), so the
+// shard answers with the waiter it already has. A wait without a session is
+// withdrawn by the server with its connection, so it is sent with a new one.
 func TestParkedAcquireResentAfterDrop(t *testing.T) {
-	ls, s := newLockTest(t)
-	m := NewMutex(s, "/locks/a")
-	errc := make(chan error, 1)
-	go func() { errc <- m.Lock(testContext(t)) }()
-	first := ls.nextAcquire(t)
-	first.fc.drop()
-	second := ls.nextAcquire(t)
-	if second.fc == first.fc || second.req.Seq == first.req.Seq || second.req.Client != first.req.Client ||
-		second.req.Path != first.req.Path || second.req.Owner != first.req.Owner {
-		t.Fatalf("re-sent acquire %+v (first %+v): want a new connection and seq, same client, path and owner",
-			second.req, first.req)
+	cases := []struct {
+		name    string
+		session bool
+	}{
+		{"session wait re-attaches with the same seq", true},
+		{"session-less wait is re-sent with a new seq", false},
 	}
-	second.fc.answer(second.req, wire.Response{Token: 11})
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	if m.Token() != 11 {
-		t.Errorf("token %d, want 11", m.Token())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ls, s := newLockTest(t)
+			errc := make(chan error, 1)
+			var token func() uint64
+			if tc.session {
+				m := NewMutex(s, "/locks/a")
+				token = m.Token
+				go func() { errc <- m.Lock(testContext(t)) }()
+			} else {
+				var l *Lock
+				done := make(chan struct{})
+				token = func() uint64 { <-done; return l.Token() }
+				go func() {
+					var err error
+					l, err = s.Client().Acquire(testContext(t), "/locks/a", 10*time.Second)
+					close(done)
+					errc <- err
+				}()
+			}
+			first := ls.nextAcquire(t)
+			first.fc.drop()
+			second := ls.nextAcquire(t)
+			sameSeq := second.req.Seq == first.req.Seq
+			if second.fc == first.fc || sameSeq != tc.session || second.req.Client != first.req.Client ||
+				second.req.Path != first.req.Path || second.req.Owner != first.req.Owner {
+				t.Fatalf("re-sent acquire %+v (first %+v): want a new connection, same client, path and owner, same seq=%v",
+					second.req, first.req, tc.session)
+			}
+			second.fc.answer(second.req, wire.Response{Token: 11})
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if token() != 11 {
+				t.Errorf("token %d, want 11", token())
+			}
+		})
 	}
 }

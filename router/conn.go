@@ -39,7 +39,7 @@ type clientSeq struct{ client, seq uint64 }
 
 type parkedWait struct {
 	path  string
-	shard uint64
+	lease uint64
 }
 
 type watch struct {
@@ -177,18 +177,25 @@ func (c *conn) close() {
 		// or cancels them itself when its client goes away.
 		return
 	}
+	// A session-bound wait outlives the connection: the client re-attaches
+	// with the same (client, seq), or its session expires and takes the
+	// waiter with it. A wait without a session has nothing else to end it.
 	for k, pw := range parked {
-		c.s.abandon(k, pw)
+		if pw.lease == 0 {
+			c.s.abandon(k, pw)
+		}
 	}
 }
 
-// finish answers a request and frees its in-flight slot. A grant that
-// arrives after the client went away is released, so nothing stays locked
-// for a client that can never learn its token.
+// finish answers a request and frees its in-flight slot. A session-less
+// grant that arrives after the client went away is released, so nothing
+// stays locked for a client that can never learn its token. (A session-bound
+// grant stays: the client re-attaches with the same request, or its session
+// expires.)
 func (c *conn) finish(req *wire.Request, resp *wire.Response) {
 	<-c.sem
 	resp.ID = req.ID
-	if !c.send(resp) && c.isClosed() && !c.peer && isGrant(req, resp) {
+	if !c.send(resp) && c.isClosed() && !c.peer && req.Lease == 0 && isGrant(req, resp) {
 		c.s.releaseOrphan(req, resp)
 	}
 }
@@ -295,7 +302,7 @@ func (c *conn) routeData(req *wire.Request, done func(*wire.Response)) {
 	if (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone {
 		k := clientSeq{req.Client, req.Seq}
 		c.mu.Lock()
-		c.parked[k] = parkedWait{path: req.Path}
+		c.parked[k] = parkedWait{path: req.Path, lease: req.Lease}
 		c.mu.Unlock()
 		inner := done
 		done = func(r *wire.Response) {
@@ -318,8 +325,17 @@ func (c *conn) cancel(req *wire.Request, done func(*wire.Response)) {
 	c.mu.Lock()
 	pw, ok := c.parked[clientSeq{client, req.Seq}]
 	c.mu.Unlock()
+	if !ok && req.Path != "" {
+		// The wait was made on another connection (one that broke, or
+		// another router): route the cancel by its path.
+		if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
+			done(errorResponse(req.ID, err))
+			return
+		}
+		pw, ok = parkedWait{path: req.Path}, true
+	}
 	if !ok {
-		done(&wire.Response{Code: wire.NotFound, Msg: "no such waiting request on this connection"})
+		done(&wire.Response{Code: wire.NotFound, Msg: "no such waiting request (give its path to cancel it from another connection)"})
 		return
 	}
 	c.s.route(&wire.Request{ID: req.ID, Op: wire.OpCancel, Path: pw.path, Client: client, Seq: req.Seq}, done)

@@ -141,10 +141,22 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 	s.lessor.onEvents(events)
 	for i := range events {
 		ev := &events[i]
-		if ev.Kind == wire.EvAcquired && ev.Cause == wire.CauseHandOff && ev.Client != 0 {
+		if ev.Client == 0 {
+			continue
+		}
+		switch {
+		case ev.Kind == wire.EvAcquired && ev.Cause == wire.CauseHandOff:
 			s.parked.deliver(clientSeq{ev.Client, ev.Seq}, &wire.Response{
 				Code: wire.OK, Token: ev.Token, Lease: ev.Lease, Mode: ev.Mode, Path: ev.Path, Count: 1,
 			})
+		case ev.Kind == wire.EvDequeued:
+			// Withdrawn anywhere (a cancel through another node, the lease
+			// ending): the request parked here is answered now.
+			code := wire.Cancelled
+			if ev.Cause == wire.CauseExpired || ev.Cause == wire.CauseRevoked {
+				code = wire.SessionExpired
+			}
+			s.parked.deliver(clientSeq{ev.Client, ev.Seq}, &wire.Response{Code: code, Msg: "the wait ended: " + ev.Cause.String()})
 		}
 	}
 }
