@@ -26,6 +26,7 @@ type Config struct {
 	DataDir    string
 	ClientAddr string // listen address for clients (default 127.0.0.1:7070)
 	RaftAddr   string // Raft address peers dial (default 127.0.0.1:7170)
+	RaftListen string // where Raft listens, when a proxy sits in front ("" = RaftAddr)
 	AdminAddr  string // admin HTTP address ("" = off)
 	Members    []Member
 
@@ -76,7 +77,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: listen for clients: %w", err)
 	}
 	host, err := shard.NewHost(shard.HostConfig{
-		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
+		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,

@@ -24,7 +24,8 @@ import (
 // HostConfig configures one node.
 type HostConfig struct {
 	NodeID     uint64
-	RaftAddr   string // what peers dial for Raft traffic
+	RaftAddr   string // this node's Raft identity: what the member lists name
+	RaftListen string // where Raft actually listens ("" = RaftAddr); differs when a proxy sits in front
 	ClientAddr string // advertised client (router) address
 	AdminAddr  string // advertised admin HTTP address
 	DataDir    string
@@ -137,6 +138,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
 		RaftAddress:       cfg.RaftAddr,
+		ListenAddress:     cfg.RaftListen,
 		DeploymentID:      cfg.DeploymentID,
 		RaftEventListener: h,
 		Expert:            expert,

@@ -25,6 +25,7 @@ type fileConfig struct {
 	DataDir        string   `yaml:"data-dir"`
 	Listen         string   `yaml:"listen"`
 	Raft           string   `yaml:"raft"`
+	RaftListen     string   `yaml:"raft-listen"`
 	Admin          string   `yaml:"admin"`
 	Members        []string `yaml:"members"` // "id=raft-address"
 	Shards         int      `yaml:"shards"`
@@ -67,6 +68,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.DataDir, "data-dir", "./data/node1", "where Raft logs and snapshots live")
 	f.StringVar(&fc.Listen, "listen", "127.0.0.1:7070", "client address")
 	f.StringVar(&fc.Raft, "raft", "127.0.0.1:7170", "Raft address other nodes dial")
+	f.StringVar(&fc.RaftListen, "raft-listen", "", "address Raft listens on when it differs from --raft (a proxy in front)")
 	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off)")
 	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
 	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
@@ -95,6 +97,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("data-dir", func() { fc.DataDir = pickS(fromFile.DataDir, fc.DataDir) })
 	set("listen", func() { fc.Listen = pickS(fromFile.Listen, fc.Listen) })
 	set("raft", func() { fc.Raft = pickS(fromFile.Raft, fc.Raft) })
+	set("raft-listen", func() { fc.RaftListen = pickS(fromFile.RaftListen, fc.RaftListen) })
 	set("admin", func() { fc.Admin = pickS(fromFile.Admin, fc.Admin) })
 	set("members", func() { fc.Members = fromFile.Members })
 	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
@@ -120,7 +123,7 @@ func pickS(v, def string) string {
 
 func nodeConfig(fc fileConfig) (node.Config, error) {
 	cfg := node.Config{
-		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, AdminAddr: fc.Admin,
+		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
 		DataShards: fc.Shards, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
 		Log: newLogger(fc.LogLevel),
 	}
