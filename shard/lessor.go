@@ -25,7 +25,7 @@ type lease struct {
 	deadline time.Time
 	expiring bool
 	rev      uint64 // revision of the last create/renew: Expire carries it
-	idx      int // position in the heap, -1 when not in it
+	idx      int    // position in the heap, -1 when not in it
 }
 
 type leaseHeap []*lease

@@ -1,7 +1,6 @@
 package shard
 
 import (
-
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/client"
 
@@ -165,4 +164,3 @@ func (p *proposer) failCode(props []proposal, code wire.Code, msg string) {
 		pr.done(&wire.Response{ID: pr.req.ID, Code: code, Msg: msg})
 	}
 }
-

@@ -13,7 +13,7 @@ import (
 // Exit codes (documented in the README).
 const (
 	exitOK          = 0
-	exitFailure       = 1 // usage, connection or server error
+	exitFailure     = 1 // usage, connection or server error
 	exitConflict    = 2 // lock held / not granted within the wait
 	exitLost        = 3 // the lock or lease was lost while the command ran
 	exitNotFound    = 4
