@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -103,6 +104,8 @@ func (c *conn) writeLoop() {
 		select {
 		case <-c.wake:
 		case <-c.quit:
+			// Flush what was answered before the close (an error that
+			// explains the close, typically), then close the socket.
 			c.mu.Lock()
 			buf := c.out
 			c.out = nil
@@ -110,6 +113,7 @@ func (c *conn) writeLoop() {
 			if len(buf) > 0 {
 				c.nc.Write(buf)
 			}
+			c.nc.Close()
 			return
 		}
 		c.mu.Lock()
@@ -122,6 +126,7 @@ func (c *conn) writeLoop() {
 		}
 		if _, err := c.nc.Write(buf); err != nil {
 			c.close()
+			c.nc.Close()
 			return
 		}
 		spare = buf
@@ -167,8 +172,11 @@ func (c *conn) close() {
 	watches := c.watches
 	c.parked, c.watches = map[clientSeq]parkedWait{}, map[uint64]*watch{}
 	c.mu.Unlock()
+	// The writer flushes and closes the socket (which also ends the
+	// reader); the deadline keeps a client that stopped reading from
+	// holding it open.
+	c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 	close(c.quit)
-	c.nc.Close()
 	for _, w := range watches {
 		c.endWatch(w)
 	}
