@@ -6,7 +6,7 @@ BIN       := bin/warden
 PKGS      := ./...
 # Unit packages run with the race detector; cluster tests run without it
 # (dragonboat under -race is too slow for a 2-core CI box).
-UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/...
+UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./router/
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/internal/testbugs"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -69,10 +70,15 @@ type lessor struct {
 	// ExpireRate bounds Expire proposals per tick, so a mass expiry after a
 	// long outage does not flood the log (etcd's leaseRevokeRate idea).
 	expirePerTick int
+
+	// propose submits an internal request (the proposer; tests capture it).
+	propose func(*wire.Request, func(*wire.Response))
 }
 
 func newLessor(s *Shard) *lessor {
-	return &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000}
+	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000}
+	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, done) }
+	return l
 }
 
 // onEvents is called from the observer (inside Update): keep it cheap.
@@ -164,6 +170,9 @@ func (l *lessor) load(epoch uint64) {
 		if err == nil {
 			infos, _ := v.([]statemachine.LeaseInfo)
 			now := l.s.clock.Now()
+			if testbugs.NoLeaseRefresh { // test-only switch: every lease is due at once
+				now = now.Add(-10 * time.Minute)
+			}
 			for _, in := range infos {
 				if _, gone := l.loading.ended[in.ID]; !gone {
 					l.track(in.ID, time.Duration(in.TTL)*time.Millisecond, in.Rev, now)
@@ -229,7 +238,7 @@ func (l *lessor) tick() {
 // undone by an older expiry decision.
 func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
 	id := req.Lease
-	l.s.proposer.submit(req, func(resp *wire.Response) {
+	l.propose(req, func(resp *wire.Response) {
 		switch resp.Code {
 		case wire.OK:
 			l.log.Info("lease expired", "shard", l.s.id, "lease", id)

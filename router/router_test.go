@@ -1,0 +1,73 @@
+package router
+
+import (
+	"testing"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+func TestAckTrackerFloorIsLowestUnanswered(t *testing.T) {
+	var a ackTracker
+	s1, s2, s3 := a.start(), a.start(), a.start()
+	if a.floor() != s1 {
+		t.Fatalf("floor %d, want %d", a.floor(), s1)
+	}
+	a.finish(s2)
+	if a.floor() != s1 {
+		t.Fatal("floor moved past an unanswered request")
+	}
+	a.finish(s1)
+	if a.floor() != s3 {
+		t.Fatalf("floor %d, want %d", a.floor(), s3)
+	}
+	a.finish(s3)
+	if a.floor() != s3+1 {
+		t.Fatalf("floor %d, want %d", a.floor(), s3+1)
+	}
+}
+
+func TestFanInMergesAndReportsFirstError(t *testing.T) {
+	var got *wire.Response
+	f := &fanIn{n: 3, out: &wire.Response{ID: 4}, done: func(r *wire.Response) { got = r }}
+	f.add(&wire.Response{Leases: []uint64{1}})
+	f.add(&wire.Response{Code: wire.Unavailable, Msg: "shard 3 has no leader"})
+	if got != nil {
+		t.Fatal("answered before every shard did")
+	}
+	f.add(&wire.Response{Leases: []uint64{2}})
+	if got == nil || got.Code != wire.Unavailable || len(got.Leases) != 2 || got.ID != 4 {
+		t.Fatalf("merged answer %+v", got)
+	}
+}
+
+func TestRetryableOnlyWhenSafe(t *testing.T) {
+	deduped := &wire.Request{Op: wire.OpAcquire, Client: 1, Seq: 2}
+	bare := &wire.Request{Op: wire.OpAcquire}
+	cases := []struct {
+		name string
+		req  *wire.Request
+		code wire.Code
+		want bool
+	}{
+		{"not leader", bare, wire.NotLeader, true},
+		{"wrong shard", bare, wire.WrongShard, true},
+		{"ambiguous with dedup ids", deduped, wire.Ambiguous, true},
+		{"ambiguous without ids", bare, wire.Ambiguous, false},
+		{"conflict is a decision", deduped, wire.Conflict, false},
+	}
+	for _, tc := range cases {
+		if got := retryable(tc.req, &wire.Response{Code: tc.code}); got != tc.want {
+			t.Errorf("%s: retryable=%v", tc.name, got)
+		}
+	}
+}
+
+func TestJitterBounded(t *testing.T) {
+	for attempt := 0; attempt < 20; attempt++ {
+		for i := 0; i < 100; i++ {
+			if d := jitter(attempt); d <= 0 || d > 330*1e6 {
+				t.Fatalf("attempt %d: backoff %v out of bounds", attempt, d)
+			}
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package shard
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+type recordingSub struct {
+	got  []wire.Event
+	room int // events accepted before refusing (slow consumer); -1 = unlimited
+}
+
+func (r *recordingSub) Send(evs []wire.Event) bool {
+	if r.room >= 0 && len(r.got)+len(evs) > r.room {
+		return false
+	}
+	r.got = append(r.got, evs...)
+	return true
+}
+
+func evs(from, to uint64, path string) []wire.Event {
+	var out []wire.Event
+	for r := from; r <= to; r++ {
+		out = append(out, wire.Event{Rev: r, Kind: wire.EvKVPut, Path: path, Value: []byte{byte(r)}})
+	}
+	return out
+}
+
+func TestFeedReplaysFromRevisionThenFollows(t *testing.T) {
+	f := newFeed(8)
+	f.append(evs(1, 5, "/a/b/k"))
+	sub := &recordingSub{room: -1}
+	if _, after, err := f.subscribe("/a/b", true, 3, sub); err != nil || after != 5 {
+		t.Fatalf("subscribe: after=%d err=%v", after, err)
+	}
+	f.append(evs(6, 7, "/a/b/k"))
+	f.append(evs(8, 8, "/a/bc")) // a sibling, not under /a/b
+	var revs []uint64
+	for _, ev := range sub.got {
+		revs = append(revs, ev.Rev)
+	}
+	want := []uint64{3, 4, 5, 6, 7}
+	if len(revs) != len(want) {
+		t.Fatalf("got revisions %v, want %v", revs, want)
+	}
+	for i := range want {
+		if revs[i] != want[i] {
+			t.Fatalf("got revisions %v, want %v", revs, want)
+		}
+	}
+}
+
+func TestFeedReportsCompaction(t *testing.T) {
+	f := newFeed(4)
+	f.append(evs(1, 10, "/a/b"))
+	_, _, err := f.subscribe("/a/b", false, 2, &recordingSub{room: -1})
+	if !errors.Is(err, wire.ErrCompacted) {
+		t.Fatalf("got %v, want Compacted", err)
+	}
+	if _, _, err := f.subscribe("/a/b", false, 7, &recordingSub{room: -1}); err != nil {
+		t.Fatalf("revision 7 is retained: %v", err)
+	}
+}
+
+func TestFeedDropsSlowConsumer(t *testing.T) {
+	f := newFeed(16)
+	slow := &recordingSub{room: 2}
+	f.subscribe("/a/b", false, 0, slow)
+	f.append(evs(1, 2, "/a/b"))
+	f.append(evs(3, 4, "/a/b"))
+	if f.watchers() != 0 {
+		t.Fatal("a subscriber that refused events must be dropped")
+	}
+	f.append(evs(5, 5, "/a/b"))
+	if len(slow.got) != 2 {
+		t.Fatalf("dropped subscriber got %d events, want 2", len(slow.got))
+	}
+}
+
+func TestFeedCopiesValues(t *testing.T) {
+	f := newFeed(4)
+	sub := &recordingSub{room: -1}
+	f.subscribe("/a/b", false, 0, sub)
+	in := evs(1, 1, "/a/b")
+	f.append(in)
+	in[0].Value[0] = 99 // the state machine reuses its buffers
+	if sub.got[0].Value[0] == 99 {
+		t.Fatal("feed kept a reference to the caller's value")
+	}
+}
+
+func TestParkedFirstAnswerWins(t *testing.T) {
+	ps := newParkedSet()
+	var answers []*wire.Response
+	k := clientSeq{1, 2}
+	ps.add(k, &parkedReq{id: 7, done: func(r *wire.Response) { answers = append(answers, r) }})
+	if !ps.deliver(k, &wire.Response{Code: wire.OK, Token: 5}) {
+		t.Fatal("first delivery must find the parked request")
+	}
+	if ps.deliver(k, &wire.Response{Code: wire.Cancelled}) {
+		t.Fatal("second delivery must find nothing")
+	}
+	if len(answers) != 1 || answers[0].ID != 7 || answers[0].Token != 5 {
+		t.Fatalf("answers = %+v", answers)
+	}
+}
+
+func TestParkedRetryReplacesOlderCopy(t *testing.T) {
+	ps := newParkedSet()
+	var old, cur []*wire.Response
+	k := clientSeq{1, 2}
+	ps.add(k, &parkedReq{id: 1, done: func(r *wire.Response) { old = append(old, r) }})
+	ps.add(k, &parkedReq{id: 2, done: func(r *wire.Response) { cur = append(cur, r) }})
+	ps.deliver(k, &wire.Response{Code: wire.OK, Token: 9})
+	if len(old) != 1 || old[0].Code != wire.Cancelled || len(cur) != 1 || cur[0].Token != 9 {
+		t.Fatalf("old=%+v cur=%+v", old, cur)
+	}
+}

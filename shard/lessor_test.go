@@ -1,0 +1,83 @@
+package shard
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// newTestLessor builds a lessor whose expiry proposals are captured instead
+// of reaching Raft, driven by a manual clock.
+func newTestLessor(clk *ManualClock) (*lessor, *[]*wire.Request) {
+	s := &Shard{id: 2, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stopc: make(chan struct{})}
+	l := newLessor(s)
+	var proposed []*wire.Request
+	l.propose = func(r *wire.Request, done func(*wire.Response)) { proposed = append(proposed, r) }
+	l.leader = true
+	return l, &proposed
+}
+
+func TestLessorExpiresOnlyAfterTTL(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	l, proposed := newTestLessor(clk)
+	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
+	clk.Advance(1999 * time.Millisecond)
+	l.tick()
+	if len(*proposed) != 0 {
+		t.Fatal("expired before its TTL")
+	}
+	clk.Advance(time.Millisecond)
+	l.tick()
+	if len(*proposed) != 1 || (*proposed)[0].Op != wire.OpExpire || (*proposed)[0].Lease != 7 || (*proposed)[0].Rev != 3 {
+		t.Fatalf("proposed %+v, want Expire{7, rev 3}", *proposed)
+	}
+	l.tick()
+	if len(*proposed) != 1 {
+		t.Fatal("an expiring lease was proposed twice")
+	}
+}
+
+func TestLessorRenewalPushesDeadline(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	l, proposed := newTestLessor(clk)
+	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
+	clk.Advance(1500 * time.Millisecond)
+	l.onEvents([]wire.Event{{Kind: wire.EvRenewed, Lease: 7, TTL: 2000, Rev: 9}})
+	clk.Advance(1500 * time.Millisecond)
+	l.tick()
+	if len(*proposed) != 0 {
+		t.Fatal("expired 1.5s after a renewal with a 2s TTL")
+	}
+	clk.Advance(500 * time.Millisecond)
+	l.tick()
+	if len(*proposed) != 1 || (*proposed)[0].Rev != 9 {
+		t.Fatalf("want an expiry carrying the renewal's revision, got %+v", *proposed)
+	}
+}
+
+func TestLessorFollowerNeverExpires(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	l, proposed := newTestLessor(clk)
+	l.leader = false
+	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 1000}})
+	clk.Advance(time.Hour)
+	l.tick()
+	if len(*proposed) != 0 {
+		t.Fatal("a follower proposed an expiry")
+	}
+}
+
+func TestLessorForgetsEndedLease(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	l, proposed := newTestLessor(clk)
+	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 1000}})
+	l.onEvents([]wire.Event{{Kind: wire.EvLeaseEnd, Lease: 7}})
+	clk.Advance(time.Hour)
+	l.tick()
+	if len(*proposed) != 0 {
+		t.Fatal("expired a lease that had already ended")
+	}
+}
