@@ -33,7 +33,7 @@ test-unit: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
 
 test-cluster: deps build
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./shard/... ./router/... ./node/... ./cmd/...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./node/... ./cmd/...
 
 bench: deps
 	@mkdir -p $(BENCH_OUT)

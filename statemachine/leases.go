@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"github.com/wardenlock/warden/internal/testbugs"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -91,7 +92,7 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	}
 	changed := s.changed[:0]
 	// Waiters go first so that the hand-off below never grants to them.
-	for len(l.waiters) > 0 {
+	for len(l.waiters) > 0 && !testbugs.GrantExpiredWaiter { // test-only switch
 		w := l.waiters[len(l.waiters)-1]
 		s.dropWaiter(w, cause)
 		changed = append(changed, w.node)

@@ -125,7 +125,7 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	cfg := node.Config{
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
 		DataShards: fc.Shards, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
-		Log: newLogger(fc.LogLevel),
+		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
 	}
 	for _, m := range fc.Members {
 		id, addr, ok := strings.Cut(strings.TrimSpace(m), "=")
