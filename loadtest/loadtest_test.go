@@ -1,0 +1,154 @@
+package loadtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHistMerge(t *testing.T) {
+	a, b := NewHist(), NewHist()
+	for i := 1; i <= 100; i++ {
+		a.Record(time.Duration(i) * time.Millisecond)
+	}
+	b.Record(2 * time.Second)
+	b.Record(-time.Second) // clamped to the minimum, never dropped
+	a.Merge(b)
+	a.Merge(nil)
+	s := a.Stats(time.Second)
+	if s.Count != 102 || s.Rate != 102 {
+		t.Fatalf("count %d rate %g, want 102", s.Count, s.Rate)
+	}
+	if s.MaxMs < 1999 || s.MaxMs > 2001 {
+		t.Fatalf("max %g ms, want 2000", s.MaxMs)
+	}
+	if s.P50Ms < 49 || s.P50Ms > 51 {
+		t.Fatalf("p50 %g ms, want about 50", s.P50Ms)
+	}
+}
+
+func TestRecorderMergesWorkersAndSeconds(t *testing.T) {
+	start := time.Now().Add(-3 * time.Second)
+	r := newRun("op", start, genericCode)
+	for w := 0; w < 3; w++ {
+		rec := r.recorder()
+		for s := 0; s < 3; s++ {
+			t0 := start.Add(time.Duration(s)*time.Second + 100*time.Millisecond)
+			rec.ObserveAt("op", t0, t0.Add(time.Millisecond), nil)
+		}
+		rec.ObserveAt("op", start.Add(-time.Second), start, nil) // before measuring: ignored
+		rec.ObserveAt("op", start, start, context0Err{})
+		rec.Flush()
+	}
+	var res Result
+	res.Metrics = map[string]float64{}
+	r.fill(&res, 3*time.Second)
+	if got := res.Ops["op"].Count; got != 9 {
+		t.Fatalf("ops %d, want 9", got)
+	}
+	if len(res.Series) != 3 || res.Series[1].Ops != 3 {
+		t.Fatalf("series %+v", res.Series)
+	}
+	if res.Errors["boom"] != 3 || res.Series[0].Errors != 3 {
+		t.Fatalf("errors %v series %+v", res.Errors, res.Series[0])
+	}
+}
+
+type context0Err struct{}
+
+func (context0Err) Error() string { return "boom: detail" }
+
+func TestOpenLoopSchedule(t *testing.T) {
+	start := time.Unix(1000, 0)
+	tests := []struct {
+		name string
+		rate float64
+		i    int64
+		want time.Duration
+	}{
+		{"first is due at once", 100, 0, 0},
+		{"100/s spaces by 10ms", 100, 7, 70 * time.Millisecond},
+		{"fractional rate", 0.5, 3, 6 * time.Second},
+		{"high rate", 200000, 200000, time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := intendedAt(start, tc.rate, tc.i).Sub(start); got != tc.want {
+				t.Fatalf("intendedAt = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if n := dueBy(time.Second, 100); n != 101 {
+		t.Fatalf("dueBy(1s, 100/s) = %d, want 101", n)
+	}
+	if n := dueBy(-time.Second, 100); n != 0 {
+		t.Fatalf("dueBy before start = %d", n)
+	}
+	// A reply 50ms after it was sent, sent 200ms late, costs 250ms.
+	due := start.Add(time.Second)
+	if l := openLoopLatency(due, due.Add(250*time.Millisecond)); l != 250*time.Millisecond {
+		t.Fatalf("latency %v", l)
+	}
+	if l := openLoopLatency(due, due.Add(-time.Millisecond)); l != 0 {
+		t.Fatalf("early completion latency %v", l)
+	}
+}
+
+func sampleReport() *Report {
+	r := &Result{Scenario: "uncontended", Driver: "warden", Mode: "closed", Clients: 8, ElapsedS: 2,
+		Ops: map[string]Stats{"cycle": {Count: 10, Rate: 5, P50Ms: 1, P99Ms: 2, P999Ms: 3, MaxMs: 4}},
+		Errors: map[string]int64{"unavailable": 2}, Metrics: map[string]float64{"lock_ops_per_s": 10},
+		Series: []Second{{T: 1, Ops: 5, P99Ms: 2}, {T: 2, Ops: 5, P99Ms: 1.5}}}
+	u := &Result{Scenario: "sessions", Driver: "redis", Unsupported: "no bare sessions"}
+	return &Report{Title: "test <report>", Machine: ThisMachine(), Results: []*Result{r, u}}
+}
+
+func TestReportRendering(t *testing.T) {
+	rep := sampleReport()
+	var txt, csvb, js, html bytes.Buffer
+	if err := WriteText(&txt, rep.Results...); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"warden / uncontended", "cycle", "unavailable", "unsupported: no bare sessions"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, txt.String())
+		}
+	}
+	if err := WriteCSV(&csvb, rep.Results...); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(csvb.String(), "\n"); lines != 4 { // header, 1 summary, 2 seconds
+		t.Errorf("csv has %d lines:\n%s", lines, csvb.String())
+	}
+	if err := WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Results[0].Ops["cycle"].P99Ms != 2 {
+		t.Fatalf("json round trip: %v %+v", err, back.Results)
+	}
+	if err := WriteHTML(&html, rep); err != nil {
+		t.Fatal(err)
+	}
+	h := html.String()
+	for _, want := range []string{"<svg", "polyline", "test &lt;report&gt;", "no bare sessions"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("html lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"<script", "http://", "https://"} {
+		if strings.Contains(strings.ReplaceAll(h, `xmlns="http://www.w3.org/2000/svg"`, ""), banned) {
+			t.Errorf("html is not self-contained: has %q", banned)
+		}
+	}
+}
+
+func TestNiceMax(t *testing.T) {
+	for in, want := range map[float64]float64{0: 1, 3: 5, 7: 10, 120: 200, 0.03: 0.05} {
+		if got := niceMax(in); got < want*0.999 || got > want*1.001 {
+			t.Errorf("niceMax(%g) = %g, want %g", in, got, want)
+		}
+	}
+}

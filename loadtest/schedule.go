@@ -1,0 +1,31 @@
+package loadtest
+
+import "time"
+
+// Open-loop scheduling: operation i (from 0) is due at start + i/rate. Its
+// latency is measured from that intended time, not from when a worker got
+// round to sending it, so a stalled server is charged for every operation it
+// delayed (no coordinated omission).
+
+// intendedAt is the due time of operation i at rate operations per second.
+func intendedAt(start time.Time, rate float64, i int64) time.Time {
+	return start.Add(time.Duration(float64(i) * float64(time.Second) / rate))
+}
+
+// dueBy is how many operations are due by elapsed time at rate per second
+// (operation 0 is due at once).
+func dueBy(elapsed time.Duration, rate float64) int64 {
+	if elapsed < 0 {
+		return 0
+	}
+	return int64(elapsed.Seconds()*rate) + 1
+}
+
+// openLoopLatency is the latency charged to an operation due at intended that
+// completed at done.
+func openLoopLatency(intended, done time.Time) time.Duration {
+	if d := done.Sub(intended); d > 0 {
+		return d
+	}
+	return 0
+}
