@@ -71,6 +71,9 @@ type lessor struct {
 	// long outage does not flood the log (etcd's leaseRevokeRate idea).
 	expirePerTick int
 
+	kaQueue   []pendingKeepAlive // keepalives waiting for the next read-index round
+	kaRunning bool
+
 	// propose submits an internal request (the proposer; tests capture it).
 	propose func(*wire.Request, func(*wire.Response))
 }
@@ -263,62 +266,121 @@ func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
 // keepAlive refreshes the given leases and answers with the ones that are
 // gone. It answers only after a read-index round has confirmed this replica
 // is still the leader and the local state machine has caught up to it.
+// Keepalives that arrive while a round is in flight share the next one, so
+// the cost is one quorum round per batch, not per session.
 func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
 	ids := req.Leases
 	if req.Lease != 0 {
 		ids = append([]uint64{req.Lease}, ids...)
 	}
-	received := l.s.clock.Now()
+	ka := pendingKeepAlive{id: req.ID, ids: ids, received: l.s.clock.Now(), done: done}
 	l.mu.Lock()
-	leader, loading, epoch := l.leader, l.loading != nil, l.epoch
-	l.mu.Unlock()
-	if !leader {
+	switch {
+	case !l.leader:
+		l.mu.Unlock()
 		done(l.s.notLeader(req.ID))
 		return
-	}
-	if loading {
+	case l.loading != nil:
+		l.mu.Unlock()
 		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "new leader is loading leases"})
 		return
 	}
-	go func() {
+	l.kaQueue = append(l.kaQueue, ka)
+	start := !l.kaRunning
+	l.kaRunning = true
+	l.mu.Unlock()
+	if start {
+		go l.keepAliveRounds()
+	}
+}
+
+type pendingKeepAlive struct {
+	id       uint64
+	ids      []uint64
+	received time.Time
+	done     func(*wire.Response)
+}
+
+// keepAliveRounds runs read-index rounds until no keepalive is waiting.
+func (l *lessor) keepAliveRounds() {
+	for {
+		l.mu.Lock()
+		batch := l.kaQueue
+		l.kaQueue = nil
+		if len(batch) == 0 {
+			l.kaRunning = false
+			l.mu.Unlock()
+			return
+		}
+		epoch := l.epoch
+		l.mu.Unlock()
+		var all []uint64
+		for _, ka := range batch {
+			all = append(all, ka.ids...)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
-		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeaseCheck{IDs: ids})
+		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeaseCheck{IDs: all})
 		cancel()
 		if err != nil {
-			done(ErrorResponse(req.ID, err, false))
-			return
+			for _, ka := range batch {
+				ka.done(ErrorResponse(ka.id, err, false))
+			}
+			continue
 		}
 		states, _ := v.([]statemachine.LeaseState)
-		resp := &wire.Response{ID: req.ID}
-		l.mu.Lock()
-		defer func() { l.mu.Unlock(); done(resp) }()
+		l.answerKeepAlives(batch, states, epoch)
+	}
+}
+
+func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachine.LeaseState, epoch uint64) {
+	resps := make([]*wire.Response, len(batch))
+	l.mu.Lock()
+	i := 0
+	for b, ka := range batch {
+		resp := &wire.Response{ID: ka.id}
+		resps[b] = resp
 		if l.epoch != epoch || !l.leader {
-			*resp = *l.s.notLeader(req.ID)
-			return
+			*resp = *l.s.notLeader(ka.id)
+			i += len(ka.ids)
+			continue
 		}
-		for i, id := range ids {
-			if i >= len(states) {
-				break
+		for _, id := range ka.ids {
+			state := statemachine.LeaseUnknown
+			if i < len(states) {
+				state = states[i]
 			}
-			switch states[i] {
-			case statemachine.LeaseGone:
+			i++
+			if gone := l.refresh(id, state, ka.received); gone {
 				resp.Leases = append(resp.Leases, id)
-			case statemachine.LeaseAlive:
-				le := l.leases[id]
-				if le == nil {
-					continue
-				}
-				if le.expiring {
-					resp.Leases = append(resp.Leases, id)
-					continue
-				}
-				if d := received.Add(le.ttl); d.After(le.deadline) {
-					le.deadline = d
-					heap.Fix(&l.heap, le.idx)
-				}
 			}
 		}
-	}()
+	}
+	l.mu.Unlock()
+	for b, ka := range batch {
+		ka.done(resps[b])
+	}
+}
+
+// refresh extends a live lease to received+TTL; it reports whether the
+// lease is gone (ended, or already being expired). Called with l.mu held.
+func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time.Time) bool {
+	switch state {
+	case statemachine.LeaseGone:
+		return true
+	case statemachine.LeaseAlive:
+		le := l.leases[id]
+		if le == nil {
+			return false
+		}
+		if le.expiring {
+			return true
+		}
+		if d := received.Add(le.ttl); d.After(le.deadline) {
+			le.deadline = d
+			heap.Fix(&l.heap, le.idx)
+		}
+	}
+	return false
 }
 
 // remaining returns the time left on a lease, for introspection.

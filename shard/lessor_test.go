@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -79,5 +80,30 @@ func TestLessorForgetsEndedLease(t *testing.T) {
 	l.tick()
 	if len(*proposed) != 0 {
 		t.Fatal("expired a lease that had already ended")
+	}
+}
+
+func TestLessorRefreshNeverShortensOrRevivesExpiring(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	l, proposed := newTestLessor(clk)
+	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000}})
+	received := clk.Now()
+	clk.Advance(1000 * time.Millisecond)
+	l.mu.Lock()
+	gone := l.refresh(7, statemachine.LeaseAlive, received.Add(-5*time.Second))
+	l.mu.Unlock()
+	if gone {
+		t.Fatal("alive lease reported gone")
+	}
+	clk.Advance(1000 * time.Millisecond)
+	l.tick()
+	if len(*proposed) != 1 {
+		t.Fatal("an old keepalive must not move the deadline back or forward past TTL")
+	}
+	l.mu.Lock()
+	gone = l.refresh(7, statemachine.LeaseAlive, clk.Now())
+	l.mu.Unlock()
+	if !gone {
+		t.Fatal("a keepalive for a lease being expired must be refused")
 	}
 }
