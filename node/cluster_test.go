@@ -301,3 +301,44 @@ func TestRestartEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestListAcrossShards: a prefix shallower than the namespace depth covers
+// every shard; the router asks each and merges the answers in path order.
+func TestListAcrossShards(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Shards: 4})
+	ctx := ctxT(t, 60*time.Second)
+	cl := newClient(t, c)
+	s := session(t, cl, 10*time.Second)
+	shards := map[uint64]bool{}
+	for i := 0; i < 12; i++ {
+		p := fmt.Sprintf("/list/ns-%02d/lock", i)
+		if err := client.NewMutex(s, p).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.Put(ctx, fmt.Sprintf("/list/ns-%02d/key", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		shards[shardOf(t, c, p)] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("12 namespaces landed on %d shard(s); the test needs several", len(shards))
+	}
+	for _, prefix := range []string{"/", "/list"} {
+		holders, err := cl.ListLocks(ctx, prefix)
+		if err != nil {
+			t.Fatalf("ListLocks(%s): %v", prefix, err)
+		}
+		if len(holders) != 12 {
+			t.Fatalf("ListLocks(%s) = %d holders, want 12", prefix, len(holders))
+		}
+		for i := 1; i < len(holders); i++ {
+			if holders[i-1].Path >= holders[i].Path {
+				t.Fatalf("not in path order: %s then %s", holders[i-1].Path, holders[i].Path)
+			}
+		}
+		kvs, err := cl.List(ctx, prefix)
+		if err != nil || len(kvs) != 12 {
+			t.Fatalf("List(%s) = %d keys, %v; want 12", prefix, len(kvs), err)
+		}
+	}
+}

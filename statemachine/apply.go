@@ -105,6 +105,13 @@ func (s *StateMachine) dispatch(r *wire.Request, out *wire.Response) *wire.Error
 
 // checkPath validates a data op's path and that this shard owns it.
 func (s *StateMachine) checkPath(p string) *wire.Error {
+	if err := s.validPath(p); err != nil {
+		return err
+	}
+	return s.checkRange(p)
+}
+
+func (s *StateMachine) validPath(p string) *wire.Error {
 	if err := hierarchy.Validate(p, s.cfg.Paths); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) {
@@ -112,7 +119,7 @@ func (s *StateMachine) checkPath(p string) *wire.Error {
 		}
 		return wire.Errorf(wire.InvalidArgument, "%v", err)
 	}
-	return s.checkRange(p)
+	return nil
 }
 
 func checkMode(m wire.Mode) *wire.Error {

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"github.com/wardenlock/warden/hierarchy"
 	"slices"
 
 	"github.com/wardenlock/warden/wire"
@@ -88,8 +89,18 @@ func appendHolders(dst []wire.Holder, n *lockNode, path string) []wire.Holder {
 
 // listLocks lists the holders of every held lock in the subtree, in path
 // order, skipping subtrees without holds.
+// checkListPath: a prefix shallower than the namespace depth covers
+// namespaces on every shard; the router asks each shard for its part and
+// merges, so the shard lists what it holds instead of refusing.
+func (s *StateMachine) checkListPath(p string) *wire.Error {
+	if hierarchy.Depth(p) >= s.cfg.SplitDepth {
+		return s.checkPath(p)
+	}
+	return s.validPath(p)
+}
+
 func (s *StateMachine) listLocks(r *wire.Request, out *wire.Response) *wire.Error {
-	if err := s.checkPath(r.Path); err != nil {
+	if err := s.checkListPath(r.Path); err != nil {
 		return err
 	}
 	root := s.trie.Find(r.Path)
@@ -128,7 +139,7 @@ func kvOf(path string, e *kvEntry) wire.KV {
 }
 
 func (s *StateMachine) kvList(r *wire.Request, out *wire.Response) *wire.Error {
-	if err := s.checkPath(r.Path); err != nil {
+	if err := s.checkListPath(r.Path); err != nil {
 		return err
 	}
 	root := s.trie.Find(r.Path)
