@@ -64,6 +64,7 @@ type Server struct {
 	ln     net.Listener
 	conns  map[*conn]struct{}
 	closed bool
+	stop   chan struct{} // standalone: ends the refresh loop
 	wg     sync.WaitGroup
 }
 
@@ -73,7 +74,31 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{},
 		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame}}
 	s.cache = newRangeCache(s)
+	if cfg.Host == nil {
+		s.stop = make(chan struct{})
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.refreshLoop() }()
+	}
 	return s
+}
+
+// refreshLoop keeps a standalone router's table and leader view fresh.
+// Routing errors refresh it sooner (coalesced).
+func (s *Server) refreshLoop() {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
+		err := s.cache.refresh(ctx)
+		cancel()
+		wait := time.Second
+		if err != nil || s.cache.table() == nil {
+			wait = 100 * time.Millisecond
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // Serve accepts connections on ln until Close.
@@ -132,6 +157,9 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.stop != nil {
+		close(s.stop)
+	}
 	if s.ln != nil {
 		s.ln.Close()
 	}
