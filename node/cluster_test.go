@@ -154,13 +154,17 @@ func TestSessionExpiryHandsOffToWaiter(t *testing.T) {
 	}
 	waiterClient := newClient(t, c)
 	waiter := client.NewMutex(session(t, waiterClient, 10*time.Second), "/jobs/nightly/run")
+	second := client.NewMutex(session(t, waiterClient, 10*time.Second), "/jobs/nightly/run")
 	granted := make(chan time.Time, 1)
 	go func() {
 		if err := waiter.Lock(ctx); err == nil {
 			granted <- time.Now()
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // let the waiter queue
+	time.Sleep(200 * time.Millisecond) // the first waiter queues first
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- second.Lock(ctx) }()
+	time.Sleep(200 * time.Millisecond)
 	// The holder's process "dies": its connections go away, nothing keeps
 	// the session alive. The lease counts from the last acknowledged keepalive.
 	lastKeepalive := time.Now()
@@ -181,6 +185,18 @@ func TestSessionExpiryHandsOffToWaiter(t *testing.T) {
 	}
 	if waiter.Token() <= m.Token() {
 		t.Fatalf("waiter token %d not above the expired holder's %d", waiter.Token(), m.Token())
+	}
+	// Only the granted waiter was told: the second one still waits.
+	select {
+	case err := <-secondDone:
+		t.Fatalf("the second waiter was answered (%v) while the first holds the lock", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := waiter.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-secondDone; err != nil || second.Token() <= waiter.Token() {
+		t.Fatalf("second waiter after the release: %v token %d", err, second.Token())
 	}
 }
 
