@@ -37,6 +37,7 @@ func (s *subscription) matches(ev *wire.Event) bool {
 
 type feed struct {
 	mu     sync.Mutex
+	max    int // capacity the ring may grow to
 	ring   []wire.Event
 	start  int    // index of the oldest event in ring
 	n      int    // events in ring
@@ -45,8 +46,23 @@ type feed struct {
 	subs   map[uint64]*subscription
 }
 
+// newFeed makes a feed retaining up to capacity events. The ring starts
+// small and grows as events arrive, so idle shards cost little memory.
 func newFeed(capacity int) *feed {
-	return &feed{ring: make([]wire.Event, capacity), subs: make(map[uint64]*subscription)}
+	return &feed{max: capacity, ring: make([]wire.Event, min(capacity, 64)), subs: make(map[uint64]*subscription)}
+}
+
+// grow doubles the ring (up to max), keeping events in order.
+func (f *feed) grow() bool {
+	if len(f.ring) >= f.max {
+		return false
+	}
+	next := make([]wire.Event, min(2*len(f.ring), f.max))
+	for i := 0; i < f.n; i++ {
+		next[i] = f.at(i)
+	}
+	f.ring, f.start = next, 0
+	return true
 }
 
 // append records events (copied) and delivers them to matching watches.
@@ -61,7 +77,7 @@ func (f *feed) append(events []wire.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, ev := range copies {
-		if f.n == len(f.ring) {
+		if f.n == len(f.ring) && !f.grow() {
 			f.ring[f.start] = ev
 			f.start = (f.start + 1) % len(f.ring)
 		} else {

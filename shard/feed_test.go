@@ -118,3 +118,22 @@ func TestParkedRetryReplacesOlderCopy(t *testing.T) {
 		t.Fatalf("old=%+v cur=%+v", old, cur)
 	}
 }
+
+func TestFeedGrowsUpToItsCapacity(t *testing.T) {
+	f := newFeed(1000)
+	f.append(evs(1, 700, "/a/b"))
+	sub := &recordingSub{room: -1}
+	if _, _, err := f.subscribe("/a/b", false, 1, sub); err != nil || len(sub.got) != 700 {
+		t.Fatalf("after growing: %d events replayed, err %v", len(sub.got), err)
+	}
+	f.append(evs(701, 1500, "/a/b"))
+	if len(f.ring) != 1000 {
+		t.Fatalf("ring grew to %d, past its capacity", len(f.ring))
+	}
+	if _, _, err := f.subscribe("/a/b", false, 400, &recordingSub{room: -1}); !errors.Is(err, wire.ErrCompacted) {
+		t.Fatalf("revision 400 must be compacted once 1500 events passed a 1000-event ring: %v", err)
+	}
+	if _, _, err := f.subscribe("/a/b", false, 501, &recordingSub{room: -1}); err != nil {
+		t.Fatalf("revision 501 is retained: %v", err)
+	}
+}
