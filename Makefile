@@ -10,7 +10,7 @@ UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./cli
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
-.PHONY: all build run test test-unit test-cluster vet bench bench-cluster fuzz clean deps
+.PHONY: all build run test test-unit test-cluster vet bench bench-cluster bench-load bench-peers fuzz clean deps
 
 all: build
 
@@ -39,6 +39,18 @@ bench: deps
 	@mkdir -p $(BENCH_OUT)
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./statemachine/ ./hierarchy/ ./wire/ | tee $(BENCH_OUT)/statemachine.txt
 	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=3 ./node/ | tee $(BENCH_OUT)/cluster.txt
+
+# Warden alone: 3 processes per shard count (1..16), the scenario set at 8
+# shards, CPU profiles; writes $(BENCH_OUT)/load.{md,json,html} and profiles/.
+BENCH_LOAD_FLAGS ?=
+bench-load: build
+	$(GO) run ./loadtest/cmd/benchload --warden $(BIN) --out $(BENCH_OUT) $(BENCH_LOAD_FLAGS)
+
+# Warden, etcd (3 members), ZooKeeper (3 servers) and Redis one after another;
+# installs the peers from Debian when missing. Writes $(BENCH_OUT)/peers.{md,json,html}.
+BENCH_PEERS_FLAGS ?=
+bench-peers: build
+	loadtest/peers/bench-peers.sh $(BIN) $(BENCH_OUT) $(BENCH_PEERS_FLAGS)
 
 FUZZTIME ?= 30s
 fuzz: deps

@@ -98,7 +98,7 @@ func TestOpenLoopSchedule(t *testing.T) {
 
 func sampleReport() *Report {
 	r := &Result{Scenario: "uncontended", Driver: "warden", Mode: "closed", Clients: 8, ElapsedS: 2,
-		Ops: map[string]Stats{"cycle": {Count: 10, Rate: 5, P50Ms: 1, P99Ms: 2, P999Ms: 3, MaxMs: 4}},
+		Ops:    map[string]Stats{"cycle": {Count: 10, Rate: 5, P50Ms: 1, P99Ms: 2, P999Ms: 3, MaxMs: 4}},
 		Errors: map[string]int64{"unavailable": 2}, Metrics: map[string]float64{"lock_ops_per_s": 10},
 		Series: []Second{{T: 1, Ops: 5, P99Ms: 2}, {T: 2, Ops: 5, P99Ms: 1.5}}}
 	u := &Result{Scenario: "sessions", Driver: "redis", Unsupported: "no bare sessions"}
@@ -150,5 +150,18 @@ func TestNiceMax(t *testing.T) {
 		if got := niceMax(in); got < want*0.999 || got > want*1.001 {
 			t.Errorf("niceMax(%g) = %g, want %g", in, got, want)
 		}
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	mk := func(v float64) *Result {
+		return &Result{Scenario: "contended", Metrics: map[string]float64{"handoffs_per_s": v}}
+	}
+	rs := []*Result{mk(30), mk(10), mk(20)}
+	if got, _ := Headline(medianRun(rs)); got != 20 {
+		t.Fatalf("median %g, want 20", got)
+	}
+	if medianRun(nil) != nil {
+		t.Fatal("median of nothing")
 	}
 }

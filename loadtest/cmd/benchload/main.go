@@ -1,0 +1,282 @@
+// Command benchload measures Warden alone on this machine: a 3-process
+// cluster per data-shard count, uncontended throughput against clients and
+// shards, contended hand-offs, latency at one client and at half of peak
+// (open loop), sessions CPU, watch fan-out, elections, held-lock memory, and
+// CPU profiles of the nodes. `make bench-load` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wardenlock/warden/loadtest"
+	"github.com/wardenlock/warden/loadtest/harness"
+)
+
+func main() {
+	var (
+		bin      = flag.String("warden", "bin/warden", "warden binary")
+		out      = flag.String("out", "docs/bench", "output directory")
+		shardsF  = flag.String("shards", "1,2,4,8,16", "data shard counts to sweep")
+		refShard = flag.Int("ref-shards", 8, "shard count for the full scenario set")
+		sweepC   = flag.String("clients", "1,16,64,256", "client counts for the uncontended sweep (at ref-shards)")
+		dur      = flag.Duration("duration", 5*time.Second, "measured time per run")
+		repeat   = flag.Int("repeat", 3, "runs per step (the median is reported)")
+		maxTime  = flag.Duration("max-time", 40*time.Minute, "hard bound on the whole benchmark")
+		sessions = flag.String("sessions", "10000,100000", "session counts")
+		locks    = flag.Int("locks", 1000000, "held locks")
+		profile  = flag.Bool("profile", true, "save CPU profiles of the nodes under uncontended load")
+		only     = flag.String("only", "", "comma-separated step labels prefixes to run (empty: all)")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *maxTime)
+	defer cancel()
+	rep := &loadtest.Report{Title: "Warden load benchmark", Machine: loadtest.ThisMachine(),
+		Command: "go run ./loadtest/cmd/benchload " + strings.Join(os.Args[1:], " ")}
+	var all []loadtest.Outcome
+	shardCounts := ints(*shardsF)
+	// The reference shard count runs first: it carries most figures.
+	order := []int{*refShard}
+	for _, s := range shardCounts {
+		if s != *refShard {
+			order = append(order, s)
+		}
+	}
+	for i, s := range order {
+		outs, err := cluster(ctx, *bin, s, 27000+300*i, s == *refShard, stepsFor(s, s == *refShard, *sweepC, *dur, *sessions, *locks, *only), *repeat, *profile && s == *refShard, *out)
+		all = append(all, outs...)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchload:", err)
+			break
+		}
+	}
+	for _, o := range all {
+		rep.Results = append(rep.Results, o.Runs...)
+	}
+	must(os.MkdirAll(*out, 0o755))
+	writeFile(filepath.Join(*out, "load.json"), func(w io.Writer) error {
+		return loadtest.WriteJSON(w, struct {
+			Machine  loadtest.Machine   `json:"machine"`
+			Outcomes []loadtest.Outcome `json:"outcomes"`
+		}{rep.Machine, all})
+	})
+	writeFile(filepath.Join(*out, "load.html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
+	writeFile(filepath.Join(*out, "load.md"), func(w io.Writer) error { return markdown(w, rep.Machine, all) })
+	fmt.Println("wrote", filepath.Join(*out, "load.{md,json,html}"))
+}
+
+func stepsFor(shards int, ref bool, sweep string, dur time.Duration, sessions string, locks int, only string) []loadtest.Step {
+	base := loadtest.Config{Duration: dur, Warmup: 2 * time.Second}
+	mk := func(label, sc string, clients int, edit func(*loadtest.Config)) loadtest.Step {
+		c := base
+		c.Scenario, c.Clients = sc, clients
+		if edit != nil {
+			edit(&c)
+		}
+		return loadtest.Step{Label: fmt.Sprintf("shards=%d %s", shards, label), Cfg: c}
+	}
+	var steps []loadtest.Step
+	if !ref {
+		steps = append(steps, mk("uncontended c=256", "uncontended", 256, nil))
+	} else {
+		for _, c := range ints(sweep) {
+			steps = append(steps, mk(fmt.Sprintf("uncontended c=%d", c), "uncontended", c, nil))
+		}
+		steps = append(steps,
+			mk("contended c=32 hot=1", "contended", 32, func(c *loadtest.Config) { c.HotLocks = 1 }),
+			mk("hierarchical c=64", "hierarchical", 64, nil),
+			mk("elections c=16", "elections", 16, nil),
+			mk("watch w=1000", "watch", 16, func(c *loadtest.Config) { c.Watchers = 1000; c.Duration = max(dur, 10*time.Second) }),
+		)
+		for _, n := range ints(sessions) {
+			steps = append(steps, mk(fmt.Sprintf("sessions n=%d", n), "sessions", 1, func(c *loadtest.Config) {
+				c.Sessions, c.SessionTTL, c.Duration = n, 10*time.Second, 15*time.Second
+			}))
+		}
+		steps = append(steps, mk(fmt.Sprintf("held n=%d", locks), "held", 128, func(c *loadtest.Config) {
+			c.Locks, c.Duration, c.Warmup = locks, 120*time.Second, 0
+		}))
+	}
+	if only == "" {
+		return steps
+	}
+	var out []loadtest.Step
+	for _, st := range steps {
+		for _, p := range strings.Split(only, ",") {
+			if strings.HasPrefix(strings.TrimPrefix(st.Label, fmt.Sprintf("shards=%d ", shards)), p) {
+				out = append(out, st)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// cluster starts a fresh cluster with the given shard count, runs steps on
+// it (plus the open-loop half-of-peak step and profiles at the reference
+// count), and stops it.
+func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps []loadtest.Step, repeat int, profile bool, out string) ([]loadtest.Outcome, error) {
+	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: shards, BasePort: port, Verb: "bench node"})
+	if err != nil {
+		return nil, err
+	}
+	defer g.Stop()
+	mk := func() loadtest.Driver { return loadtest.NewWarden(loadtest.WardenOptions{Endpoints: eps}) }
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = loadtest.Probe(pctx, mk(), "/probe/ready/lock")
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	// Several steps hold sessions or locks; the held step is the last.
+	// Sessions and held locks are slow to set up: they run once.
+	var many, once []loadtest.Step
+	for _, st := range steps {
+		if st.Cfg.Scenario == "sessions" || st.Cfg.Scenario == "held" {
+			once = append(once, st)
+		} else {
+			many = append(many, st)
+		}
+	}
+	outs, err := loadtest.RunSteps(ctx, "warden", mk, many, repeat, g.PIDs(), os.Stderr)
+	if err != nil || !ref {
+		return outs, err
+	}
+	// Half of peak, open loop: the rate is half the best closed-loop cycle rate.
+	var peak float64
+	for _, o := range outs {
+		if o.Median != nil && o.Median.Scenario == "uncontended" && o.Median.Rate == 0 {
+			peak = max(peak, o.Median.Metrics["cycles_per_s"])
+		}
+	}
+	if peak > 0 {
+		half := loadtest.Step{Label: fmt.Sprintf("shards=%d open-loop rate=%.0f cycles/s (half of peak)", shards, peak/2),
+			Cfg: loadtest.Config{Scenario: "uncontended", Clients: 1024, Rate: peak / 2, Duration: 10 * time.Second, Warmup: 2 * time.Second}}
+		more, err := loadtest.RunSteps(ctx, "warden", mk, []loadtest.Step{half}, repeat, g.PIDs(), os.Stderr)
+		outs = append(outs, more...)
+		if err != nil {
+			return outs, err
+		}
+	}
+	if profile {
+		profiles(ctx, mk, port, shards, out)
+	}
+	more, err := loadtest.RunSteps(ctx, "warden", mk, once, 1, g.PIDs(), os.Stderr)
+	return append(outs, more...), err
+}
+
+
+// profiles runs uncontended load at 256 clients and saves a 15 s CPU profile
+// of every node.
+func profiles(ctx context.Context, mk func() loadtest.Driver, port, shards int, out string) {
+	dir := filepath.Join(out, "profiles")
+	must(os.MkdirAll(dir, 0o755))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d := mk()
+		defer d.Close()
+		_, _ = loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: 256, Duration: 20 * time.Second, Warmup: time.Second})
+	}()
+	time.Sleep(3 * time.Second)
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=15", port+200+i)
+			path := filepath.Join(dir, fmt.Sprintf("uncontended-c256-shards%d-node%d.pprof", shards, i+1))
+			errs <- fetch(ctx, url, path)
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			fmt.Fprintln(os.Stderr, "benchload: profile:", err)
+		}
+	}
+	<-done
+}
+
+func fetch(ctx context.Context, url, path string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome) error {
+	fmt.Fprintf(w, "# Warden load benchmark\n\n%d CPUs (%s), %.1f GiB, Linux %s, %s, %s. Warden: 3 replicas in 3 `warden` processes on 127.0.0.1, load generator on the same machine. Each row is the median of its runs (all runs listed).\n\n",
+		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date)
+	fmt.Fprintln(w, "| step | headline (median) | all runs | acquire p50 / p99 / p99.9 ms | cycles/s | server cores | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, o := range outs {
+		r := o.Median
+		if r == nil {
+			continue
+		}
+		v, unit := loadtest.Headline(r)
+		var runs []string
+		for _, x := range o.Values {
+			runs = append(runs, strconv.FormatFloat(x, 'f', 1, 64))
+		}
+		acq := r.Ops["acquire"]
+		if r.Scenario == "watch" {
+			acq = r.Ops["delivery"]
+		}
+		if r.Scenario == "elections" {
+			acq = r.Ops["campaign"]
+		}
+		var errs int64
+		for _, n := range r.Errors {
+			errs += n
+		}
+		fmt.Fprintf(w, "| %s | %.1f %s | %s | %.2f / %.2f / %.2f | %.0f | %.2f | %d |\n", o.Label, v, unit, strings.Join(runs, ", "),
+			acq.P50Ms, acq.P99Ms, acq.P999Ms, r.Metrics["cycles_per_s"], r.Metrics["server_cpu_cores"], errs)
+	}
+	return nil
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func writeFile(path string, f func(io.Writer) error) {
+	fh, err := os.Create(path)
+	must(err)
+	must(f(fh))
+	must(fh.Close())
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchload:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,269 @@
+// Command peerbench runs the same scenarios against Warden (3 replicas in 3
+// processes), a 3-member etcd, a 3-server ZooKeeper and one Redis, one after
+// another on this machine, and writes one comparison table. `make
+// bench-peers` installs the peers from Debian and runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wardenlock/warden/loadtest"
+	"github.com/wardenlock/warden/loadtest/harness"
+	"github.com/wardenlock/warden/loadtest/peers"
+)
+
+func main() {
+	var (
+		bin     = flag.String("warden", "bin/warden", "warden binary")
+		systems = flag.String("systems", "warden,etcd,zookeeper,redis", "systems to run, in order")
+		out     = flag.String("out", "docs/bench", "output directory")
+		dur     = flag.Duration("duration", 5*time.Second, "measured time per run")
+		repeat  = flag.Int("repeat", 3, "runs per step (the median is reported)")
+		shards  = flag.Int("shards", 8, "Warden data shards")
+		maxTime = flag.Duration("max-time", 30*time.Minute, "hard bound on the whole run")
+		watch   = flag.Int("watchers", 1000, "watch fan-out: watchers")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *maxTime)
+	defer cancel()
+
+	steps := plan(*dur, *watch)
+	m := loadtest.ThisMachine()
+	m.Versions["etcd"] = loadtest.CommandVersion("etcd", "--version")
+	m.Versions["redis"] = loadtest.CommandVersion("redis-server", "--version")
+	m.Versions["zookeeper"] = dpkgVersion("zookeeper")
+	m.Versions["java"] = loadtest.CommandVersion("java", "-version")
+	m.Versions["warden"] = gitRev()
+	peers.SetZooKeeperVersion(m.Versions["zookeeper"])
+	var all []loadtest.Outcome
+	var problems []string
+	for i, sys := range strings.Split(*systems, ",") {
+		outs, err := runSystem(ctx, sys, *bin, *shards, 30000+500*i, steps, *repeat)
+		all = append(all, outs...)
+		if err != nil {
+			msg := fmt.Sprintf("%s: %v", sys, err)
+			fmt.Fprintln(os.Stderr, "peerbench:", msg)
+			problems = append(problems, msg)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	rep := &loadtest.Report{Title: "Warden and its peers", Machine: m, Command: "go run ./cmd/peerbench " + strings.Join(os.Args[1:], " ")}
+	for _, o := range all {
+		rep.Results = append(rep.Results, o.Runs...)
+	}
+	must(os.MkdirAll(*out, 0o755))
+	writeFile(filepath.Join(*out, "peers.json"), func(w io.Writer) error {
+		return loadtest.WriteJSON(w, struct {
+			Machine  loadtest.Machine   `json:"machine"`
+			Problems []string           `json:"problems,omitempty"`
+			Outcomes []loadtest.Outcome `json:"outcomes"`
+		}{m, problems, all})
+	})
+	writeFile(filepath.Join(*out, "peers.html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
+	writeFile(filepath.Join(*out, "peers.md"), func(w io.Writer) error { return markdown(w, m, all, problems, *dur, *repeat, *shards) })
+	fmt.Println("wrote", filepath.Join(*out, "peers.{md,json,html}"))
+}
+
+func plan(dur time.Duration, watchers int) []loadtest.Step {
+	base := loadtest.Config{Duration: dur, Warmup: 2 * time.Second}
+	mk := func(label, sc string, clients int, edit func(*loadtest.Config)) loadtest.Step {
+		c := base
+		c.Scenario, c.Clients = sc, clients
+		if edit != nil {
+			edit(&c)
+		}
+		return loadtest.Step{Label: label, Cfg: c}
+	}
+	return []loadtest.Step{
+		mk("uncontended c=1", "uncontended", 1, nil),
+		mk("uncontended c=64", "uncontended", 64, nil),
+		mk("uncontended c=256", "uncontended", 256, nil),
+		mk("contended c=32, 1 hot lock", "contended", 32, nil),
+		mk("elections c=16", "elections", 16, nil),
+		mk(fmt.Sprintf("watch fan-out, %d watchers", watchers), "watch", 16, func(c *loadtest.Config) { c.Watchers = watchers }),
+	}
+}
+
+func runSystem(ctx context.Context, sys, bin string, shards, port int, steps []loadtest.Step, repeat int) ([]loadtest.Outcome, error) {
+	var (
+		g   *harness.Group
+		mk  func() loadtest.Driver
+		err error
+	)
+	switch sys {
+	case "warden":
+		var eps []string
+		g, eps, err = harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: shards, BasePort: port})
+		mk = func() loadtest.Driver { return loadtest.NewWarden(loadtest.WardenOptions{Endpoints: eps}) }
+	case "etcd":
+		var eps []string
+		g, eps, err = peers.StartEtcd(ctx, port)
+		mk = func() loadtest.Driver { return &peers.Etcd{Endpoints: eps, Conns: 4, TTL: 30} }
+	case "zookeeper":
+		var eps []string
+		g, eps, err = peers.StartZooKeeper(ctx, port)
+		mk = func() loadtest.Driver { return &peers.ZooKeeper{Servers: eps, Conns: 4, TTL: 10 * time.Second} }
+	case "redis":
+		var addr string
+		g, addr, err = peers.StartRedis(ctx, port)
+		mk = func() loadtest.Driver { return &peers.Redis{Addr: addr, TTL: 30 * time.Second, Conns: 256} }
+	default:
+		return nil, fmt.Errorf("unknown system %q", sys)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer g.Stop()
+	pctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	err = loadtest.Probe(pctx, mk(), "/probe/ready/lock")
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	return loadtest.RunSteps(ctx, sys, mk, steps, repeat, g.PIDs(), os.Stderr)
+}
+
+func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems []string, dur time.Duration, repeat, shards int) error {
+	fmt.Fprintf(w, "# Warden and its peers on one machine\n\n")
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, %s.\n\n", m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date)
+	for _, k := range []string{"warden", "etcd", "zookeeper", "redis", "java"} {
+		fmt.Fprintf(w, "- %s: %s\n", k, m.Versions[k])
+	}
+	fmt.Fprintf(w, "\nAll on 127.0.0.1, load generator on the same machine, systems run one after another. Warden: 3 replicas in 3 `warden serve` processes, %d data shards. etcd: 3 members (concurrency.Mutex / Election, one session per worker). ZooKeeper: 3 servers (go-zookeeper lock recipe). Redis: one server, SET NX PX + compare-and-delete Lua release, retry every 1–4 ms when taken; no replication and no fsync (Redis defaults minus RDB snapshots), so it is not a like-for-like durability comparison. Each cell is the median of %d runs of %s after a 2 s warm-up; every run is listed in peers.json. A lock op is one acquire or one release; a cycle is both.\n\n", shards, repeat, dur)
+	systems := []string{}
+	seen := map[string]bool{}
+	cell := map[[2]string]loadtest.Outcome{}
+	var labels []string
+	seenL := map[string]bool{}
+	for _, o := range outs {
+		if !seen[o.System] {
+			seen[o.System] = true
+			systems = append(systems, o.System)
+		}
+		if !seenL[o.Label] {
+			seenL[o.Label] = true
+			labels = append(labels, o.Label)
+		}
+		cell[[2]string{o.System, o.Label}] = o
+	}
+	fmt.Fprintf(w, "| step | figure | %s |\n|---|---|%s\n", strings.Join(systems, " | "), strings.Repeat("---|", len(systems)))
+	for _, l := range labels {
+		var unit string
+		var vals []string
+		for _, s := range systems {
+			o, ok := cell[[2]string{s, l}]
+			if !ok || o.Median == nil {
+				vals = append(vals, "–")
+				continue
+			}
+			if o.Median.Unsupported != "" {
+				vals = append(vals, "n/a")
+				continue
+			}
+			v, u := loadtest.Headline(o.Median)
+			unit = u
+			vals = append(vals, strconv.FormatFloat(v, 'f', 1, 64))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", l, unit, strings.Join(vals, " | "))
+	}
+	fmt.Fprintf(w, "\nLatency of the judged operation (median run: p50 / p99 / p99.9 ms; acquire for locks, campaign for elections, delivery for watches):\n\n")
+	fmt.Fprintf(w, "| step | %s |\n|---|%s\n", strings.Join(systems, " | "), strings.Repeat("---|", len(systems)))
+	for _, l := range labels {
+		var vals []string
+		for _, s := range systems {
+			o, ok := cell[[2]string{s, l}]
+			if !ok || o.Median == nil || o.Median.Unsupported != "" {
+				vals = append(vals, "–")
+				continue
+			}
+			op := map[string]string{"elections": "campaign", "watch": "delivery"}[o.Median.Scenario]
+			if op == "" {
+				op = "acquire"
+			}
+			st := o.Median.Ops[op]
+			errs := ""
+			if n := sumErrors(o.Median); n > 0 {
+				errs = fmt.Sprintf(" (%d errors)", n)
+			}
+			vals = append(vals, fmt.Sprintf("%.2f / %.2f / %.2f%s", st.P50Ms, st.P99Ms, st.P999Ms, errs))
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", l, strings.Join(vals, " | "))
+	}
+	ratio := func(label, a, b string) string {
+		x, y := cell[[2]string{a, label}], cell[[2]string{b, label}]
+		if x.Median == nil || y.Median == nil {
+			return "–"
+		}
+		va, _ := loadtest.Headline(x.Median)
+		vb, _ := loadtest.Headline(y.Median)
+		if vb == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", va/vb)
+	}
+	fmt.Fprintf(w, "\nGoals (issue 6):\n\n| goal | measured |\n|---|---|\n")
+	fmt.Fprintf(w, "| uncontended ≥ 25× etcd's lock cycles (256 clients) | %s |\n", ratio("uncontended c=256", "warden", "etcd"))
+	fmt.Fprintf(w, "| uncontended > Redis SET NX cycles (256 clients) | %s |\n", ratio("uncontended c=256", "warden", "redis"))
+	fmt.Fprintf(w, "| contended ≥ 10× etcd's hand-offs | %s |\n", ratio("contended c=32, 1 hot lock", "warden", "etcd"))
+	fmt.Fprintf(w, "| contended ≥ 3× ZooKeeper's hand-offs | %s |\n", ratio("contended c=32, 1 hot lock", "warden", "zookeeper"))
+	if len(problems) > 0 {
+		fmt.Fprintf(w, "\nProblems during the run:\n\n")
+		for _, p := range problems {
+			fmt.Fprintf(w, "- %s\n", p)
+		}
+	}
+	return nil
+}
+
+func sumErrors(r *loadtest.Result) int64 {
+	var n int64
+	for _, v := range r.Errors {
+		n += v
+	}
+	return n
+}
+
+func dpkgVersion(pkg string) string {
+	out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", pkg).Output()
+	if err != nil {
+		return "not installed"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func gitRev() string {
+	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeFile(path string, f func(io.Writer) error) {
+	fh, err := os.Create(path)
+	must(err)
+	must(f(fh))
+	must(fh.Close())
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peerbench:", err)
+		os.Exit(1)
+	}
+}

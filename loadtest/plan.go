@@ -1,0 +1,129 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+)
+
+// Step is one scenario configuration in a benchmark plan.
+type Step struct {
+	Label string
+	Cfg   Config
+}
+
+// Outcome is a step's repeated runs on one system and the run with the
+// median headline figure.
+type Outcome struct {
+	System string    `json:"system"`
+	Label  string    `json:"label"`
+	Values []float64 `json:"values"` // headline figure of each run
+	Median *Result   `json:"median"`
+	Runs   []*Result `json:"runs"`
+}
+
+// Headline is the figure a scenario is judged by, and its unit.
+func Headline(r *Result) (float64, string) {
+	if r == nil || r.Unsupported != "" {
+		return 0, ""
+	}
+	switch r.Scenario {
+	case "uncontended", "hierarchical":
+		if r.Rate > 0 {
+			return r.Ops["acquire"].P99Ms, "acquire p99 ms"
+		}
+		return r.Metrics["lock_ops_per_s"], "lock ops/s"
+	case "contended":
+		return r.Metrics["handoffs_per_s"], "hand-offs/s"
+	case "elections":
+		return r.Metrics["leader_changes_per_s"], "leader changes/s"
+	case "watch":
+		return r.Ops["delivery"].P99Ms, "delivery p99 ms"
+	case "sessions":
+		return r.Metrics["server_cpu_cores"], "server cores"
+	case "held":
+		return r.Metrics["rss_mb_max_node"], "max RSS MB/node"
+	}
+	return 0, ""
+}
+
+// Probe waits until d grants and releases a lock, so runs start on a ready
+// cluster.
+func Probe(ctx context.Context, d Driver, path string) error {
+	var last error
+	for ctx.Err() == nil {
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cl, err := d.NewClient(octx, 0)
+		if err == nil {
+			var h Held
+			if h, err = cl.Lock(octx, path); err == nil {
+				err = h.Unlock(octx)
+			}
+			_ = cl.Close()
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("loadtest: %s never became ready: %v", d.Name(), last)
+}
+
+// RunSteps runs every step repeat times against fresh drivers from mk and
+// returns the outcomes. Progress lines go to log.
+func RunSteps(ctx context.Context, system string, mk func() Driver, steps []Step, repeat int, pids []int, log io.Writer) ([]Outcome, error) {
+	var out []Outcome
+	for _, st := range steps {
+		o := Outcome{System: system, Label: st.Label}
+		for i := 0; i < repeat; i++ {
+			d := mk()
+			cfg := st.Cfg
+			cfg.PIDs = pids
+			res, err := Run(ctx, d, cfg)
+			_ = d.Close()
+			if err != nil {
+				return out, fmt.Errorf("%s %s: %w", system, st.Label, err)
+			}
+			v, unit := Headline(res)
+			fmt.Fprintf(log, "%-10s %-34s run %d/%d: %.3f %s  errors=%d\n", system, st.Label, i+1, repeat, v, unit, totalErrors(res))
+			o.Runs = append(o.Runs, res)
+			o.Values = append(o.Values, v)
+			if res.Unsupported != "" || ctx.Err() != nil {
+				break
+			}
+		}
+		o.Median = medianRun(o.Runs)
+		out = append(out, o)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+func totalErrors(r *Result) int64 {
+	var n int64
+	for _, v := range r.Errors {
+		n += v
+	}
+	return n
+}
+
+// medianRun picks the run whose headline figure is the median (the lower
+// middle one for an even count).
+func medianRun(rs []*Result) *Result {
+	if len(rs) == 0 {
+		return nil
+	}
+	s := append([]*Result(nil), rs...)
+	sort.SliceStable(s, func(i, j int) bool {
+		a, _ := Headline(s[i])
+		b, _ := Headline(s[j])
+		return a < b
+	})
+	return s[(len(s)-1)/2]
+}
