@@ -166,4 +166,3 @@ func (e *etcdClient) WatchReleases(ctx context.Context, path string, out chan<- 
 	}()
 	return nil
 }
-

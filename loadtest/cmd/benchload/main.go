@@ -177,7 +177,6 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 	return append(outs, more...), err
 }
 
-
 // profiles runs uncontended load at 256 clients and saves a 15 s CPU profile
 // of every node.
 func profiles(ctx context.Context, mk func() loadtest.Driver, port, shards int, out string) {
