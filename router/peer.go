@@ -19,12 +19,12 @@ type peer struct {
 
 	mu      sync.Mutex
 	conn    net.Conn
-	w       *bufio.Writer
+	out     []byte        // frames waiting for the writer
+	wake    chan struct{} // tells the writer there is something in out
 	nextID  uint64
 	pending map[uint64]func(*wire.Response)
 	streams map[uint64]func(*wire.Response) // watch pushes by stream id
 	closed  bool
-	wbuf    []byte
 }
 
 var errPeerClosed = errors.New("router: peer connection closed")
@@ -34,10 +34,11 @@ func dialPeer(addr string, timeout time.Duration, maxFrame int) (*peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &peer{addr: addr, conn: c, w: bufio.NewWriterSize(c, 64<<10),
+	p := &peer{addr: addr, conn: c, wake: make(chan struct{}, 1),
 		pending: map[uint64]func(*wire.Response){}, streams: map[uint64]func(*wire.Response){}}
 	hello := make(chan *wire.Response, 1)
 	go p.readLoop(maxFrame)
+	go p.writeLoop()
 	p.send(&wire.Request{Op: wire.OpHello, Rev: wire.ProtocolVersion, Flags: wire.FlagPeer},
 		func(r *wire.Response) { hello <- r })
 	select {
@@ -72,18 +73,42 @@ func (p *peer) send(req *wire.Request, done func(*wire.Response)) uint64 {
 		p.streams[fwd.ID] = wrapped
 	}
 	var err error
-	p.wbuf, err = wire.AppendFrame(p.wbuf[:0], &fwd)
-	if err == nil {
-		_, err = p.w.Write(p.wbuf)
-	}
-	if err == nil {
-		err = p.w.Flush()
-	}
+	p.out, err = wire.AppendFrame(p.out, &fwd)
 	p.mu.Unlock()
 	if err != nil {
 		p.fail(err)
+		return fwd.ID
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 	return fwd.ID
+}
+
+// writeLoop sends whatever has queued since its last write in one syscall,
+// so forwarding under load costs a write per batch, not per request.
+func (p *peer) writeLoop() {
+	var spare []byte
+	for range p.wake {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
+		buf := p.out
+		p.out = spare[:0]
+		p.mu.Unlock()
+		if len(buf) == 0 {
+			spare = buf
+			continue
+		}
+		if _, err := p.conn.Write(buf); err != nil {
+			p.fail(err)
+			return
+		}
+		spare = buf
+	}
 }
 
 // unstream forgets a forwarded watch.
@@ -137,6 +162,10 @@ func (p *peer) fail(err error) {
 	p.pending, p.streams = nil, nil
 	p.conn.Close()
 	p.mu.Unlock()
+	select { // wake the writer so it sees closed and exits
+	case p.wake <- struct{}{}:
+	default:
+	}
 	for id, done := range pending {
 		if _, isStream := streams[id]; isStream {
 			continue
