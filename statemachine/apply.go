@@ -16,7 +16,7 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 		return
 	}
 	c := s.touchClient(r.Client)
-	s.ack(c, r.AckSeq)
+	s.ack(c, r.AckSeq, r.Seq)
 	if rec := c.records[r.Seq]; rec != nil {
 		rec.replay(out)
 		s.checkReplayedGrant(r, out)

@@ -10,12 +10,20 @@ import (
 // leader change, a reconnect) gets the first answer instead of a second
 // application. A queued acquire's record follows its waiter: a retry says
 // Queued while it waits, then the grant, or Cancelled.
+//
+// AckSeq may pass a request that is still queued. Such a wait's record
+// outlives the floor: once resolved it lingers until a later request of the
+// client carries an AckSeq above it (the client has then seen the outcome),
+// or until the client is forgotten. Resolving a wait counts as a use of the
+// client, so a client that is away when its wait ends still finds the
+// outcome for ClientIdleMs when it re-attaches.
 
 type client struct {
 	id         uint64
 	floor      uint64 // AckSeq: records below it are dropped
 	lastSeen   int64
 	waiting    int // records whose waiter is still queued
+	lingering  int // resolved records below the floor, kept until acked again
 	prev, next *client
 	records    map[uint64]*outcome
 }
@@ -33,6 +41,9 @@ type outcome struct {
 	rev     uint64
 	ttl     int64
 	w       *waiter // while the acquire is queued
+	// lingering: resolved while below the floor; dropped by the next
+	// AckSeq above it.
+	lingering bool
 }
 
 // dedupable: Cancel names its target by (Client, Seq), so it is not itself
@@ -53,15 +64,25 @@ func (s *StateMachine) touchClient(id uint64) *client {
 }
 
 // ack raises the client's floor and drops the records below it, except
-// those of acquires still queued (their grant is yet to be told).
-func (s *StateMachine) ack(c *client, ackSeq uint64) {
-	if ackSeq <= c.floor {
+// those of acquires still queued (their grant is yet to be told). Lingering
+// records go once an AckSeq above them arrives, unless this very request
+// retries them (it is about to read the outcome).
+func (s *StateMachine) ack(c *client, ackSeq, seq uint64) {
+	if ackSeq > c.floor {
+		c.floor = ackSeq
+		for seq, rec := range c.records { // deleting a set: order does not matter
+			if seq < ackSeq && rec.w == nil && !rec.lingering {
+				delete(c.records, seq)
+			}
+		}
+	}
+	if c.lingering == 0 {
 		return
 	}
-	c.floor = ackSeq
-	for seq, rec := range c.records { // deleting a set: order does not matter
-		if seq < ackSeq && rec.w == nil {
-			delete(c.records, seq)
+	for recSeq, rec := range c.records { // deleting a set: order does not matter
+		if rec.lingering && recSeq < ackSeq && recSeq != seq {
+			delete(c.records, recSeq)
+			c.lingering--
 		}
 	}
 }
@@ -87,7 +108,8 @@ func (rec *outcome) replay(out *wire.Response) {
 	}
 }
 
-// resolve records how a queued acquire ended, for retries and Cancel.
+// resolve records how a queued acquire ended, for retries and Cancel. The
+// client counts as seen: its outcome is kept for at least ClientIdleMs.
 func (s *StateMachine) resolve(w *waiter, result outcome) {
 	if w.client == 0 {
 		return
@@ -105,8 +127,12 @@ func (s *StateMachine) resolve(w *waiter, result outcome) {
 	rec.code, rec.msg, rec.token, rec.lease, rec.mode, rec.count = result.code, result.msg, result.token,
 		result.lease, result.mode, result.count
 	if w.seq < c.floor {
-		delete(c.records, w.seq)
+		rec.lingering = true
+		c.lingering++
 	}
+	s.lru.remove(c)
+	c.lastSeen = s.now
+	s.lru.pushBack(c)
 }
 
 // sweepClients forgets clients idle for ClientIdleMs. One with a queued

@@ -65,4 +65,67 @@ func TestRetriesApplyOnce(t *testing.T) {
 		h.mustOK(with(rel("/l/a", a.Token), 3, 1)) // client 3 forgotten: seq 1 is new again
 		h.mustOK(cancelReq(4, 1))
 	})
+	t.Run("a wait resolved after the floor passed it is still told to its retry", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.ClientIdleMs = 1000
+		h := newHarnessWith(t, cfg)
+		a := h.mustOK(acq("/l/a", ex, 1, "o"))
+		waitReq := wait(with(acq("/l/a", ex, 2, "p"), 4, 1))
+		h.expect(waitReq, wire.Queued)
+		next := with(acq("/l/b", ex, 2, "p"), 4, 2)
+		next.AckSeq = 2 // passes the queued seq 1
+		h.mustOK(next)
+		h.now += 900 // the client is away when its wait is granted...
+		g := h.mustOK(rel("/l/a", a.Token)).Grants[0]
+		h.now += 900 // ...and comes back after ClientIdleMs from its last request
+		h.mustOK(&wire.Request{Op: wire.OpNoop})
+		retry := *waitReq
+		retry.AckSeq = 2
+		if r := h.mustOK(&retry); r.Token != g.Token {
+			t.Fatalf("re-attached retry answered token %d, want the grant %d", r.Token, g.Token)
+		}
+		h.mustOK(&retry) // the retry itself does not drop what it reads
+		ackd := with(acq("/l/c", ex, 2, "p"), 4, 3)
+		ackd.AckSeq = 3 // acknowledged after the resolution: now it may go
+		h.mustOK(ackd)
+		h.expect(&retry, wire.Ambiguous)
+	})
+	t.Run("a lingering cancel outcome replays and is dropped by the next ack", func(t *testing.T) {
+		h := newHarness(t)
+		h.mustOK(acq("/l/a", ex, 1, "o"))
+		waitReq := wait(with(acq("/l/a", ex, 2, "p"), 4, 1))
+		h.expect(waitReq, wire.Queued)
+		next := with(acq("/l/b", ex, 3, "p"), 4, 2)
+		next.AckSeq = 2
+		h.mustOK(next)
+		h.mustOK(revoke(2)) // the waiter's session ends while it is queued
+		h.expect(waitReq, wire.SessionExpired)
+		if st := h.sm.stats(); st.Clients != 1 {
+			t.Fatalf("%d clients", st.Clients)
+		}
+		later := with(acq("/l/c", ex, 3, "p"), 4, 3)
+		later.AckSeq = 2 // leaves the floor where it was, but is above seq 1
+		h.mustOK(later)
+		h.expect(waitReq, wire.Ambiguous)
+	})
+	t.Run("resolved outcomes survive snapshots", func(t *testing.T) {
+		h := newHarness(t)
+		a := h.mustOK(acq("/l/a", ex, 1, "o"))
+		waitReq := wait(with(acq("/l/a", ex, 2, "p"), 4, 1))
+		h.expect(waitReq, wire.Queued)
+		next := with(acq("/l/b", ex, 2, "p"), 4, 2)
+		next.AckSeq = 2
+		h.mustOK(next)
+		g := h.mustOK(rel("/l/a", a.Token)).Grants[0]
+		snap := snapshot(t, h.sm)
+		r := New(testConfig())
+		if err := r.RecoverFromSnapshot(bytesReader(snap), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		h.sm = r
+		h.sm.SetObserver(collector{h})
+		if got := h.mustOK(waitReq); got.Token != g.Token {
+			t.Fatalf("after recovery the retry answered token %d, want %d", got.Token, g.Token)
+		}
+	})
 }

@@ -67,8 +67,12 @@ costs O(depth), however long the queue.
 Exactly once. A mutating op carrying Client and Seq is applied once: a retry
 gets the first outcome (for a queued acquire: Queued while it waits, then
 the grant or Cancelled). AckSeq drops older records; a retry below it is
-answered Ambiguous. Clients idle for ClientIdleMs are forgotten unless they
-have a queued request. OpCancel withdraws a queued acquire by (Client, Seq);
+answered Ambiguous. A queued acquire's record survives the floor: resolved
+after the floor passed it, it stays until a later request of the client
+carries an AckSeq above it, so a client that re-attaches with the same Seq
+gets the outcome. Clients idle for ClientIdleMs (since their last request or
+the resolution of one of their waits) are forgotten unless they have a
+queued request. OpCancel withdraws a queued acquire by (Client, Seq);
 if it was already granted it answers the grant.
 
 Ranges. The shard owns the ranges of its last OpSetRanges (generations never

@@ -53,6 +53,9 @@ type mRecord struct {
 	op   wire.Op
 	resp mResp
 	w    *mWaiter
+	// lingering: resolved after the floor had passed it; kept until a later
+	// request acknowledges above it.
+	lingering bool
 }
 
 // mResp is the part of a response the model predicts.
@@ -124,10 +127,13 @@ func (m *model) apply(r *wire.Request) mResp {
 	c.lastSeen = m.now
 	if r.AckSeq > c.floor {
 		c.floor = r.AckSeq
-		for seq, rec := range c.recs {
-			if seq < c.floor && rec.w == nil {
-				delete(c.recs, seq)
-			}
+	}
+	for seq, rec := range c.recs {
+		switch {
+		case rec.lingering && seq < r.AckSeq && seq != r.Seq:
+			delete(c.recs, seq) // acknowledged after its resolution
+		case !rec.lingering && rec.w == nil && seq < c.floor:
+			delete(c.recs, seq)
 		}
 	}
 	if rec := c.recs[r.Seq]; rec != nil {
@@ -340,9 +346,8 @@ func (m *model) resolve(w *mWaiter, resp mResp) {
 	}
 	if rec := c.recs[w.seq]; rec != nil && rec.w == w {
 		rec.w, rec.resp = nil, resp
-		if w.seq < c.floor {
-			delete(c.recs, w.seq)
-		}
+		rec.lingering = w.seq < c.floor
+		c.lastSeen = m.now // the outcome is kept for ClientIdleMs at least
 	}
 }
 

@@ -92,6 +92,9 @@ func (c *recovery) readClients() {
 			if r.flag() {
 				rec.w = pendingWaiter // linked when the waiter is read
 			}
+			if rec.lingering = r.flag(); rec.lingering {
+				cl.lingering++
+			}
 			cl.records[seq] = rec
 		}
 		c.clients[cl.id] = cl

@@ -16,7 +16,7 @@ import (
 
 const snapshotMagic = "WARDENSM"
 
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 type snapWriter struct {
 	w     *bufio.Writer

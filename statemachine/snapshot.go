@@ -96,6 +96,7 @@ func (s *StateMachine) writeClients(w *snapWriter) {
 			w.uvarint(rec.rev)
 			w.varint(rec.ttl)
 			w.flag(rec.w != nil)
+			w.flag(rec.lingering)
 		}
 	}
 }
