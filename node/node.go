@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
@@ -48,6 +49,7 @@ type Node struct {
 	cfg    Config
 	Host   *shard.Host
 	Router *router.Server
+	Admin  *admin.Server // nil when AdminAddr is ""
 	ln     net.Listener
 	done   chan error
 }
@@ -76,6 +78,14 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: listen for clients: %w", err)
 	}
+	var adminLn net.Listener
+	if cfg.AdminAddr != "" {
+		if adminLn, err = admin.Listen(cfg.AdminAddr); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		cfg.AdminAddr = adminLn.Addr().String()
+	}
 	host, err := shard.NewHost(shard.HostConfig{
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
@@ -84,6 +94,9 @@ func Start(cfg Config) (*Node, error) {
 	})
 	if err != nil {
 		ln.Close()
+		if adminLn != nil {
+			adminLn.Close()
+		}
 		return nil, err
 	}
 	rc := cfg.Router
@@ -94,6 +107,14 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), ln: ln, done: make(chan error, 1)}
 	go func() { n.done <- n.Router.Serve(ln) }()
+	if adminLn != nil {
+		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, DataDir: cfg.DataDir, Clock: cfg.Clock, Log: cfg.Log})
+		if err != nil {
+			adminLn.Close()
+			n.Close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
@@ -102,6 +123,9 @@ func (n *Node) ClientAddr() string { return n.ln.Addr().String() }
 
 // Close stops the router, then the replicas.
 func (n *Node) Close() {
+	if n.Admin != nil {
+		n.Admin.Close()
+	}
 	n.Router.Close()
 	<-n.done
 	n.Host.Close()

@@ -213,7 +213,8 @@ func isGrant(req *wire.Request, resp *wire.Response) bool {
 }
 
 func (c *conn) handle(req *wire.Request) {
-	done := func(resp *wire.Response) { c.finish(req, resp) }
+	t := c.s.track(req, c.peer)
+	done := func(resp *wire.Response) { t.done(req, resp); c.finish(req, resp) }
 	if req.Op.Internal() {
 		done(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})
 		return

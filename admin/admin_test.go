@@ -1,0 +1,254 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/admin"
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/node"
+	"github.com/wardenlock/warden/node/nodetest"
+)
+
+// fixture is a running 3-node cluster with admin ports and known state:
+// two locks under /locks/billing (one with a waiter) and an election.
+type fixture struct {
+	c       *nodetest.Cluster
+	cl      *client.Client
+	admin   []string // admin addresses by node index
+	held    map[string]uint64
+	waiter  string
+	session uint64
+	elected uint64
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	c := nodetest.Start(t, nodetest.Options{Shards: 2, Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
+	f := &fixture{c: c, held: map[string]uint64{}}
+	for _, n := range c.Nodes {
+		f.admin = append(f.admin, n.Admin.Addr())
+	}
+	ctx := ctxT(t, 30*time.Second)
+	cl, err := client.New(ctx, c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	f.cl = cl
+	s := session(t, cl)
+	f.session = s.Lease()
+	for _, p := range []string{"/locks/billing/job-1", "/locks/billing/job-2"} {
+		m := client.NewMutex(s, p, client.WithOwner("worker-a"))
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.held[p] = m.Token()
+	}
+	// A second session queues behind job-1.
+	f.waiter = "/locks/billing/job-1"
+	other := session(t, cl)
+	wctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go client.NewMutex(other, f.waiter, client.WithOwner("worker-b")).Lock(wctx)
+	e := client.NewElection(s, "/elections/scheduler/main")
+	if err := e.Campaign(ctx, []byte("node-a")); err != nil {
+		t.Fatal(err)
+	}
+	f.elected = e.Token()
+	waitFor(t, func() bool {
+		info, err := cl.LockInfo(ctx, f.waiter)
+		return err == nil && len(info.Waiters) == 1
+	})
+	return f
+}
+
+func session(t *testing.T, cl *client.Client) *client.Session {
+	t.Helper()
+	s, err := cl.NewSession(ctxT(t, 10*time.Second), client.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	return s
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 15s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	code, body := get(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("GET %s: %v in %s", url, err, body)
+	}
+}
+
+func TestAdminAPI(t *testing.T) {
+	f := start(t)
+	base := "http://" + f.admin[0]
+
+	t.Run("health", func(t *testing.T) {
+		tests := []struct {
+			name, path string
+			code       int
+			want       []string
+		}{
+			{"livez", "/livez", 200, []string{"ok"}},
+			{"livez verbose", "/livez?verbose", 200, []string{"[+]ping ok", "[+]serializable_read ok", "check passed"}},
+			{"readyz", "/readyz", 200, []string{"ok"}},
+			{"readyz verbose", "/readyz?verbose", 200, []string{"[+]range_table ok", "[+]shard_leaders ok", "[+]applied ok", "[+]disk_writable ok"}},
+			{"readyz exclude", "/readyz?verbose&exclude=disk_writable", 200, []string{"[+]disk_writable excluded: ok"}},
+			{"one check", "/readyz/shard_leaders", 200, []string{"ok"}},
+			{"unknown check", "/readyz/nope", 404, []string{"no such check"}},
+			{"healthz alias", "/healthz", 200, []string{"ok"}},
+			{"unknown path", "/nope", 404, nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				code, body := get(t, base+tt.path)
+				if code != tt.code {
+					t.Fatalf("status %d, want %d: %s", code, tt.code, body)
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(body, w) {
+						t.Errorf("body lacks %q:\n%s", w, body)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("status", func(t *testing.T) {
+		var st admin.Status
+		getJSON(t, base+"/v1/status", &st)
+		if st.Node != 1 || len(st.Nodes) != 3 || len(st.Shards) != 2 || len(st.Ranges) == 0 {
+			t.Fatalf("status: %+v", st)
+		}
+		locks := 0
+		for _, sh := range st.Shards {
+			if sh.Leader == 0 || !sh.Local || sh.Applied == 0 {
+				t.Errorf("shard %+v: want a leader and a local, applied replica", sh)
+			}
+			locks += sh.Locks
+		}
+		if locks != 3 { // two locks and the election
+			t.Errorf("locks over shards = %d, want 3", locks)
+		}
+		for _, n := range st.Nodes {
+			if n.AdminAddr != f.admin[n.ID-1] {
+				t.Errorf("node %d advertises admin %q, want %q", n.ID, n.AdminAddr, f.admin[n.ID-1])
+			}
+		}
+	})
+
+	t.Run("locks", func(t *testing.T) {
+		// Every node answers the same, whichever shard it leads.
+		for i, addr := range f.admin {
+			var locks []admin.Lock
+			getJSON(t, "http://"+addr+"/v1/locks?prefix=/locks/billing", &locks)
+			if len(locks) != 2 {
+				t.Fatalf("node %d: %d locks, want 2: %+v", i+1, len(locks), locks)
+			}
+			for _, l := range locks {
+				if l.Token != f.held[l.Path] || l.Mode != "exclusive" || l.Owner != "worker-a" || l.Lease != f.session {
+					t.Errorf("node %d: lock %+v, want token %d owner worker-a lease %x", i+1, l, f.held[l.Path], f.session)
+				}
+				if l.TTLMs <= 0 || l.TTLMs > 10000 {
+					t.Errorf("node %d: %s TTL left %d ms, want in (0, 10s]", i+1, l.Path, l.TTLMs)
+				}
+				wantWaiters := 0
+				if l.Path == f.waiter {
+					wantWaiters = 1
+				}
+				if len(l.Waiters) != wantWaiters {
+					t.Errorf("node %d: %s has %d waiters, want %d", i+1, l.Path, len(l.Waiters), wantWaiters)
+				}
+			}
+		}
+		var all []admin.Lock
+		getJSON(t, base+"/v1/locks", &all) // default prefix "/" fans out to every shard
+		if len(all) != 3 {
+			t.Errorf("locks under /: %d, want 3", len(all))
+		}
+		code, body := get(t, base+"/v1/locks?prefix=relative")
+		if code != http.StatusBadRequest || !strings.Contains(body, "not absolute") {
+			t.Errorf("bad prefix: %d %s", code, body)
+		}
+	})
+
+	t.Run("sessions", func(t *testing.T) {
+		var ss []admin.Session
+		getJSON(t, base+"/v1/sessions", &ss)
+		found := false
+		for _, s := range ss {
+			if s.ID == f.session {
+				found = s.TTLMs == 10000 && len(s.Shards) > 0
+			}
+		}
+		if len(ss) < 2 || !found {
+			t.Errorf("sessions %+v: want both sessions, %x with TTL 10s", ss, f.session)
+		}
+	})
+
+	t.Run("elections", func(t *testing.T) {
+		var es []admin.Election
+		getJSON(t, base+"/v1/elections?prefix=/elections/scheduler", &es)
+		if len(es) != 1 || es[0].Value != "node-a" || es[0].Token != f.elected {
+			t.Errorf("elections %+v, want node-a with token %d", es, f.elected)
+		}
+	})
+
+	t.Run("page", func(t *testing.T) {
+		code, body := get(t, base+"/?prefix=/locks/billing")
+		if code != 200 {
+			t.Fatalf("page: %d", code)
+		}
+		for p, tok := range f.held {
+			if !strings.Contains(body, p) || !strings.Contains(body, fmt.Sprintf(`<td class="num token">%d</td>`, tok)) {
+				t.Errorf("page lacks %s with token %d", p, tok)
+			}
+		}
+	})
+}

@@ -1,0 +1,4 @@
+// Package admin serves a node's admin HTTP port: /livez and /readyz with
+// named checks, Prometheus /metrics, the JSON status API under /v1/ and a
+// server-rendered status page at /.
+package admin

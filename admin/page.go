@@ -1,0 +1,51 @@
+package admin
+
+import (
+	"bytes"
+	_ "embed"
+	"html/template"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+//go:embed page.html
+var pageHTML string
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"ttl": func(ms int64) string {
+		if ms <= 0 {
+			return "–"
+		}
+		return (time.Duration(ms) * time.Millisecond).Round(100 * time.Millisecond).String()
+	},
+}).Parse(pageHTML))
+
+type pageData struct {
+	Status
+	Prefix   string
+	Locks    []Lock
+	LockErr  string
+	Rendered string
+}
+
+// page renders the status page: the cluster overview and the locks held
+// under ?prefix= (default /). Plain server-side HTML; no scripts.
+func (s *Server) page(ctx *fasthttp.RequestCtx) {
+	d := pageData{Status: s.status(), Prefix: queryPrefix(ctx), Rendered: time.Now().UTC().Format(time.RFC3339)}
+	qctx, cancel := s.queryCtx()
+	defer cancel()
+	locks, err := s.locks(qctx, d.Prefix, queryLimit(ctx))
+	if err != nil {
+		d.LockErr = err.Error()
+	}
+	d.Locks = locks
+	var b bytes.Buffer
+	if err := pageTmpl.Execute(&b, d); err != nil {
+		ctx.Error(err.Error(), fasthttp.StatusInternalServerError)
+		return
+	}
+	ctx.SetContentType("text/html; charset=utf-8")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.SetBody(b.Bytes())
+}

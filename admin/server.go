@@ -1,0 +1,147 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/wardenlock/warden/metrics"
+	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/shard"
+)
+
+// Config configures a node's admin server.
+type Config struct {
+	Host    *shard.Host    // required
+	Router  *router.Server // required
+	DataDir string         // the disk check writes a probe file here
+	Clock   shard.Clock
+	Log     *slog.Logger
+	Version string
+
+	// MaxApplyLag is how many committed entries a replica may have left to
+	// apply and still be ready (default 1000).
+	MaxApplyLag uint64
+	// QueryTimeout bounds one API call's reads (default 5 s).
+	QueryTimeout time.Duration
+}
+
+// Server is a running admin server.
+type Server struct {
+	cfg     Config
+	ln      net.Listener
+	srv     *fasthttp.Server
+	metrics *metrics.Metrics
+	prom    fasthttp.RequestHandler
+	checks  []check
+	done    chan error
+}
+
+// Listen opens the admin port early, so the node can advertise the address
+// it really got (":0" in tests).
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen: %w", err)
+	}
+	return ln, nil
+}
+
+// Start serves the admin API on ln until Close.
+func Start(ln net.Listener, cfg Config) (*Server, error) {
+	if cfg.Host == nil || cfg.Router == nil {
+		return nil, errors.New("admin: a host and a router are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.MaxApplyLag == 0 {
+		cfg.MaxApplyLag = 1000
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 5 * time.Second
+	}
+	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Clock: cfg.Clock, Version: cfg.Version})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, ln: ln, metrics: m, done: make(chan error, 1),
+		prom: fasthttpadaptor.NewFastHTTPHandler(m.Handler())}
+	s.checks = s.readyChecks()
+	s.srv = &fasthttp.Server{
+		Handler:      s.handle,
+		Name:         "warden",
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  time.Minute,
+		// The admin API takes no bodies.
+		MaxRequestBodySize: 4 << 10,
+		Concurrency:        256,
+		Logger:             discardLogger{},
+	}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
+
+// Addr is the address the admin server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Metrics are the node's instruments.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Close stops serving and stops observing the node.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := s.srv.ShutdownWithContext(ctx)
+	<-s.done
+	s.metrics.Close()
+	return err
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsGet() && !ctx.IsHead() {
+		ctx.Error("method not allowed", fasthttp.StatusMethodNotAllowed)
+		return
+	}
+	path := string(ctx.Path())
+	switch {
+	case path == "/":
+		s.page(ctx)
+	case path == "/metrics":
+		s.prom(ctx)
+	case path == "/livez":
+		s.health(ctx, s.liveChecks(), "")
+	case path == "/readyz", path == "/healthz":
+		s.health(ctx, s.checks, "")
+	case strings.HasPrefix(path, "/readyz/"):
+		s.health(ctx, s.checks, strings.TrimPrefix(path, "/readyz/"))
+	case path == "/v1/status":
+		s.apiStatus(ctx)
+	case path == "/v1/locks":
+		s.apiLocks(ctx)
+	case path == "/v1/sessions":
+		s.apiSessions(ctx)
+	case path == "/v1/elections":
+		s.apiElections(ctx)
+	default:
+		ctx.Error("not found", fasthttp.StatusNotFound)
+	}
+}
+
+// queryCtx bounds the reads of one API call. (A fasthttp RequestCtx has no
+// deadline of its own.)
+func (s *Server) queryCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.cfg.QueryTimeout)
+}

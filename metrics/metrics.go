@@ -1,0 +1,110 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/shard"
+)
+
+// Config says what one node's metrics observe.
+type Config struct {
+	Host   *shard.Host    // the node's replicas; nil for a standalone router
+	Router *router.Server // its router; nil: no request metrics
+	Clock  shard.Clock    // the clock the leader stamps commands with (default: system)
+	// Version is reported by warden_build_info.
+	Version string
+}
+
+// Metrics is one node's meter provider, instruments and Prometheus registry.
+// Each node has its own, so several nodes in one process (tests, `warden
+// dev`) never mix their numbers.
+type Metrics struct {
+	cfg      Config
+	reg      *prometheus.Registry
+	provider *sdkmetric.MeterProvider
+	meter    metric.Meter
+
+	req    *requestMetrics
+	shards *shardMetrics
+}
+
+// New builds the instruments and starts observing cfg.Host and cfg.Router.
+// Close stops observing.
+func New(cfg Config) (*Metrics, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = shard.SystemClock{}
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, fmt.Errorf("metrics: prometheus exporter: %w", err)
+	}
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	m := &Metrics{cfg: cfg, reg: reg, provider: provider, meter: provider.Meter("github.com/wardenlock/warden")}
+	if err := m.buildInfo(); err != nil {
+		return nil, err
+	}
+	if cfg.Router != nil {
+		if m.req, err = newRequestMetrics(m.meter); err != nil {
+			return nil, err
+		}
+		cfg.Router.SetHooks(&router.Hooks{Request: m.req.observe, SlowConsumer: m.req.slowConsumer})
+	}
+	if cfg.Host != nil {
+		if m.shards, err = newShardMetrics(m.meter, cfg.Host, cfg.Clock); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) buildInfo() error {
+	g, err := m.meter.Int64ObservableGauge("warden.build.info",
+		metric.WithDescription("Always 1; the labels name the build."))
+	if err != nil {
+		return err
+	}
+	set := metric.WithAttributes(attrString("version", m.cfg.Version), attrString("goversion", runtime.Version()))
+	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(g, 1, set)
+		return nil
+	}, g)
+	return err
+}
+
+// Handler serves the Prometheus text exposition.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Timeout: 10 * time.Second})
+}
+
+// Registry is the Prometheus registry the metrics are exported to.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Close stops observing the router and the replicas.
+func (m *Metrics) Close() {
+	if m.cfg.Router != nil {
+		m.cfg.Router.SetHooks(nil)
+	}
+	if m.shards != nil {
+		m.shards.close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	m.provider.Shutdown(ctx)
+}

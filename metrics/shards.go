@@ -1,0 +1,302 @@
+package metrics
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/lni/dragonboat/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/statemachine"
+	"github.com/wardenlock/warden/wire"
+)
+
+// shardMetrics observes the node's replicas. Raft health is read from the
+// NodeHost at scrape time; state counts come from StatsQuery (a stale read,
+// no Raft round); lock, lease and election events are counted from each
+// replica's event feed.
+//
+// Counts of replicated state (locks held, leases, ...) and of applied events
+// are reported only by the shard's current leader, so summing a metric over
+// the nodes of a cluster counts each shard once.
+type shardMetrics struct {
+	host  *shard.Host
+	clock shard.Clock
+	ids   []uint64 // meta group first, then the data shards
+	sets  map[uint64]metric.MeasurementOption
+	reg   metric.Registration
+	subs  map[uint64]uint64 // data shard → feed subscription id
+
+	ev eventCounters
+
+	mu        sync.Mutex
+	firstTerm map[uint64]uint64
+}
+
+type shardGauges struct {
+	hasLeader, isLeader, term, applied, committed, lag metric.Int64ObservableGauge
+	leaderChanges                                      metric.Int64ObservableCounter
+	locks, waiters, leases, keys, fence, faults        metric.Int64ObservableGauge
+	watchers                                           metric.Int64ObservableGauge
+}
+
+func newShardMetrics(m metric.Meter, h *shard.Host, clock shard.Clock) (*shardMetrics, error) {
+	sm := &shardMetrics{host: h, clock: clock, sets: map[uint64]metric.MeasurementOption{},
+		subs: map[uint64]uint64{}, firstTerm: map[uint64]uint64{}}
+	sm.ids = append([]uint64{placement.MetaShard}, h.ShardIDs()...)
+	for _, id := range sm.ids {
+		sm.sets[id] = metric.WithAttributeSet(attribute.NewSet(attribute.String("shard", strconv.FormatUint(id, 10))))
+	}
+	var g shardGauges
+	var b builder
+	b.m = m
+	g.hasLeader = b.gauge("warden.raft.has_leader", "", "1 when this replica knows a leader of the shard.")
+	g.isLeader = b.gauge("warden.raft.is_leader", "", "1 when this replica leads the shard.")
+	g.term = b.gauge("warden.raft.term", "", "The Raft term this replica is in.")
+	g.leaderChanges = b.counter("warden.raft.leader_changes", "{election}",
+		"Raft elections this replica has seen since it started (term increases).")
+	g.applied = b.gauge("warden.raft.applied_index", "", "Last log index applied by this replica's state machine.")
+	g.committed = b.gauge("warden.raft.committed_index", "", "Last log index this replica knows is committed.")
+	g.lag = b.gauge("warden.raft.apply_lag", "{entry}", "Committed entries not yet applied by this replica.")
+	g.locks = b.gauge("warden.locks.held", "{lock}", "Held lock grants (reported by the shard leader).")
+	g.waiters = b.gauge("warden.lock.waiters", "{waiter}", "Queued lock requests (reported by the shard leader).")
+	g.leases = b.gauge("warden.leases.active", "{lease}", "Live leases (reported by the shard leader).")
+	g.keys = b.gauge("warden.kv.keys", "{key}", "KV keys (reported by the shard leader).")
+	g.fence = b.gauge("warden.fencing.token.max", "", "Highest fencing token the shard has issued, or its floor.")
+	g.faults = b.gauge("warden.statemachine.faults", "{op}", "Operations that hit a bug and were answered Internal (should stay 0).")
+	g.watchers = b.gauge("warden.watchers", "{watch}", "Watch subscriptions on this node's replica.")
+	if b.err != nil {
+		return nil, b.err
+	}
+	var err error
+	if sm.ev, err = newEventCounters(m, sm.ids); err != nil {
+		return nil, err
+	}
+	sm.reg, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		sm.observe(o, &g)
+		return nil
+	}, g.hasLeader, g.isLeader, g.term, g.leaderChanges, g.applied, g.committed, g.lag,
+		g.locks, g.waiters, g.leases, g.keys, g.fence, g.faults, g.watchers)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range h.ShardIDs() {
+		s, _ := h.Shard(id)
+		subID, _, err := s.Watch("/", true, 0, &eventSub{sm: sm, shard: s})
+		if err != nil {
+			sm.close()
+			return nil, err
+		}
+		sm.subs[id] = subID
+	}
+	return sm, nil
+}
+
+// builder collects the first instrument error so definitions read as a list.
+type builder struct {
+	m   metric.Meter
+	err error
+}
+
+func (b *builder) gauge(name, unit, desc string) metric.Int64ObservableGauge {
+	opts := []metric.Int64ObservableGaugeOption{metric.WithDescription(desc)}
+	if unit != "" {
+		opts = append(opts, metric.WithUnit(unit))
+	}
+	g, err := b.m.Int64ObservableGauge(name, opts...)
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	return g
+}
+
+func (b *builder) counter(name, unit, desc string) metric.Int64ObservableCounter {
+	c, err := b.m.Int64ObservableCounter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	return c
+}
+
+func (sm *shardMetrics) close() {
+	if sm.reg != nil {
+		sm.reg.Unregister()
+	}
+	for id, sub := range sm.subs {
+		if s, ok := sm.host.Shard(id); ok {
+			s.Unwatch(sub)
+		}
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// observe runs at scrape time.
+func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
+	nh := sm.host.NodeHost()
+	infos := map[uint64]dragonboat.ShardInfo{}
+	for _, si := range nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true}).ShardInfoList {
+		infos[si.ShardID] = si
+	}
+	self := sm.host.NodeID()
+	for _, id := range sm.ids {
+		set := sm.sets[id]
+		si, ok := infos[id]
+		if !ok {
+			continue
+		}
+		o.ObserveInt64(g.hasLeader, b2i(si.LeaderID != 0), set)
+		o.ObserveInt64(g.isLeader, b2i(si.LeaderID == self), set)
+		o.ObserveInt64(g.term, int64(si.Term), set)
+		o.ObserveInt64(g.leaderChanges, int64(sm.termsSeen(id, si.Term)), set)
+		committed := uint64(0)
+		if lr, err := nh.GetLogReader(id); err == nil {
+			st, _ := lr.NodeState()
+			committed = st.Commit
+			o.ObserveInt64(g.committed, int64(committed), set)
+		}
+		if id == placement.MetaShard {
+			continue
+		}
+		v, err := nh.StaleRead(id, statemachine.StatsQuery{})
+		if err != nil {
+			continue
+		}
+		st, _ := v.(statemachine.Stats)
+		o.ObserveInt64(g.applied, int64(st.Applied), set)
+		if committed >= st.Applied {
+			o.ObserveInt64(g.lag, int64(committed-st.Applied), set)
+		}
+		if s, ok := sm.host.Shard(id); ok {
+			o.ObserveInt64(g.watchers, int64(max(s.Watchers()-1, 0)), set) // minus our own feed subscription
+		}
+		o.ObserveInt64(g.faults, int64(st.Faults), set)
+		if si.LeaderID != self {
+			continue
+		}
+		o.ObserveInt64(g.locks, int64(st.Locks), set)
+		o.ObserveInt64(g.waiters, int64(st.Waiters), set)
+		o.ObserveInt64(g.leases, int64(st.Leases), set)
+		o.ObserveInt64(g.keys, int64(st.KVs), set)
+		o.ObserveInt64(g.fence, int64(st.Fence), set)
+	}
+}
+
+// termsSeen is how far the term has moved since this process first saw the
+// shard: every increase is an election (with PreVote, a term only moves
+// when a candidate can win).
+func (sm *shardMetrics) termsSeen(id, term uint64) uint64 {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	first, ok := sm.firstTerm[id]
+	if !ok || term < first {
+		sm.firstTerm[id] = term
+		return 0
+	}
+	return term - first
+}
+
+// eventCounters count what applied entries did, by cause.
+type eventCounters struct {
+	granted, released, leaseCreated, leaseEnded, electionChanges metric.Int64Counter
+	apply                                                        metric.Float64Histogram
+
+	causes     map[wire.Cause][]metric.AddOption
+	noCause    []metric.AddOption
+	applyShard map[uint64][]metric.RecordOption
+}
+
+// applyBuckets: the stamp has millisecond resolution.
+var applyBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+func newEventCounters(m metric.Meter, shards []uint64) (eventCounters, error) {
+	var e eventCounters
+	var err error
+	mk := func(name, unit, desc string) metric.Int64Counter {
+		c, cerr := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+		return c
+	}
+	e.granted = mk("warden.locks.granted", "{grant}", "Lock grants applied, by cause (direct, handoff).")
+	e.released = mk("warden.locks.released", "{release}", "Lock grants ended, by cause (released, expired, revoked, ...).")
+	e.leaseCreated = mk("warden.lease.created", "{lease}", "Leases created.")
+	e.leaseEnded = mk("warden.lease.ended", "{lease}", "Leases ended, by cause (expired, revoked).")
+	e.electionChanges = mk("warden.election.leader_changes", "{change}", "Election leaders changed.")
+	if err != nil {
+		return e, err
+	}
+	if e.apply, err = m.Float64Histogram("warden.raft.apply.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from the leader stamping an entry (at proposal) to applying it, on the leader."),
+		metric.WithExplicitBucketBoundaries(applyBuckets...)); err != nil {
+		return e, err
+	}
+	e.causes = map[wire.Cause][]metric.AddOption{}
+	for c := wire.CauseNone; c <= wire.CauseMoved; c++ {
+		name := c.String()
+		if !known(name) {
+			continue
+		}
+		e.causes[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", codeLabel(name))))}
+	}
+	e.noCause = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "other")))}
+	e.applyShard = map[uint64][]metric.RecordOption{}
+	for _, id := range shards {
+		e.applyShard[id] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("shard", strconv.FormatUint(id, 10))))}
+	}
+	return e, nil
+}
+
+func (e *eventCounters) cause(c wire.Cause) []metric.AddOption {
+	if o, ok := e.causes[c]; ok {
+		return o
+	}
+	return e.noCause
+}
+
+// eventSub receives a replica's applied events. Send runs inside the
+// replica's Update: counters only, nothing that blocks or allocates per
+// event.
+type eventSub struct {
+	sm    *shardMetrics
+	shard *shard.Shard
+}
+
+func (es *eventSub) Send(events []wire.Event) bool {
+	if !es.shard.IsLeader() || len(events) == 0 {
+		return true
+	}
+	e := &es.sm.ev
+	ctx := context.Background()
+	if t := events[len(events)-1].Time; t > 0 {
+		if d := es.sm.clock.Now().UnixMilli() - t; d >= 0 {
+			e.apply.Record(ctx, float64(d)/1000, e.applyShard[es.shard.ID()]...)
+		}
+	}
+	for i := range events {
+		ev := &events[i]
+		switch ev.Kind {
+		case wire.EvAcquired:
+			e.granted.Add(ctx, 1, e.cause(ev.Cause)...)
+		case wire.EvReleased:
+			e.released.Add(ctx, 1, e.cause(ev.Cause)...)
+		case wire.EvLease:
+			e.leaseCreated.Add(ctx, 1)
+		case wire.EvLeaseEnd:
+			e.leaseEnded.Add(ctx, 1, e.cause(ev.Cause)...)
+		case wire.EvLeader:
+			e.electionChanges.Add(ctx, 1)
+		}
+	}
+	return true
+}
