@@ -22,6 +22,8 @@ type Client struct {
 	ctx    context.Context // cancelled by Close; parents background work
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // watches, observers
+	bg     sync.WaitGroup // the direct router's refresh loop
+	direct *directRouter  // nil when direct routing is off
 
 	mu       sync.Mutex
 	closed   bool
@@ -49,7 +51,21 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Client, erro
 		c.pool.close()
 		return nil, err
 	}
+	if c.cfg.direct {
+		c.direct = newDirectRouter(c)
+		c.bg.Add(1)
+		go func() { defer c.bg.Done(); c.direct.run() }()
+	}
 	return c, nil
+}
+
+// pick chooses the connection for req: direct to its shard leader when
+// known, else from the pool.
+func (c *Client) pick(ctx context.Context, req *wire.Request) (*conn, error) {
+	if c.direct != nil {
+		return c.direct.pick(ctx, req)
+	}
+	return c.pool.pick(ctx)
 }
 
 // ID returns the client's random identity, sent with every exactly-once
@@ -76,6 +92,7 @@ func (c *Client) Close() error {
 		s.stop(Closed, fmt.Errorf("%w: %w", ErrSessionClosed, ErrClientClosed))
 	}
 	c.cancel()
+	c.bg.Wait() // the direct router closes its connections on the way out
 	c.pool.close()
 	c.wg.Wait()
 	return nil
@@ -144,7 +161,7 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 		if req.Seq != 0 {
 			req.AckSeq = c.seqs.ack()
 		}
-		cn, err := c.pool.pick(ctx)
+		cn, err := c.pick(ctx, req)
 		if err != nil {
 			return nil, c.giveUp(req, maybeApplied, lastErr, err)
 		}
@@ -152,6 +169,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 		switch {
 		case err == nil && resp.Code.Retryable():
 			lastErr = resp.AsError()
+			if c.direct != nil && (resp.Code == wire.NotLeader || resp.Code == wire.WrongShard) {
+				c.direct.stale()
+			}
 			c.cfg.logger.Debug("warden: retrying", "op", req.Op, "code", resp.Code, "attempt", attempt)
 		case err == nil:
 			return resp, resp.AsError()

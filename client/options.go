@@ -25,6 +25,7 @@ type config struct {
 	tls            *tls.Config
 	maxFrame       int
 	clock          clock
+	direct         bool // send path requests straight to the shard leader's node
 }
 
 func defaultConfig() config {
@@ -36,8 +37,15 @@ func defaultConfig() config {
 		backoff:        Backoff{Base: defaultBackoffBase, Max: defaultBackoffMax},
 		maxFrame:       wire.DefaultMaxFrame,
 		clock:          realClock{},
+		direct:         true,
 	}
 }
+
+// WithoutDirectRouting sends every request through the given endpoints
+// (for instance when only a router tier is reachable). By default the client
+// learns the range table and sends each request on a path to the node that
+// leads its shard, saving a forwarding hop.
+func WithoutDirectRouting() Option { return func(c *config) { c.direct = false } }
 
 // WithDialTimeout bounds one connection attempt, handshake included
 // (default 3 s).

@@ -1,7 +1,6 @@
 package hierarchy
 
 import (
-	"encoding/binary"
 	"strings"
 
 	"github.com/wardenlock/warden/wire"
@@ -110,57 +109,15 @@ func SubtreeEnd(p string) string {
 
 // Namespace returns the first depth segments of p (p itself when shallower):
 // the unit that ranges are cut on.
-func Namespace(p string, depth int) string {
-	if p == "/" || depth <= 0 {
-		return "/"
-	}
-	n := 0
-	for i := 1; i < len(p); i++ {
-		if p[i] == '/' {
-			n++
-			if n == depth {
-				return p[:i]
-			}
-		}
-	}
-	return p
-}
+func Namespace(p string, depth int) string { return wire.Namespace(p, depth) }
 
-// RouteKey is the position of a namespace in the range key space: the
-// big-endian 64-bit hash (FNV-1a, then mixed) of the namespace path. Hashing spreads
-// namespaces evenly over ranges (and so over shards) with no operator-chosen
-// split points, and a namespace is a single point, so its whole subtree always
-// lives in one range: every hierarchical conflict is decided inside one shard.
-func RouteKey(ns string) string {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(ns); i++ {
-		h ^= uint64(ns[i])
-		h *= 1099511628211
-	}
-	// FNV-1a alone leaves the high bits poorly mixed for names that differ
-	// only at the end (job-1, job-2, ...); the murmur3 finalizer fixes that.
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], h)
-	return string(b[:])
-}
+// RouteKey is the position of a namespace in the range key space (see
+// wire.RouteKey, which clients use to route too).
+func RouteKey(ns string) string { return wire.RouteKey(ns) }
 
 // Span returns the key interval [start, end) that a request on p touches when
-// ranges are cut at the given namespace depth. A path at or below the
-// namespace depth touches one point (its namespace's RouteKey); a shallower
-// path covers namespaces spread over the whole key space, so it spans
-// everything ("", ""), which only a single all-covering range owns.
-func Span(p string, depth int) (start, end string) {
-	if Depth(p) < depth {
-		return "", ""
-	}
-	k := RouteKey(Namespace(p, depth))
-	return k, k + "\x00"
-}
+// ranges are cut at the given namespace depth (see wire.Span).
+func Span(p string, depth int) (start, end string) { return wire.Span(p, depth) }
 
 // InRange reports whether the interval [start, end) lies inside the range
 // [rs, re); an empty end means unbounded.

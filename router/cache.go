@@ -175,3 +175,21 @@ func (s *Server) routeInfo() RouteInfo {
 	s.cache.mu.RUnlock()
 	return info
 }
+
+// routeTable is the client-facing form of the route info: ranges plus the
+// client address of each shard's leader, so smart clients can skip a hop.
+func (s *Server) routeTable(info RouteInfo) *wire.RouteTable {
+	t := info.Table
+	if t == nil {
+		return nil
+	}
+	rt := &wire.RouteTable{Gen: t.Gen, Depth: t.NamespaceDepth, Ranges: t.Ranges}
+	for _, si := range t.Shards {
+		addr := ""
+		if n, ok := t.Node(info.Leaders[si.ID]); ok {
+			addr = n.ClientAddr
+		}
+		rt.Leaders = append(rt.Leaders, wire.ShardLeader{Shard: si.ID, Addr: addr})
+	}
+	return rt
+}

@@ -204,6 +204,7 @@ func (r *Response) fields(w *fieldWriter) {
 	w.value(20, len(r.Leases) > 0, r.Leases)
 	w.value(21, len(r.Ranges) > 0, r.Ranges)
 	w.value(22, len(r.Grants) > 0, r.Grants)
+	w.value(23, r.Table != nil, r.Table)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -283,6 +284,9 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = dec.Decode(&r.Ranges)
 		case 22:
 			err = dec.Decode(&r.Grants)
+		case 23:
+			r.Table = new(RouteTable)
+			err = dec.Decode(r.Table)
 		default:
 			err = dec.Skip()
 		}

@@ -73,7 +73,8 @@ type Response struct {
 	Events  []Event
 	Leases  []uint64 // keepalive: leases that are gone
 	Ranges  []Range
-	Grants  []Grant // state machine result: waiters this operation granted
+	Grants  []Grant     // state machine result: waiters this operation granted
+	Table   *RouteTable // OpRanges: ranges and shard leaders
 }
 
 // Hint tells the router where a key lives now.

@@ -1,0 +1,154 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// Direct routing: the client learns the range table and each shard's leader
+// (OpRanges) and sends a request on a path straight to the node leading its
+// shard, saving the hop a node makes when it forwards to the leader. Any node
+// still routes correctly, so a stale table costs a hop, never a wrong answer:
+// a NotLeader or WrongShard answer refreshes the table and the request is
+// retried as usual. Requests without a path, and everything while no direct
+// connection is up, go through the pool.
+type directRouter struct {
+	c     *Client
+	table atomic.Pointer[wire.RouteTable]
+
+	refreshing atomic.Bool
+	mu         sync.Mutex
+	conns      map[string]*conn
+	dialing    map[string]bool
+}
+
+const routeRefreshEvery = 2 * time.Second
+
+func newDirectRouter(c *Client) *directRouter {
+	return &directRouter{c: c, conns: map[string]*conn{}, dialing: map[string]bool{}}
+}
+
+// run refreshes the table periodically until the client closes.
+func (r *directRouter) run() {
+	t := time.NewTicker(routeRefreshEvery)
+	defer t.Stop()
+	r.refresh()
+	for {
+		select {
+		case <-r.c.ctx.Done():
+			r.closeAll()
+			return
+		case <-t.C:
+			r.refresh()
+		}
+	}
+}
+
+// refresh fetches the table once; concurrent calls coalesce.
+func (r *directRouter) refresh() {
+	if !r.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	defer r.refreshing.Store(false)
+	ctx, cancel := context.WithTimeout(r.c.ctx, r.c.cfg.requestTimeout)
+	defer cancel()
+	cn, err := r.c.pool.pick(ctx)
+	if err != nil {
+		return
+	}
+	resp, _, err := cn.roundTrip(ctx, &wire.Request{Op: wire.OpRanges}, r.c.cfg.requestTimeout)
+	if err == nil && resp.Code == wire.OK && resp.Table != nil {
+		r.table.Store(resp.Table)
+	}
+}
+
+// stale is told about a routing error: refresh soon, off the caller's path.
+func (r *directRouter) stale() {
+	if !r.refreshing.Load() {
+		go r.refresh()
+	}
+}
+
+// routable ops name one path that a single shard serves.
+func routable(req *wire.Request) bool {
+	if req.Path == "" || req.Has(wire.FlagPrefix) {
+		return false
+	}
+	switch req.Op {
+	case wire.OpAcquire, wire.OpRelease, wire.OpRenew, wire.OpCancel, wire.OpLockInfo,
+		wire.OpKVGet, wire.OpKVPut, wire.OpKVDelete, wire.OpCampaign, wire.OpProclaim,
+		wire.OpResign, wire.OpLeader:
+		return true
+	}
+	return false
+}
+
+// pick returns a direct connection to req's shard leader when one is up, or
+// a pool connection.
+func (r *directRouter) pick(ctx context.Context, req *wire.Request) (*conn, error) {
+	if t := r.table.Load(); t != nil && routable(req) {
+		if shard, ok := t.Locate(req.Path); ok {
+			if addr := t.LeaderAddr(shard); addr != "" {
+				if cn := r.conn(addr); cn != nil {
+					return cn, nil
+				}
+			}
+		}
+	}
+	return r.c.pool.pick(ctx)
+}
+
+// conn returns a live direct connection to addr, starting a dial in the
+// background when there is none (the caller uses the pool meanwhile).
+func (r *directRouter) conn(addr string) *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cn := r.conns[addr]; cn != nil && !cn.broken() {
+		return cn
+	}
+	if !r.dialing[addr] && r.c.ctx.Err() == nil {
+		r.dialing[addr] = true
+		go r.dial(addr)
+	}
+	return nil
+}
+
+func (r *directRouter) dial(addr string) {
+	ctx, cancel := context.WithTimeout(r.c.ctx, r.c.cfg.dialTimeout)
+	defer cancel()
+	cn, err := dial(ctx, addr, &r.c.cfg, r.c.id, func(cn *conn) {
+		r.mu.Lock()
+		if r.conns[addr] == cn {
+			delete(r.conns, addr)
+		}
+		r.mu.Unlock()
+	})
+	r.mu.Lock()
+	delete(r.dialing, addr)
+	if err == nil {
+		if r.c.ctx.Err() != nil {
+			r.mu.Unlock()
+			cn.close(ErrClientClosed)
+			return
+		}
+		r.conns[addr] = cn
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.c.cfg.logger.Debug("warden: direct connection failed", "addr", addr, "err", err)
+	}
+}
+
+func (r *directRouter) closeAll() {
+	r.mu.Lock()
+	conns := r.conns
+	r.conns = map[string]*conn{}
+	r.mu.Unlock()
+	for _, cn := range conns {
+		cn.close(ErrClientClosed)
+	}
+}
