@@ -241,7 +241,7 @@ func (c *conn) handle(req *wire.Request) {
 	case wire.OpRanges:
 		info := c.s.routeInfo()
 		b, _ := msgpack.Marshal(&info)
-		resp := &wire.Response{Value: b}
+		resp := &wire.Response{Value: b, Table: c.s.routeTable(info)}
 		if info.Table != nil {
 			resp.Ranges = info.Table.Ranges
 		}
