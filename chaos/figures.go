@@ -1,0 +1,164 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/wire"
+)
+
+// Figures measures recovery times on a healthy cluster.
+type Figures struct {
+	KillLeader    []time.Duration // SIGKILL of a shard leader → first successful acquire on that shard
+	IsolateLeader []time.Duration // isolation of a shard leader → first successful acquire
+	HandOff       []time.Duration // SIGKILL of a `warden lock` holder → a waiter granted
+	HandOffTTL    time.Duration
+}
+
+// MeasureFigures runs trials of each measurement.
+func MeasureFigures(ctx context.Context, c *Cluster, trials int) (*Figures, error) {
+	f := &Figures{HandOffTTL: time.Second}
+	cl, err := client.New(ctx, c.ClientAddrs(), client.WithRequestTimeout(300*time.Millisecond),
+		client.WithBackoff(5*time.Millisecond, 50*time.Millisecond), client.WithPoolSize(len(c.Nodes)))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	for t := 0; t < trials && ctx.Err() == nil; t++ {
+		path := fmt.Sprintf("/fig/k%d/lock", t)
+		if d, err := failover(ctx, c, cl, path, func(i int) { c.Kill(i) }); err == nil {
+			f.KillLeader = append(f.KillLeader, d)
+		}
+		c.Heal()
+		for i := range c.Nodes {
+			c.Start(i)
+		}
+		if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+			return f, err
+		}
+		path = fmt.Sprintf("/fig/i%d/lock", t)
+		if d, err := failover(ctx, c, cl, path, func(i int) { c.Isolate(i) }); err == nil {
+			f.IsolateLeader = append(f.IsolateLeader, d)
+		}
+		c.Heal()
+		if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+			return f, err
+		}
+		if d, err := handOff(ctx, c, cl, fmt.Sprintf("/fig/h%d/lock", t), f.HandOffTTL); err == nil {
+			f.HandOff = append(f.HandOff, d)
+		}
+	}
+	return f, nil
+}
+
+// failover hits the leader of path's shard and times the first acquire
+// that succeeds afterwards (tries, each with a fresh single-lock lease).
+func failover(ctx context.Context, c *Cluster, cl *client.Client, path string, hit func(int)) (time.Duration, error) {
+	shard, err := c.ShardOf(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	if err := acquireRelease(ctx, cl, path); err != nil { // warm the routes
+		return 0, err
+	}
+	leader := c.Leader(ctx, shard)
+	if leader < 0 {
+		return 0, fmt.Errorf("no leader for shard %d", shard)
+	}
+	start := time.Now()
+	hit(leader)
+	deadline := start.Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if acquireRelease(ctx, cl, path) == nil {
+			return time.Since(start), nil
+		}
+	}
+	return 0, fmt.Errorf("no acquire on %s within 30s", path)
+}
+
+func acquireRelease(ctx context.Context, cl *client.Client, path string) error {
+	actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	r, err := cl.Do(actx, &wire.Request{Op: wire.OpAcquire, Path: path, TTL: 5000, Wait: wire.WaitNone})
+	if err != nil {
+		return err
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer rcancel()
+	cl.Do(rctx, &wire.Request{Op: wire.OpRelease, Path: path, Token: r.Token, Lease: r.Lease})
+	return nil
+}
+
+// handOff starts `warden lock --ttl T path -- sleep 60`, parks a waiter,
+// SIGKILLs the holder and times the waiter's grant. The grant can come no
+// sooner than T after the holder's last keepalive.
+func handOff(ctx context.Context, c *Cluster, cl *client.Client, path string, ttl time.Duration) (time.Duration, error) {
+	cmd := exec.Command(c.Opts.Binary, "lock", "--endpoints", strings.Join(c.ClientAddrs(), ","), "--ttl", ttl.String(), path, "--", "sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	// Wait until it holds the lock.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		li, err := cl.LockInfo(ctx, path)
+		if err == nil && len(li.Holders) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the lock holder never got %s", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	granted := make(chan time.Time, 1)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	go func() {
+		r, err := cl.Do(wctx, &wire.Request{Op: wire.OpAcquire, Path: path, TTL: 5000, Wait: wire.WaitForever})
+		if err == nil {
+			granted <- time.Now()
+			cl.Do(context.Background(), &wire.Request{Op: wire.OpRelease, Path: path, Token: r.Token, Lease: r.Lease})
+		}
+		close(granted)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGKILL)
+	at, ok := <-granted
+	if !ok {
+		return 0, fmt.Errorf("waiter on %s never granted", path)
+	}
+	return at.Sub(start), nil
+}
+
+// Percentile returns the p-th percentile (0..100) of ds.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p / 100)
+	return s[i]
+}
+
+// String formats the figures for the results file.
+func (f *Figures) String() string {
+	var b strings.Builder
+	row := func(name string, ds []time.Duration) {
+		fmt.Fprintf(&b, "%-44s n=%-3d p50=%-8v p99=%-8v max=%v\n", name, len(ds),
+			Percentile(ds, 50).Round(time.Millisecond), Percentile(ds, 99).Round(time.Millisecond), Percentile(ds, 100).Round(time.Millisecond))
+	}
+	row("leader SIGKILL → first acquire on its shard", f.KillLeader)
+	row("leader isolated → first acquire on its shard", f.IsolateLeader)
+	row(fmt.Sprintf("holder SIGKILL → waiter granted (TTL %v)", f.HandOffTTL), f.HandOff)
+	return b.String()
+}

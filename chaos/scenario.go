@@ -1,0 +1,295 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fault names a nemesis. Each is injected repeatedly during the fault
+// window: on for a few seconds, then healed.
+type Fault string
+
+const (
+	KillLeader      Fault = "kill-leader"      // SIGKILL the leader of a workload shard, restart it
+	PartitionLeader Fault = "partition-leader" // isolate that leader
+	PauseLeader     Fault = "pause-leader"     // SIGSTOP/SIGCONT that leader
+	KillNode        Fault = "kill-node"        // SIGKILL a random node, restart it
+	MajorityMinor   Fault = "majority"         // split into a majority and a minority
+	Bridge          Fault = "bridge"           // two halves that both see one node
+	OneWay          Fault = "one-way"          // a node that hears but is not heard
+	DelayLinks      Fault = "delay"            // every Raft link 40 ms slower
+	FlakyLinks      Fault = "flaky"            // connections reset at random
+	ClockSkew       Fault = "clock"            // per-node clock offsets (constant while a node leads)
+	RestartAll      Fault = "restart-all"      // SIGKILL every node, restart them all
+	PauseClient     Fault = "pause-client"     // SIGSTOP a lock-set client process holding the lock
+	None            Fault = "none"
+)
+
+// AllFaults is the full schedule's fault list.
+var AllFaults = []Fault{KillLeader, PartitionLeader, PauseLeader, KillNode, MajorityMinor, Bridge, OneWay,
+	DelayLinks, FlakyLinks, ClockSkew, RestartAll, PauseClient}
+
+// Workload names.
+const (
+	WRegister = "register"
+	WFenced   = "fenced-set"
+	WLeases   = "leases"
+	WWatch    = "watch"
+	WElection = "election"
+)
+
+// Scenario is one run: a cluster, some workloads, one fault.
+type Scenario struct {
+	Name      string
+	Nodes     int
+	Fault     Fault
+	Workloads []string
+	Window    time.Duration // fault window (workloads run through it)
+}
+
+// Env is what every scenario shares.
+type Env struct {
+	Binary    string
+	ReportDir string // where failed runs leave their report folders
+	Seed      int64
+	Bugs      []string
+	Out       io.Writer // progress (may be nil)
+	// ClientCmd starts a lock-set client process (for PauseClient): argv
+	// of `warden-chaos client`; empty: in-process clients only.
+	ClientCmd []string
+}
+
+func (sc Scenario) has(w string) bool {
+	for _, x := range sc.Workloads {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs the scenario and checks every promise its workloads cover.
+func Run(ctx context.Context, sc Scenario, env Env) *Result {
+	r := &Result{Name: sc.Name, Seed: env.Seed, Nodes: sc.Nodes, Bugs: env.Bugs}
+	out := env.Out
+	if out == nil {
+		out = io.Discard
+	}
+	work, err := os.MkdirTemp("", "warden-chaos-run-")
+	if err != nil {
+		r.violate("harness: %v", err)
+		return r
+	}
+	log := NewEventLog(prefixWriter{out, sc.Name})
+	c, err := StartCluster(ctx, Options{Nodes: sc.Nodes, Binary: env.Binary, Dir: work, Seed: env.Seed, Bugs: env.Bugs}, log)
+	if err != nil {
+		r.violate("harness: start cluster: %v", err)
+		return r
+	}
+	defer func() {
+		c.Close()
+		if !r.Failed() {
+			os.RemoveAll(work)
+		}
+	}()
+	hist := NewHistory(log.Now)
+	reg := &Register{Clients: 4, Rate: 20 * time.Millisecond, Hist: hist}
+	leases := &Leases{Pairs: 2, TTL: 2 * time.Second, Clock: log.Now}
+	fenced, err := newFencedRun(c, env, sc)
+	if err != nil {
+		r.violate("harness: %v", err)
+		return r
+	}
+	defer fenced.close()
+
+	wctx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var wg sync.WaitGroup
+	start := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && wctx.Err() == nil {
+				r.note("%s: %v", name, err)
+			}
+		}()
+	}
+	if sc.has(WRegister) {
+		start(WRegister, func() error { return reg.Run(wctx, c, env.Seed) })
+	}
+	if sc.has(WLeases) {
+		start(WLeases, func() error { return leases.Run(wctx, c, env.Seed) })
+	}
+	if sc.has(WFenced) {
+		start(WFenced, func() error { return fenced.run(wctx) })
+	}
+	var ew *electionRun
+	if sc.has(WElection) {
+		ew = &electionRun{}
+		start(WElection, func() error { return ew.run(wctx, c, env.Seed) })
+	}
+	var ww *watchRun
+	if sc.has(WWatch) {
+		ww = &watchRun{}
+		start(WWatch, func() error { return ww.run(wctx, c) })
+	}
+
+	sleepCtx(ctx, 2*time.Second) // warm-up
+	nem := &nemesis{c: c, rng: rand.New(rand.NewSource(env.Seed)), fenced: fenced}
+	nem.run(ctx, sc.Fault, sc.Window)
+	nem.healAll(ctx)
+	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+		r.violate("no leader after healing: %v", err)
+	}
+	sleepCtx(ctx, 3*time.Second) // a clean stretch: everything must work again
+	stopWork()
+	wg.Wait()
+
+	if sc.has(WRegister) {
+		ops, unk := reg.Stats()
+		r.note("register: %d operations, %d with unknown outcome", ops, unk)
+		checkRegister(r, hist, log, filepath.Join(env.ReportDir, reportName(sc, env)), 2*time.Minute)
+	}
+	if sc.has(WFenced) {
+		fenced.check(r)
+	}
+	if sc.has(WLeases) {
+		for _, v := range leases.Violations() {
+			r.violate("leases: %s", v)
+		}
+		r.note("leases: %d rounds", leases.Rounds())
+	}
+	if ew != nil {
+		ew.check(r)
+	}
+	if ww != nil {
+		ww.check(ctx, r, c)
+	}
+	checkConverged(ctx, r, c)
+	if r.Failed() {
+		writeReport(r, filepath.Join(env.ReportDir, reportName(sc, env)), c, log,
+			map[string]any{"register-history": hist, "fenced": fenced.summary()})
+	}
+	return r
+}
+
+func reportName(sc Scenario, env Env) string {
+	name := fmt.Sprintf("%s-seed%d", strings.ReplaceAll(sc.Name, "/", "_"), env.Seed)
+	if len(env.Bugs) > 0 {
+		name += "-bugs-" + strings.Join(env.Bugs, "+")
+	}
+	return name
+}
+
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	fmt.Fprintf(p.w, "[%s] %s", p.prefix, b)
+	return len(b), nil
+}
+
+// nemesis injects one kind of fault repeatedly.
+type nemesis struct {
+	c      *Cluster
+	rng    *rand.Rand
+	fenced *fencedRun
+	killed []int
+}
+
+// targetShardPaths are paths whose shards' leaders the leader faults hit.
+var targetShardPaths = []string{"/reg/r0", "/reg/r1", "/set/s0", "/lease/p0"}
+
+func (n *nemesis) leader(ctx context.Context) int {
+	p := targetShardPaths[n.rng.Intn(len(targetShardPaths))]
+	shard, err := n.c.ShardOf(ctx, p)
+	if err != nil {
+		return n.rng.Intn(len(n.c.Nodes))
+	}
+	if l := n.c.Leader(ctx, shard); l >= 0 {
+		return l
+	}
+	return n.rng.Intn(len(n.c.Nodes))
+}
+
+func (n *nemesis) run(ctx context.Context, f Fault, window time.Duration) {
+	end := time.Now().Add(window)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		n.inject(ctx, f)
+		sleepCtx(ctx, time.Duration(2000+n.rng.Intn(1500))*time.Millisecond)
+		n.healAll(ctx)
+		sleepCtx(ctx, time.Duration(1500+n.rng.Intn(1500))*time.Millisecond)
+	}
+}
+
+func (n *nemesis) inject(ctx context.Context, f Fault) {
+	c := n.c
+	switch f {
+	case None:
+	case KillLeader:
+		l := n.leader(ctx)
+		c.Kill(l)
+		n.killed = append(n.killed, l)
+	case KillNode:
+		l := n.rng.Intn(len(c.Nodes))
+		c.Kill(l)
+		n.killed = append(n.killed, l)
+	case PartitionLeader:
+		c.Isolate(n.leader(ctx))
+	case PauseLeader:
+		c.Pause(n.leader(ctx))
+	case MajorityMinor:
+		perm := n.rng.Perm(len(c.Nodes))
+		k := len(c.Nodes)/2 + 1
+		c.Split(perm[:k], perm[k:])
+	case Bridge:
+		c.Bridge(n.rng.Intn(len(c.Nodes)))
+	case OneWay:
+		c.OneWay(n.leader(ctx))
+	case DelayLinks:
+		c.Degrade(Delay, 40*time.Millisecond)
+	case FlakyLinks:
+		c.Degrade(Flaky, 0)
+	case ClockSkew:
+		// Offsets change only while a node is down (a running clock never
+		// jumps): the leader is killed and comes back skewed, and another
+		// node, with another offset, takes over its leases.
+		l := n.leader(ctx)
+		c.Kill(l)
+		c.SetClockOffset(l, time.Duration(n.rng.Intn(7200)-3600)*time.Second)
+		n.killed = append(n.killed, l)
+	case RestartAll:
+		for i := range c.Nodes {
+			c.Kill(i)
+		}
+		for i := range c.Nodes {
+			c.Start(i)
+		}
+	case PauseClient:
+		n.fenced.pauseOne(n.rng)
+	}
+}
+
+func (n *nemesis) healAll(ctx context.Context) {
+	c := n.c
+	c.Heal()
+	for i := range c.Nodes {
+		c.Resume(i)
+	}
+	for _, i := range n.killed {
+		c.Start(i)
+	}
+	n.killed = nil
+	if n.fenced != nil {
+		n.fenced.resumeAll()
+	}
+}

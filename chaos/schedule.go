@@ -1,0 +1,43 @@
+package chaos
+
+import (
+	"fmt"
+	"time"
+)
+
+// ShortSchedule is what `make test` runs: kill, partition and pause the
+// leader, with the lock register and the fenced set, on 3 nodes.
+func ShortSchedule() []Scenario {
+	var out []Scenario
+	for _, f := range []Fault{KillLeader, PartitionLeader, PauseLeader} {
+		out = append(out, Scenario{Name: "short/" + string(f), Nodes: 3, Fault: f,
+			Workloads: []string{WRegister, WFenced}, Window: 12 * time.Second})
+	}
+	return out
+}
+
+// FullSchedule is `make chaos`: every fault with every workload, on 3 and
+// 5 nodes.
+func FullSchedule() []Scenario {
+	all := []string{WRegister, WFenced, WLeases, WWatch, WElection}
+	var out []Scenario
+	for _, n := range []int{3, 5} {
+		for _, f := range AllFaults {
+			out = append(out, Scenario{Name: fmt.Sprintf("full/n%d/%s", n, f), Nodes: n, Fault: f,
+				Workloads: all, Window: 40 * time.Second})
+		}
+	}
+	return out
+}
+
+// BugScenario is the scenario that must catch a test-only bug switch.
+func BugScenario(bug string) Scenario {
+	switch bug {
+	case "no-lease-refresh":
+		return Scenario{Name: "bug/" + bug, Nodes: 3, Fault: KillLeader, Workloads: []string{WRegister, WLeases}, Window: 10 * time.Second}
+	case "grant-expired-waiter":
+		return Scenario{Name: "bug/" + bug, Nodes: 3, Fault: None, Workloads: []string{WLeases}, Window: 12 * time.Second}
+	default: // release-ignores-token
+		return Scenario{Name: "bug/" + bug, Nodes: 3, Fault: None, Workloads: []string{WRegister}, Window: 8 * time.Second}
+	}
+}
