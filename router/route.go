@@ -147,28 +147,6 @@ func (s *Server) execLocal(req *wire.Request, done func(*wire.Response)) {
 	local.Submit(req, done)
 }
 
-// keepAlive sends the keepalive to every data shard's leader and answers
-// once all have: OK with the leases any shard reports gone, or the first
-// failure (the session is then suspended and the client retries).
-func (s *Server) keepAlive(req *wire.Request, done func(*wire.Response)) {
-	t := s.cache.table()
-	if t == nil {
-		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "range table not loaded yet"})
-		return
-	}
-	shards := make([]uint64, 0, len(t.Shards))
-	for _, si := range t.Shards {
-		shards = append(shards, si.ID)
-	}
-	agg := &fanIn{n: len(shards), done: done, out: &wire.Response{ID: req.ID}}
-	deadline := time.Now().Add(s.cfg.RequestTimeout)
-	for _, id := range shards {
-		sub := *req
-		sub.Shard = id
-		s.routeAttempt(&sub, deadline, 0, agg.add)
-	}
-}
-
 type fanIn struct {
 	mu   sync.Mutex
 	n    int

@@ -71,3 +71,24 @@ func TestJitterBounded(t *testing.T) {
 		}
 	}
 }
+
+// A merged keepalive's answer is split: each caller hears the shared code
+// and only its own gone leases.
+func TestSplitKeepAliveAnswers(t *testing.T) {
+	answered := map[uint64]*wire.Response{}
+	calls := []keepAliveCall{
+		{id: 1, leases: []uint64{10, 11}, done: func(r *wire.Response) { answered[1] = r }},
+		{id: 2, leases: []uint64{12}, done: func(r *wire.Response) { answered[2] = r }},
+	}
+	splitKeepAlive(calls, &wire.Response{Leases: []uint64{11}})
+	if r := answered[1]; r == nil || len(r.Leases) != 1 || r.Leases[0] != 11 || r.ID != 1 || r.Code != wire.OK {
+		t.Fatalf("caller 1 got %+v", r)
+	}
+	if r := answered[2]; r == nil || len(r.Leases) != 0 || r.ID != 2 {
+		t.Fatalf("caller 2 got %+v", r)
+	}
+	splitKeepAlive(calls, &wire.Response{Code: wire.Unavailable, Msg: "shard 3 has no leader"})
+	if answered[1].Code != wire.Unavailable || answered[2].Code != wire.Unavailable {
+		t.Fatal("a failed fan-out must fail every merged caller")
+	}
+}

@@ -55,10 +55,11 @@ func (c *Config) fill() {
 
 // Server accepts client connections and routes their requests.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	peers *peers
-	cache *rangeCache
+	cfg        Config
+	log        *slog.Logger
+	peers      *peers
+	cache      *rangeCache
+	keepAlives keepAliveBatcher
 
 	mu     sync.Mutex
 	ln     net.Listener

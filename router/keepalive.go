@@ -1,0 +1,100 @@
+package router
+
+import (
+	"sync"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// A session's lease lives on every shard it has touched, so a keepalive goes
+// to every shard leader. Sent one by one, 100k sessions at TTL/3 would be
+// millions of messages a second; instead the router gathers the keepalives
+// of all its connections for a few milliseconds and sends one multi-lease
+// keepalive per shard, then hands each caller the part of the answer that
+// concerns its leases.
+
+const keepAliveWindow = 2 * time.Millisecond
+
+type keepAliveCall struct {
+	id     uint64
+	leases []uint64
+	done   func(*wire.Response)
+}
+
+type keepAliveBatcher struct {
+	s       *Server
+	mu      sync.Mutex
+	pending []keepAliveCall
+	armed   bool
+}
+
+func (s *Server) keepAlive(req *wire.Request, done func(*wire.Response)) {
+	leases := req.Leases
+	if req.Lease != 0 {
+		leases = append([]uint64{req.Lease}, leases...)
+	}
+	if len(leases) == 0 {
+		done(&wire.Response{ID: req.ID, Code: wire.InvalidArgument, Msg: "keepalive names no lease"})
+		return
+	}
+	b := &s.keepAlives
+	b.mu.Lock()
+	b.s = s
+	b.pending = append(b.pending, keepAliveCall{id: req.ID, leases: leases, done: done})
+	arm := !b.armed
+	b.armed = true
+	b.mu.Unlock()
+	if arm {
+		time.AfterFunc(keepAliveWindow, b.flush)
+	}
+}
+
+func (b *keepAliveBatcher) flush() {
+	b.mu.Lock()
+	calls := b.pending
+	b.pending = nil
+	b.armed = false
+	b.mu.Unlock()
+	var all []uint64
+	for _, c := range calls {
+		all = append(all, c.leases...)
+	}
+	b.s.keepAliveShards(all, func(resp *wire.Response) { splitKeepAlive(calls, resp) })
+}
+
+// splitKeepAlive answers each merged caller with the shared outcome and the
+// gone leases that are its own.
+func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
+	gone := make(map[uint64]bool, len(resp.Leases))
+	for _, id := range resp.Leases {
+		gone[id] = true
+	}
+	for _, c := range calls {
+		out := &wire.Response{ID: c.id, Code: resp.Code, Msg: resp.Msg}
+		for _, id := range c.leases {
+			if gone[id] {
+				out.Leases = append(out.Leases, id)
+			}
+		}
+		c.done(out)
+	}
+}
+
+// keepAliveShards sends one keepalive for leases to every data shard's
+// leader and answers once all have: OK with the leases any shard reports
+// gone, or the first failure (those sessions are then suspended and their
+// clients retry).
+func (s *Server) keepAliveShards(leases []uint64, done func(*wire.Response)) {
+	t := s.cache.table()
+	if t == nil {
+		done(&wire.Response{Code: wire.Unavailable, Msg: "range table not loaded yet"})
+		return
+	}
+	agg := &fanIn{n: len(t.Shards), done: done, out: &wire.Response{}}
+	deadline := time.Now().Add(s.cfg.RequestTimeout)
+	for _, si := range t.Shards {
+		sub := &wire.Request{Op: wire.OpKeepAlive, Leases: leases, Shard: si.ID}
+		s.routeAttempt(sub, deadline, 0, agg.add)
+	}
+}
