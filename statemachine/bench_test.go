@@ -106,7 +106,7 @@ func BenchmarkHandOff(b *testing.B) {
 		h := leaderOf(s.trie.Find("/locks/hot"))
 		cmd, _ := EncodeCommand(nil, 3, []*wire.Request{
 			{Op: wire.OpRelease, Path: "/locks/hot", Token: h.token},
-			{Op: wire.OpAcquire, Path: "/locks/hot", Lease: h.lease, TTL: 10000, Wait: wire.WaitForever}, // requeue
+			{Op: wire.OpAcquire, Path: "/locks/hot", Lease: h.leaseID(), TTL: 10000, Wait: wire.WaitForever}, // requeue
 		})
 		b.StartTimer()
 		s.Update(sm.Entry{Index: uint64(i + 10), Cmd: cmd})

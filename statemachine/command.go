@@ -62,6 +62,9 @@ func (s *StateMachine) decodeCommand(cmd []byte) (int64, error) {
 	if cmd[1] != kindBatch {
 		return 0, fmt.Errorf("unknown command kind %d", cmd[1])
 	}
+	if now, ok := s.fastDecode(cmd[2:]); ok {
+		return now, nil
+	}
 	s.rd.Reset(cmd[2:])
 	s.dec.ResetReader(&s.rd)
 	now, err := s.dec.DecodeInt64()
@@ -96,6 +99,10 @@ func (s *StateMachine) beginResults(n int) {
 }
 
 func (s *StateMachine) appendResult(r *wire.Response) {
+	if fastEncodable(r) {
+		s.out.Write(appendResponse(s.out.AvailableBuffer(), r))
+		return
+	}
 	if err := r.EncodeMsgpack(s.enc); err != nil {
 		panic(err) // unreachable: a bytes.Buffer does not fail
 	}

@@ -35,6 +35,7 @@ func (c Config) Validate() error {
 	check(c.MinTTL >= 0 && c.MaxTTL >= 0, "TTLs must not be negative")
 	d := c.withDefaults()
 	check(d.MinTTL <= d.MaxTTL, "MinTTL %d is above MaxTTL %d", d.MinTTL, d.MaxTTL)
+	check(c.MaxTTL <= maxSingleTTL, "MaxTTL %d is above %d", c.MaxTTL, int64(maxSingleTTL))
 	check(c.MaxValue >= 0, "MaxValue must not be negative")
 	check(c.SplitDepth >= 0, "SplitDepth must not be negative")
 	check(c.MaxWaiters >= 0 && c.MaxLeaseLock >= 0, "limits must not be negative")
@@ -63,6 +64,7 @@ func (c Config) withDefaults() Config {
 	}
 	fill64(&c.MinTTL, d.MinTTL)
 	fill64(&c.MaxTTL, d.MaxTTL)
+	c.MaxTTL = min(c.MaxTTL, maxSingleTTL) // a single-lock lease keeps its TTL in 48 bits
 	fill64(&c.ClientIdleMs, d.ClientIdleMs)
 	fill64(&c.TombstoneMs, d.TombstoneMs)
 	fill(&c.MaxValue, d.MaxValue)

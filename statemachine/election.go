@@ -27,8 +27,8 @@ func (s *StateMachine) opProclaim(r *wire.Request, out *wire.Response) *wire.Err
 	h.campaign = true
 	n.Val.extension().leader = leaderValue(r.Value)
 	s.emit(wire.Event{Kind: wire.EvLeader, Cause: wire.CauseProclaim, Path: r.Path, Token: h.token,
-		Lease: h.lease, Owner: h.owner, Value: r.Value})
-	out.Token, out.Lease = h.token, h.lease
+		Lease: h.leaseID(), Owner: h.owner, Value: r.Value})
+	out.Token, out.Lease = h.token, h.leaseID()
 	return nil
 }
 

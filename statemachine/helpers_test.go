@@ -241,15 +241,15 @@ func checkNothingGrantable(t testing.TB, hs []*holder, ws []*waiter) {
 func checkLeaseLinks(t testing.TB, s *StateMachine, hs []*holder, ws []*waiter) {
 	t.Helper()
 	for _, h := range hs {
-		if h.lease&SingleLeaseBit != 0 {
-			if s.singles[h.lease].h != h {
-				t.Fatalf("single-lock lease %#x does not point at its holder", h.lease)
+		if h.single {
+			if s.single(h.leaseID()) != h || h.count != 1 {
+				t.Fatalf("single-lock lease %#x does not point at its holder", h.leaseID())
 			}
 			continue
 		}
-		l := s.leases[h.lease]
+		l := s.leases[h.lw]
 		if l == nil || int(h.leaseIdx) >= len(l.holders) || l.holders[h.leaseIdx] != h {
-			t.Fatalf("holder %s token %d is not in live lease %d", h.node.Path(), h.token, h.lease)
+			t.Fatalf("holder %s token %d is not in live lease %d", h.node.Path(), h.token, h.lw)
 		}
 	}
 	for _, w := range ws {
@@ -261,7 +261,7 @@ func checkLeaseLinks(t testing.TB, s *StateMachine, hs []*holder, ws []*waiter) 
 			t.Fatalf("waiter %s is not in live lease %d", w.node.Path(), w.lease)
 		}
 	}
-	total := len(s.singles)
+	total := s.singles.n
 	for _, l := range s.leases {
 		total += len(l.holders)
 	}

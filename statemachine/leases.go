@@ -57,15 +57,15 @@ func (s *StateMachine) opRenew(r *wire.Request, out *wire.Response) *wire.Error 
 	if h == nil {
 		return s.tokenError(r.Token, r.Path)
 	}
-	if h.lease&SingleLeaseBit == 0 {
-		return wire.Errorf(wire.InvalidArgument, "%s is held by session lease %d: keep the session alive instead", r.Path, h.lease)
+	if !h.single {
+		return wire.Errorf(wire.InvalidArgument, "%s is held by session lease %d: keep the session alive instead", r.Path, h.lw)
 	}
 	if err := s.checkTTL(r.TTL); err != nil {
 		return err
 	}
-	rev := s.emit(wire.Event{Kind: wire.EvRenewed, Path: r.Path, Token: h.token, Lease: h.lease, TTL: r.TTL})
-	s.singles[h.lease] = single{h: h, ttl: r.TTL, rev: rev}
-	out.Token, out.Lease, out.TTL, out.Mode, out.Count = h.token, h.lease, r.TTL, h.mode, h.count
+	rev := s.emit(wire.Event{Kind: wire.EvRenewed, Path: r.Path, Token: h.token, Lease: h.leaseID(), TTL: r.TTL})
+	h.setSingle(r.TTL, rev)
+	out.Token, out.Lease, out.TTL, out.Mode, out.Count = h.token, h.leaseID(), r.TTL, h.mode, h.count
 	return nil
 }
 
@@ -77,10 +77,14 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	}
 	out.Lease = r.Lease
 	if r.Lease&SingleLeaseBit != 0 {
-		if sl, ok := s.singles[r.Lease]; ok && staleExpiry(r, sl.rev) {
+		h := s.single(r.Lease)
+		if h == nil {
+			return nil
+		}
+		if staleExpiry(r, h.singleRev()) {
 			return renewedSince(r)
 		}
-		s.endSingle(r.Lease, cause)
+		s.endSingle(h, cause)
 		return nil
 	}
 	l := s.leases[r.Lease]
@@ -131,13 +135,17 @@ func renewedSince(r *wire.Request) *wire.Error {
 	return wire.Errorf(wire.Conflict, "lease %d was renewed after revision %d: expiry skipped", r.Lease, r.Rev)
 }
 
-func (s *StateMachine) endSingle(id uint64, cause wire.Cause) {
-	sl, ok := s.singles[id]
-	if !ok {
-		return
+// single returns the holder of a single-lock lease id, or nil.
+func (s *StateMachine) single(id uint64) *holder {
+	if id&SingleLeaseBit == 0 {
+		return nil
 	}
-	n := sl.h.node
-	s.endHold(sl.h, cause, "")
+	return s.singles.get(id &^ SingleLeaseBit)
+}
+
+func (s *StateMachine) endSingle(h *holder, cause wire.Cause) {
+	n, id := h.node, h.leaseID()
+	s.endHold(h, cause, "")
 	s.bury(id)
 	s.handoff(n)
 	s.tidy(n)

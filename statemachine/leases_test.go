@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -106,5 +107,26 @@ func TestExpireSkippedWhenRenewedSince(t *testing.T) {
 				t.Fatalf("expiry at the current revision must release: %+v", info)
 			}
 		})
+	}
+}
+
+// TestNodeSize: a held path costs one 128-byte trie node whether its lock
+// is in a session or has a lease of its own (the memory budget rests on it).
+func TestNodeSize(t *testing.T) {
+	if size := unsafe.Sizeof(lockNode{}); size != 128 {
+		t.Fatalf("a trie node is %d bytes, want 128", size)
+	}
+}
+
+func TestSingleLeaseTTLKeepsItsBits(t *testing.T) {
+	var h holder
+	for _, ttl := range []int64{0, 1, 1<<32 - 1, 1 << 32, 600_000, maxSingleTTL} {
+		h.setSingle(ttl, 42)
+		if h.singleTTL() != ttl || h.singleRev() != 42 {
+			t.Fatalf("ttl %d came back as %d (rev %d)", ttl, h.singleTTL(), h.singleRev())
+		}
+	}
+	if cfg := (Config{MaxTTL: 1 << 62}).withDefaults(); cfg.MaxTTL != maxSingleTTL {
+		t.Fatalf("MaxTTL %d is not clamped", cfg.MaxTTL)
 	}
 }

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/wardenlock/warden/internal/testbugs"
 	"github.com/wardenlock/warden/wire"
@@ -52,7 +53,8 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
 		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
-	h := s.grant(grantArgs{node: n, path: r.Path, mode: mode, lease: r.Lease, owner: r.Owner, ttl: r.TTL,
+	// The request's strings point into the entry: what is kept is cloned.
+	h := s.grant(grantArgs{node: n, path: r.Path, mode: mode, lease: r.Lease, owner: strings.Clone(r.Owner), ttl: r.TTL,
 		campaign: campaign, value: r.Value, cause: wire.CauseDirect, client: r.Client, seq: r.Seq})
 	fillGrant(out, h)
 	return nil
@@ -89,13 +91,13 @@ func (s *StateMachine) upgrade(h *holder, path string, out *wire.Response) *wire
 	h.token = s.nextToken()
 	h.count++
 	s.emit(wire.Event{Kind: wire.EvAcquired, Cause: wire.CauseDirect, Path: path, Mode: h.mode,
-		Token: h.token, Lease: h.lease, Owner: h.owner})
+		Token: h.token, Lease: h.leaseID(), Owner: h.owner})
 	fillGrant(out, h)
 	return nil
 }
 
 func fillGrant(out *wire.Response, h *holder) {
-	out.Token, out.Lease, out.Mode, out.Count = h.token, h.lease, h.mode, h.count
+	out.Token, out.Lease, out.Mode, out.Count = h.token, h.leaseID(), h.mode, h.count
 }
 
 // selfConflict reports whether every hold conflicting with this request
@@ -106,7 +108,7 @@ func (s *StateMachine) selfConflict(n *lockNode, mode wire.Mode, l *lease, owner
 	if l == nil || at > 0 {
 		return false
 	}
-	own := func(h *holder) bool { return h.lease == l.id && h.owner == owner }
+	own := func(h *holder) bool { return !h.single && h.lw == l.id && h.owner == owner }
 	for p := n.Parent(); p != nil; p = p.Parent() {
 		foreign := false
 		forHolders(p, func(h *holder) {
@@ -172,12 +174,13 @@ func (s *StateMachine) grant(g grantArgs) *holder {
 		e := n.Val.extension()
 		e.more = append(e.more, h)
 	}
-	*h = holder{node: n, owner: g.owner, lease: leaseID, token: token, count: 1, mode: g.mode, campaign: g.campaign}
+	*h = holder{node: n, owner: g.owner, lw: leaseID, token: token, count: 1, mode: g.mode, campaign: g.campaign}
 	s.trie.AddHeld(n, g.mode, 1)
 	s.nLocks++
 	if g.lease == 0 {
 		rev := s.emit(wire.Event{Kind: wire.EvLease, Lease: leaseID, TTL: g.ttl, Path: g.path, Token: token})
-		s.singles[leaseID] = single{h: h, ttl: g.ttl, rev: rev}
+		h.setSingle(g.ttl, rev)
+		s.singles.put(h)
 	} else {
 		s.leases[leaseID].addHolder(h)
 	}
@@ -220,7 +223,7 @@ func (s *StateMachine) opRelease(r *wire.Request, out *wire.Response, cause wire
 	if h == nil {
 		return s.tokenError(r.Token, r.Path)
 	}
-	out.Token, out.Lease, out.Mode = h.token, h.lease, h.mode
+	out.Token, out.Lease, out.Mode = h.token, h.leaseID(), h.mode
 	if h.count > 1 {
 		h.count--
 		out.Count = h.count
@@ -249,18 +252,19 @@ func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
 	if path == "" {
 		path = n.Path()
 	}
-	hv := *h
-	if l := s.leases[hv.lease]; l != nil {
-		l.removeHolder(h) // before removeHolder clears h
+	hv, leaseID := *h, h.leaseID()
+	if hv.single {
+		s.singles.remove(h) // before removeHolder clears h
+	} else if l := s.leases[hv.lw]; l != nil {
+		l.removeHolder(h)
 	}
 	removeHolder(n, h)
 	s.trie.AddHeld(n, hv.mode, -1)
 	s.nLocks--
 	s.emit(wire.Event{Kind: wire.EvReleased, Cause: cause, Path: path, Mode: hv.mode, Token: hv.token,
-		Lease: hv.lease, Owner: hv.owner})
-	if hv.lease&SingleLeaseBit != 0 {
-		delete(s.singles, hv.lease)
-		s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: hv.lease, Path: path, Token: hv.token})
+		Lease: leaseID, Owner: hv.owner})
+	if hv.single {
+		s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: leaseID, Path: path, Token: hv.token})
 	}
 	if hv.campaign && n.Val.ext != nil {
 		n.Val.ext.leader = nil
@@ -315,7 +319,7 @@ func ownHold(n *lockNode, leaseID uint64, owner string) *holder {
 	}
 	var found *holder
 	forHolders(n, func(h *holder) {
-		if h.lease == leaseID && h.owner == owner && (found == nil || h.token < found.token) {
+		if !h.single && h.lw == leaseID && h.owner == owner && (found == nil || h.token < found.token) {
 			found = h
 		}
 	})

@@ -81,7 +81,7 @@ func (s *StateMachine) lockInfo(r *wire.Request, out *wire.Response) *wire.Error
 
 func appendHolders(dst []wire.Holder, n *lockNode, path string) []wire.Holder {
 	forHolders(n, func(h *holder) {
-		dst = append(dst, wire.Holder{Owner: h.owner, Lease: h.lease, Mode: h.mode, Token: h.token,
+		dst = append(dst, wire.Holder{Owner: h.owner, Lease: h.leaseID(), Mode: h.mode, Token: h.token,
 			Count: h.count, Path: path})
 	})
 	return dst
@@ -166,7 +166,7 @@ func (s *StateMachine) leader(r *wire.Request, out *wire.Response) *wire.Error {
 	if h == nil {
 		return wire.Errorf(wire.NotFound, "%s has no leader", r.Path)
 	}
-	out.Path, out.Token, out.Lease, out.Owner, out.Mode = r.Path, h.token, h.lease, h.owner, h.mode
+	out.Path, out.Token, out.Lease, out.Owner, out.Mode = r.Path, h.token, h.leaseID(), h.owner, h.mode
 	if n.Val.ext != nil {
 		out.Value = n.Val.ext.leader
 	}
@@ -174,13 +174,13 @@ func (s *StateMachine) leader(r *wire.Request, out *wire.Response) *wire.Error {
 }
 
 func (s *StateMachine) liveLeases() []LeaseInfo {
-	out := make([]LeaseInfo, 0, len(s.leases)+len(s.singles))
+	out := make([]LeaseInfo, 0, len(s.leases)+s.singles.n)
 	for id, l := range s.leases {
 		out = append(out, LeaseInfo{ID: id, TTL: l.ttl, Rev: l.rev})
 	}
-	for id, sl := range s.singles {
-		out = append(out, LeaseInfo{ID: id, TTL: sl.ttl, Rev: sl.rev})
-	}
+	s.singles.each(func(h *holder) {
+		out = append(out, LeaseInfo{ID: h.leaseID(), TTL: h.singleTTL(), Rev: h.singleRev()})
+	})
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return cmpU64(a.ID, b.ID) })
 	return out
 }
@@ -188,7 +188,7 @@ func (s *StateMachine) liveLeases() []LeaseInfo {
 func (s *StateMachine) checkLeases(ids []uint64) []LeaseState {
 	out := make([]LeaseState, len(ids))
 	for i, id := range ids {
-		_, single := s.singles[id]
+		single := s.single(id) != nil
 		_, gone := s.tombs[id]
 		switch {
 		case s.leases[id] != nil || single:
@@ -202,7 +202,7 @@ func (s *StateMachine) checkLeases(ids []uint64) []LeaseState {
 
 func (s *StateMachine) stats() Stats {
 	return Stats{
-		Locks: s.nLocks, Waiters: s.nWaiters, Leases: len(s.leases) + len(s.singles), KVs: s.nKVs,
+		Locks: s.nLocks, Waiters: s.nWaiters, Leases: len(s.leases) + s.singles.n, KVs: s.nKVs,
 		Rev: s.rev, Fence: max(s.fence, s.floor), Applied: s.applied, Ranges: slices.Clone(s.ranges),
 		Clients: len(s.clients), LastTime: s.now, Faults: s.faults,
 	}

@@ -234,7 +234,7 @@ func (d *driver) compareTables(t *testing.T, step int) {
 	var got, want []string
 	d.h.sm.trie.Root().Walk(nil, func(n *lockNode) bool {
 		forHolders(n, func(h *holder) {
-			got = append(got, fmt.Sprintf("H %s %v %d %s %d x%d", n.Path(), h.mode, h.lease, h.owner, h.token, h.count))
+			got = append(got, fmt.Sprintf("H %s %v %d %s %d x%d", n.Path(), h.mode, h.leaseID(), h.owner, h.token, h.count))
 		})
 		if n.Val.ext != nil {
 			for w := n.Val.ext.head; w != nil; w = w.next {
@@ -255,7 +255,7 @@ func (d *driver) compareTables(t *testing.T, step int) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("step %d: lock table differs\n got  %v\n want %v", step, got, want)
 	}
-	if live := len(d.h.sm.leases) + len(d.h.sm.singles); live != len(d.m.leases)+len(d.m.singles) {
+	if live := len(d.h.sm.leases) + d.h.sm.singles.n; live != len(d.m.leases)+len(d.m.singles) {
 		t.Fatalf("step %d: %d live leases, model has %d", step, live, len(d.m.leases)+len(d.m.singles))
 	}
 	if len(d.h.sm.clients) != len(d.m.clients) {

@@ -135,8 +135,18 @@ func (c *recovery) readKids(n *lockNode, _ string) {
 
 func (c *recovery) readHolder(n *lockNode, h *holder) {
 	r := c.r
-	*h = holder{node: n, owner: r.str(), lease: r.uvarint(), token: r.uvarint(), count: uint32(r.uvarint()),
-		leaseIdx: uint32(r.uvarint()), mode: modeOf(r.uvarint(), r), campaign: r.flag()}
+	*h = holder{node: n, owner: r.str(), lw: r.uvarint(), token: r.uvarint(), count: uint32(r.uvarint()),
+		mode: modeOf(r.uvarint(), r), campaign: r.flag()}
+	id := h.lw
+	if id&SingleLeaseBit != 0 {
+		ttl, rev := r.varint(), r.uvarint()
+		if r.err == nil && (id != SingleLeaseBit|h.token || ttl < 0 || ttl > maxSingleTTL || h.count != 1) {
+			r.fail(fmt.Errorf("single-lock lease %#x does not match its holder", id))
+		}
+		h.setSingle(ttl, rev)
+	} else {
+		h.leaseIdx = uint32(r.uvarint())
+	}
 	if r.err != nil {
 		return
 	}
@@ -146,13 +156,17 @@ func (c *recovery) readHolder(n *lockNode, h *holder) {
 	}
 	c.trie.AddHeld(n, h.mode, 1)
 	c.nLocks++
-	if h.lease&SingleLeaseBit != 0 {
-		c.singles[h.lease] = single{h: h, ttl: r.varint(), rev: r.uvarint()}
+	if h.single {
+		if c.singles.get(h.token) != nil {
+			r.fail(fmt.Errorf("token %d holds twice", h.token))
+			return
+		}
+		c.singles.put(h)
 		return
 	}
-	l := c.leases[h.lease]
+	l := c.leases[id]
 	if l == nil || int(h.leaseIdx) >= len(l.holders) || l.holders[h.leaseIdx] != nil {
-		r.fail(fmt.Errorf("holder of lease %d does not fit its lease", h.lease))
+		r.fail(fmt.Errorf("holder of lease %d does not fit its lease", id))
 		return
 	}
 	l.holders[h.leaseIdx] = h

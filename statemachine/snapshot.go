@@ -130,16 +130,16 @@ func (s *StateMachine) writeNode(w *snapWriter, n *lockNode, kids []*lockNode) {
 
 func (s *StateMachine) writeHolder(w *snapWriter, h *holder) {
 	w.str(h.owner)
-	w.uvarint(h.lease)
+	w.uvarint(h.leaseID())
 	w.uvarint(h.token)
 	w.uvarint(uint64(h.count))
-	w.uvarint(uint64(h.leaseIdx))
 	w.uvarint(uint64(h.mode))
 	w.flag(h.campaign)
-	if h.lease&SingleLeaseBit != 0 {
-		sl := s.singles[h.lease]
-		w.varint(sl.ttl)
-		w.uvarint(sl.rev)
+	if h.single {
+		w.varint(h.singleTTL())
+		w.uvarint(h.singleRev())
+	} else {
+		w.uvarint(uint64(h.leaseIdx))
 	}
 }
 

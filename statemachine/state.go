@@ -30,16 +30,43 @@ func (e *nodeExt) empty() bool {
 
 // holder is one grant. Its address is stable for its whole life (inline in a
 // node, or allocated on its own), so leases point at it.
+//
+// A single-lock lease lives inside its holder: its id is SingleLeaseBit|token
+// and it has no list to sit in, so the words a session holder spends on its
+// lease id and list position keep the single lease's revision and TTL
+// instead. That keeps a lock with its own lease as small as one in a session.
 type holder struct {
-	node     *lockNode
-	owner    string
-	lease    uint64
+	node  *lockNode
+	owner string
+	// lw is the session lease's id, or a single-lock lease's revision (of
+	// its creation or last renewal). Read it through leaseID / singleRev.
+	lw       uint64
 	token    uint64
 	count    uint32 // reentrant holds
-	leaseIdx uint32 // position in the session lease's holder list
+	leaseIdx uint32 // session: position in the lease's holder list; single: TTL bits 0-31
 	mode     wire.Mode
-	campaign bool // an election's leader: its end is a leadership change
+	campaign bool   // an election's leader: its end is a leadership change
+	single   bool   // holds a single-lock lease
+	ttlHigh  uint16 // single: TTL bits 32-47
 }
+
+// maxSingleTTL bounds TTLs so a single-lock lease's fits in its 48 bits.
+const maxSingleTTL = 1<<48 - 1
+
+func (h *holder) leaseID() uint64 {
+	if h.single {
+		return SingleLeaseBit | h.token
+	}
+	return h.lw
+}
+
+func (h *holder) setSingle(ttl int64, rev uint64) {
+	h.single, h.lw = true, rev
+	h.leaseIdx, h.ttlHigh = uint32(ttl), uint16(ttl>>32)
+}
+
+func (h *holder) singleTTL() int64  { return int64(h.leaseIdx) | int64(h.ttlHigh)<<32 }
+func (h *holder) singleRev() uint64 { return h.lw }
 
 // waiter is one queued acquire or campaign.
 type waiter struct {
@@ -69,13 +96,6 @@ type lease struct {
 	keys    []*lockNode
 }
 
-// single is a single-lock lease: it lives and dies with its one holder.
-type single struct {
-	h   *holder
-	ttl int64
-	rev uint64
-}
-
 type kvEntry struct {
 	value     []byte
 	version   uint64
@@ -96,7 +116,7 @@ type tomb struct {
 type state struct {
 	trie     *hierarchy.Trie[slot]
 	leases   map[uint64]*lease
-	singles  map[uint64]single
+	singles  singleTable // single-lock leases, by token
 	tombs    map[uint64]int64
 	tombList []tomb // in end order, which is time order
 	tombHead int
@@ -119,7 +139,6 @@ func newState() state {
 	return state{
 		trie:    hierarchy.New[slot](),
 		leases:  map[uint64]*lease{},
-		singles: map[uint64]single{},
 		tombs:   map[uint64]int64{},
 		clients: map[uint64]*client{},
 	}

@@ -1,6 +1,8 @@
 package statemachine
 
 import (
+	"strings"
+
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -13,7 +15,7 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
 		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
-	w := &waiter{node: n, owner: r.Owner, lease: r.Lease, ttl: r.TTL, client: r.Client, seq: r.Seq,
+	w := &waiter{node: n, owner: strings.Clone(r.Owner), lease: r.Lease, ttl: r.TTL, client: r.Client, seq: r.Seq,
 		mode: mode, campaign: campaign}
 	if campaign {
 		w.value = leaderValue(r.Value)
@@ -81,8 +83,8 @@ func (s *StateMachine) grantWaiter(w *waiter) {
 	h := s.grant(grantArgs{node: w.node, path: path, mode: w.mode, lease: w.lease, owner: w.owner,
 		ttl: w.ttl, campaign: w.campaign, value: w.value, cause: wire.CauseHandOff, client: w.client, seq: w.seq})
 	s.grants = append(s.grants, wire.Grant{Client: w.client, Seq: w.seq, Path: path,
-		Token: h.token, Lease: h.lease, Mode: h.mode})
-	s.resolve(w, outcome{code: wire.OK, token: h.token, lease: h.lease, mode: h.mode, count: 1})
+		Token: h.token, Lease: h.leaseID(), Mode: h.mode})
+	s.resolve(w, outcome{code: wire.OK, token: h.token, lease: h.leaseID(), mode: h.mode, count: 1})
 }
 
 // opCancel withdraws a queued acquire named by its Client and Seq.
