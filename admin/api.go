@@ -37,21 +37,21 @@ type NodeInfo struct {
 // ShardInfo is one data shard as this node sees it; the counts are read from
 // the local replica (which may trail the leader by a few entries).
 type ShardInfo struct {
-	ID        uint64   `json:"id"`
-	Leader    uint64   `json:"leader"`
-	Term      uint64   `json:"term"`
-	Replicas  []uint64 `json:"replicas"`
-	Local     bool     `json:"local"`
-	IsLeader  bool     `json:"is_leader"`
-	Applied   uint64   `json:"applied"`
-	Committed uint64   `json:"committed"`
-	Ranges    int      `json:"ranges"`
-	Locks     int      `json:"locks"`
-	Waiters   int      `json:"waiters"`
-	Leases    int      `json:"leases"`
-	Keys      int      `json:"keys"`
-	Fence     uint64   `json:"fence"`
-	Watchers  int      `json:"watchers"`
+	ID       uint64   `json:"id"`
+	Leader   uint64   `json:"leader"`
+	Term     uint64   `json:"term"`
+	Replicas []uint64 `json:"replicas"`
+	Local    bool     `json:"local"`
+	IsLeader bool     `json:"is_leader"`
+	Applied  uint64   `json:"applied"`
+	LogIndex uint64   `json:"log_index"` // last entry in the local Raft log
+	Ranges   int      `json:"ranges"`
+	Locks    int      `json:"locks"`
+	Waiters  int      `json:"waiters"`
+	Leases   int      `json:"leases"`
+	Keys     int      `json:"keys"`
+	Fence    uint64   `json:"fence"`
+	Watchers int      `json:"watchers"`
 }
 
 // RangeInfo is one range of the hashed key space.
@@ -96,8 +96,7 @@ func (s *Server) status() Status {
 				si.Applied, si.Locks, si.Waiters, si.Leases, si.Keys, si.Fence = x.Applied, x.Locks, x.Waiters, x.Leases, x.KVs, x.Fence
 			}
 			if lr, err := nh.GetLogReader(ss.ID); err == nil {
-				ns, _ := lr.NodeState()
-				si.Committed = ns.Commit
+				_, si.LogIndex = lr.GetRange()
 			}
 		}
 		st.Shards = append(st.Shards, si)

@@ -38,10 +38,10 @@ type shardMetrics struct {
 }
 
 type shardGauges struct {
-	hasLeader, isLeader, term, applied, committed, lag metric.Int64ObservableGauge
-	leaderChanges                                      metric.Int64ObservableCounter
-	locks, waiters, leases, keys, fence, faults        metric.Int64ObservableGauge
-	watchers                                           metric.Int64ObservableGauge
+	hasLeader, isLeader, term, applied, logged, lag metric.Int64ObservableGauge
+	leaderChanges                                   metric.Int64ObservableCounter
+	locks, waiters, leases, keys, fence, faults     metric.Int64ObservableGauge
+	watchers                                        metric.Int64ObservableGauge
 }
 
 func newShardMetrics(m metric.Meter, h *shard.Host, clock shard.Clock) (*shardMetrics, error) {
@@ -60,8 +60,10 @@ func newShardMetrics(m metric.Meter, h *shard.Host, clock shard.Clock) (*shardMe
 	g.leaderChanges = b.counter("warden.raft.leader_changes", "{election}",
 		"Raft elections this replica has seen since it started (term increases).")
 	g.applied = b.gauge("warden.raft.applied_index", "", "Last log index applied by this replica's state machine.")
-	g.committed = b.gauge("warden.raft.committed_index", "", "Last log index this replica knows is committed.")
-	g.lag = b.gauge("warden.raft.apply_lag", "{entry}", "Committed entries not yet applied by this replica.")
+	// dragonboat does not expose the commit index of a running replica; the
+	// last entry in its log is at most a few in-flight entries past it.
+	g.logged = b.gauge("warden.raft.log_index", "", "Last entry in this replica's Raft log (committed or about to be).")
+	g.lag = b.gauge("warden.raft.apply_lag", "{entry}", "Entries in this replica's log not yet applied.")
 	g.locks = b.gauge("warden.locks.held", "{lock}", "Held lock grants (reported by the shard leader).")
 	g.waiters = b.gauge("warden.lock.waiters", "{waiter}", "Queued lock requests (reported by the shard leader).")
 	g.leases = b.gauge("warden.leases.active", "{lease}", "Live leases (reported by the shard leader).")
@@ -79,7 +81,7 @@ func newShardMetrics(m metric.Meter, h *shard.Host, clock shard.Clock) (*shardMe
 	sm.reg, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		sm.observe(o, &g)
 		return nil
-	}, g.hasLeader, g.isLeader, g.term, g.leaderChanges, g.applied, g.committed, g.lag,
+	}, g.hasLeader, g.isLeader, g.term, g.leaderChanges, g.applied, g.logged, g.lag,
 		g.locks, g.waiters, g.leases, g.keys, g.fence, g.faults, g.watchers)
 	if err != nil {
 		return nil, err
@@ -158,11 +160,10 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 		o.ObserveInt64(g.isLeader, b2i(si.LeaderID == self), set)
 		o.ObserveInt64(g.term, int64(si.Term), set)
 		o.ObserveInt64(g.leaderChanges, int64(sm.termsSeen(id, si.Term)), set)
-		committed := uint64(0)
+		logged := uint64(0)
 		if lr, err := nh.GetLogReader(id); err == nil {
-			st, _ := lr.NodeState()
-			committed = st.Commit
-			o.ObserveInt64(g.committed, int64(committed), set)
+			_, logged = lr.GetRange()
+			o.ObserveInt64(g.logged, int64(logged), set)
 		}
 		if id == placement.MetaShard {
 			continue
@@ -173,8 +174,8 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 		}
 		st, _ := v.(statemachine.Stats)
 		o.ObserveInt64(g.applied, int64(st.Applied), set)
-		if committed >= st.Applied {
-			o.ObserveInt64(g.lag, int64(committed-st.Applied), set)
+		if logged >= st.Applied {
+			o.ObserveInt64(g.lag, int64(logged-st.Applied), set)
 		}
 		if s, ok := sm.host.Shard(id); ok {
 			o.ObserveInt64(g.watchers, int64(max(s.Watchers()-1, 0)), set) // minus our own feed subscription

@@ -1,0 +1,159 @@
+package metrics_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/node"
+	"github.com/wardenlock/warden/node/nodetest"
+)
+
+// scrape reads every node's /metrics and returns each series' value summed
+// over the nodes, keyed by `name{labels}` as Prometheus prints it.
+func scrape(t *testing.T, c *nodetest.Cluster) (sum map[string]float64, perNode []map[string]float64) {
+	t.Helper()
+	sum = map[string]float64{}
+	for _, n := range c.Nodes {
+		resp, err := http.Get("http://" + n.Admin.Addr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		one := map[string]float64{}
+		sc := bufio.NewScanner(strings.NewReader(string(b)))
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "" || line[0] == '#' {
+				continue
+			}
+			i := strings.LastIndexByte(line, ' ')
+			v, err := strconv.ParseFloat(line[i+1:], 64)
+			if err != nil {
+				t.Fatalf("bad exposition line %q", line)
+			}
+			one[line[:i]] = v
+			sum[line[:i]] += v
+		}
+		perNode = append(perNode, one)
+	}
+	return sum, perNode
+}
+
+// series sums every series of a metric whose labels include all of want.
+func series(m map[string]float64, name string, want ...string) float64 {
+	var total float64
+	for k, v := range m {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(k, w)
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+func TestScrapeAfterKnownTraffic(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Shards: 2, Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	before, _ := scrape(t, c)
+
+	// Known traffic: 6 single-lock acquires in different namespaces, 4
+	// released, one left to expire, one left held; one refused try.
+	const acquires = 6
+	var locks []*client.Lock
+	for i := 0; i < acquires; i++ {
+		ttl := 30 * time.Second
+		if i == 0 {
+			ttl = time.Second // expires
+		}
+		l, err := cl.Acquire(ctx, fmt.Sprintf("/metrics/ns%d/job", i), ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	for _, l := range locks[2:] {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.Acquire(ctx, "/metrics/ns1/job", 30*time.Second, client.WithTry()); err == nil {
+		t.Fatal("second acquire of a held lock was granted")
+	}
+
+	var after map[string]float64
+	var perNode []map[string]float64
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		after, perNode = scrape(t, c)
+		if series(after, "warden_lease_ended_total", `cause="expired"`) >= 1 && series(after, "warden_locks_held") == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 1 s lease did not expire in the metrics: ended=%v held=%v",
+				series(after, "warden_lease_ended_total"), series(after, "warden_locks_held"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	delta := func(name string, labels ...string) float64 {
+		return series(after, name, labels...) - series(before, name, labels...)
+	}
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"acquire requests answered ok", delta("warden_requests_total", `op="acquire"`, `code="ok"`), acquires},
+		{"acquire requests refused", delta("warden_requests_total", `op="acquire"`, `code="conflict"`), 1},
+		{"release requests", delta("warden_requests_total", `op="release"`, `code="ok"`), acquires - 2},
+		{"acquire latencies recorded", delta("warden_request_duration_seconds_count", `op="acquire"`), acquires + 1},
+		{"direct grants", delta("warden_locks_granted_total", `cause="direct"`), acquires},
+		{"releases", delta("warden_locks_released_total", `cause="released"`), acquires - 2},
+		{"expired lock", delta("warden_locks_released_total", `cause="expired"`), 1},
+		{"expired lease", delta("warden_lease_ended_total", `cause="expired"`), 1},
+		{"leases created", delta("warden_lease_created_total"), acquires},
+		{"locks held", series(after, "warden_locks_held"), 1},
+		{"leases live", series(after, "warden_leases_active"), 1},
+		{"shard leaders (meta + 2 data)", series(after, "warden_raft_is_leader"), 3},
+		{"every replica knows its leader", series(after, "warden_raft_has_leader"), 9},
+		{"build info", series(after, "warden_build_info"), 3},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	if n := series(after, "warden_raft_apply_duration_seconds_count"); n < acquires {
+		t.Errorf("apply latencies recorded: %v, want >= %d", n, acquires)
+	}
+	for i, m := range perNode {
+		for k := range m {
+			if strings.Contains(k, "/metrics/") || strings.Contains(k, "path=") {
+				t.Errorf("node %d: a series is labelled by path: %s", i+1, k)
+			}
+		}
+		if series(m, "warden_raft_log_index", `shard="2"`) == 0 {
+			t.Errorf("node %d: no log index for shard 2", i+1)
+		}
+	}
+}
