@@ -10,7 +10,7 @@ UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./cli
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
-.PHONY: all build run test test-unit test-cluster vet bench bench-cluster bench-load bench-peers fuzz clean deps
+.PHONY: all build run test test-unit test-cluster vet bench bench-cluster bench-load bench-peers fuzz clean deps chaos chaos-short test-chaos-short
 
 all: build
 
@@ -27,13 +27,24 @@ run: build
 vet: deps
 	$(GO) vet $(PKGS)
 
-test: vet test-unit test-cluster
+test: vet test-unit test-cluster test-chaos-short
 
 test-unit: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
 
 test-cluster: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./node/... ./cmd/...
+
+# Fault suite (chaos/, docs/faults.md). The short run (about 3 minutes:
+# kill, partition and pause the leader under the lock register and the
+# fenced set, plus one run per test-only bug switch, which must fail) is
+# part of `make test`; `make chaos` runs every fault with every workload on
+# 3 and 5 nodes and writes the figures to docs/bench/faults.txt.
+test-chaos-short chaos-short: deps
+	$(GO) test -count=1 -timeout 15m ./chaos/
+
+chaos: deps
+	$(GO) run ./cmd/warden-chaos run --schedule full --trials 30 --out $(BENCH_OUT)/faults.txt
 
 bench: deps
 	@mkdir -p $(BENCH_OUT)

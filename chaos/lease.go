@@ -172,7 +172,7 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 			}
 		case <-limit:
 			if taken != nil {
-				w.violate("%s: holder lease %d stopped, but the taker was not granted within TTL+25s", path, lease)
+				w.violate("%s: holder lease %d stopped, but the taker was not granted within TTL+25s%s", path, lease, holderNote(cl, path, lease))
 			}
 			if self != nil {
 				w.violate("%s: the waiter of ended lease %d was never answered", path, lease)
@@ -183,4 +183,20 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 	w.mu.Lock()
 	w.rounds++
 	w.mu.Unlock()
+}
+
+// holderNote says who holds path now, flagging a holder on the ended lease.
+func holderNote(cl *client.Client, path string, ended uint64) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	li, err := cl.LockInfo(ctx, path)
+	if err != nil {
+		return ""
+	}
+	for _, h := range li.Holders {
+		if h.Lease == ended {
+			return fmt.Sprintf(" (it is held by the ENDED lease %d, owner %q, token %d)", h.Lease, h.Owner, h.Token)
+		}
+	}
+	return fmt.Sprintf(" (holders now: %d)", len(li.Holders))
 }
