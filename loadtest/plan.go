@@ -86,7 +86,12 @@ func RunSteps(ctx context.Context, system string, mk func() Driver, steps []Step
 			res, err := Run(ctx, d, cfg)
 			_ = d.Close()
 			if err != nil {
-				return out, fmt.Errorf("%s %s: %w", system, st.Label, err)
+				// A failed run is a finding, not the end of the benchmark.
+				fmt.Fprintf(log, "%-10s %-34s run %d/%d failed: %v\n", system, st.Label, i+1, repeat, err)
+				res = &Result{Scenario: cfg.Scenario, Driver: d.Name(), Clients: cfg.Clients,
+					Unsupported: "failed: " + err.Error(), Metrics: map[string]float64{}}
+				o.Runs = append(o.Runs, res)
+				break
 			}
 			v, unit := Headline(res)
 			fmt.Fprintf(log, "%-10s %-34s run %d/%d: %.3f %s  errors=%d\n", system, st.Label, i+1, repeat, v, unit, totalErrors(res))

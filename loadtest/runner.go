@@ -251,6 +251,8 @@ func (e *env) cpuMetrics(cpu0 map[int]time.Duration, self0 time.Duration, wall t
 	}
 	e.res.Metrics["loadgen_cpu_cores"] = round3((selfCPU() - self0).Seconds() / wall.Seconds())
 	e.res.Metrics["nproc"] = float64(runtime.NumCPU())
+	// The machine may be shared: the 1-minute load average says how much.
+	e.res.Metrics["loadavg_1m"] = loadAvg()
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }

@@ -111,7 +111,7 @@ func (d *Warden) Version(context.Context) string {
 // keeps each alive at TTL/3.
 func (d *Warden) KeepSessions(ctx context.Context, n int, ttl time.Duration, progress func()) (func() int, func(), error) {
 	ss := make([]*client.Session, n)
-	var next atomic.Int64
+	var next, failed atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -129,8 +129,12 @@ func (d *Warden) KeepSessions(ctx context.Context, n int, ttl time.Duration, pro
 					ss[i], err = c.NewSession(ctx, client.WithTTL(ttl))
 				}
 				if err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("session %d: %w", i, err) })
-					return
+					// One slow creation is a figure (failed), not a reason to stop.
+					if failed.Add(1) > int64(n/100+10) {
+						once.Do(func() { firstErr = fmt.Errorf("session %d: %w (%d failed)", i, err, failed.Load()) })
+						return
+					}
+					continue
 				}
 				progress()
 			}

@@ -37,6 +37,7 @@ func main() {
 		locks    = flag.Int("locks", 1000000, "held locks")
 		profile  = flag.Bool("profile", true, "save CPU profiles of the nodes under uncontended load")
 		only     = flag.String("only", "", "comma-separated step labels prefixes to run (empty: all)")
+		name     = flag.String("name", "load", "output file name (name.md, name.json, name.html)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,15 +67,15 @@ func main() {
 		rep.Results = append(rep.Results, o.Runs...)
 	}
 	must(os.MkdirAll(*out, 0o755))
-	writeFile(filepath.Join(*out, "load.json"), func(w io.Writer) error {
+	writeFile(filepath.Join(*out, *name+".json"), func(w io.Writer) error {
 		return loadtest.WriteJSON(w, struct {
 			Machine  loadtest.Machine   `json:"machine"`
 			Outcomes []loadtest.Outcome `json:"outcomes"`
 		}{rep.Machine, all})
 	})
-	writeFile(filepath.Join(*out, "load.html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
-	writeFile(filepath.Join(*out, "load.md"), func(w io.Writer) error { return markdown(w, rep.Machine, all) })
-	fmt.Println("wrote", filepath.Join(*out, "load.{md,json,html}"))
+	writeFile(filepath.Join(*out, *name+".html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
+	writeFile(filepath.Join(*out, *name+".md"), func(w io.Writer) error { return markdown(w, rep.Machine, all) })
+	fmt.Println("wrote", filepath.Join(*out, *name+".{md,json,html}"))
 }
 
 func stepsFor(shards int, ref bool, sweep string, dur time.Duration, sessions string, locks int, only string) []loadtest.Step {
