@@ -42,6 +42,7 @@ type HostConfig struct {
 	HeartbeatRTT    uint64        // ticks (default 2)
 	SnapshotEntries uint64        // entries between snapshots (default 20000)
 	DeploymentID    uint64
+	NoLeaderBalance bool // leave shard leaders wherever elections put them
 
 	SM    statemachine.Config
 	Shard Config
@@ -107,6 +108,8 @@ type Host struct {
 	mu      sync.RWMutex
 	table   *placement.Table
 	leaders map[uint64]uint64 // shard → leader replica id
+
+	lastBalance time.Time // placement loop only
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -294,6 +297,7 @@ func (h *Host) placementLoop() {
 		}
 		if err == nil && t != nil {
 			h.reconcileRanges(ctx, t)
+			h.balanceLeaders(t)
 		}
 		cancel()
 	}

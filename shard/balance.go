@@ -1,0 +1,91 @@
+package shard
+
+import (
+	"sort"
+	"time"
+
+	"github.com/wardenlock/warden/placement"
+)
+
+// Leader balancing: every shard's leader does that shard's work (proposals,
+// the lessor, keepalives), so leaders are spread evenly over the nodes. The
+// node that leads the meta group moves one leadership per round from the
+// busiest node to the idlest, by a Raft leader transfer, until no node leads
+// more than one shard above the fair share.
+
+// leaderMoves returns the transfers that bring the distribution closer to
+// even, at most one per over-loaded node: (shard, target node) pairs. leaders
+// maps shard → leader node; replicas maps shard → nodes holding a replica.
+func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes []uint64) [][2]uint64 {
+	if len(nodes) == 0 {
+		return nil
+	}
+	count := map[uint64]int{}
+	for _, n := range nodes {
+		count[n] = 0
+	}
+	shards := make([]uint64, 0, len(leaders))
+	for s, l := range leaders {
+		if l == 0 {
+			return nil // an election is under way: wait for it
+		}
+		count[l]++
+		shards = append(shards, s)
+	}
+	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
+	fair := (len(leaders) + len(nodes) - 1) / len(nodes)
+	var moves [][2]uint64
+	moved := map[uint64]bool{}
+	for _, s := range shards {
+		from := leaders[s]
+		if count[from] <= fair || moved[from] {
+			continue
+		}
+		to, best := uint64(0), fair
+		for _, n := range replicas[s] {
+			if count[n] < best {
+				to, best = n, count[n]
+			}
+		}
+		if to == 0 {
+			continue
+		}
+		moves = append(moves, [2]uint64{s, to})
+		count[from]--
+		count[to]++
+		moved[from] = true
+	}
+	return moves
+}
+
+// balanceEvery spaces rounds so each round's transfers land first.
+const balanceEvery = 2 * time.Second
+
+// balanceLeaders runs one round on the meta leader.
+func (h *Host) balanceLeaders(t *placement.Table) {
+	if h.cfg.NoLeaderBalance || h.Leader(placement.MetaShard) != h.cfg.NodeID {
+		return
+	}
+	if time.Since(h.lastBalance) < balanceEvery {
+		return
+	}
+	h.lastBalance = time.Now()
+	leaders := map[uint64]uint64{}
+	replicas := map[uint64][]uint64{}
+	for _, si := range t.Shards {
+		if _, local := h.shards[si.ID]; !local {
+			continue // a transfer is requested through a local replica
+		}
+		leaders[si.ID] = h.Leader(si.ID)
+		replicas[si.ID] = si.Replicas
+	}
+	var nodes []uint64
+	for _, n := range t.Nodes {
+		nodes = append(nodes, n.ID)
+	}
+	for _, m := range leaderMoves(leaders, replicas, nodes) {
+		if err := h.nh.RequestLeaderTransfer(m[0], m[1]); err == nil {
+			h.log.Info("moving shard leadership", "shard", m[0], "from", leaders[m[0]], "to", m[1])
+		}
+	}
+}
