@@ -166,9 +166,9 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case 20:
 			r.Auth, err = dec.DecodeString()
 		case 21:
-			err = dec.Decode(&r.Leases)
+			err = decodeList(dec, &r.Leases)
 		case 22:
-			err = dec.Decode(&r.Ranges)
+			err = decodeList(dec, &r.Ranges)
 		case 23:
 			r.Shard, err = dec.DecodeUint64()
 		default:
@@ -205,6 +205,7 @@ func (r *Response) fields(w *fieldWriter) {
 	w.value(21, len(r.Ranges) > 0, r.Ranges)
 	w.value(22, len(r.Grants) > 0, r.Grants)
 	w.value(23, r.Table != nil, r.Table)
+	w.value(24, r.Signed != nil, r.Signed)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -271,22 +272,25 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.Hint = new(Hint)
 			err = dec.Decode(r.Hint)
 		case 16:
-			err = dec.Decode(&r.Holders)
+			err = decodeList(dec, &r.Holders)
 		case 17:
-			err = dec.Decode(&r.Waiters)
+			err = decodeList(dec, &r.Waiters)
 		case 18:
-			err = dec.Decode(&r.KVs)
+			err = decodeList(dec, &r.KVs)
 		case 19:
-			err = dec.Decode(&r.Events)
+			err = decodeList(dec, &r.Events)
 		case 20:
-			err = dec.Decode(&r.Leases)
+			err = decodeList(dec, &r.Leases)
 		case 21:
-			err = dec.Decode(&r.Ranges)
+			err = decodeList(dec, &r.Ranges)
 		case 22:
-			err = dec.Decode(&r.Grants)
+			err = decodeList(dec, &r.Grants)
 		case 23:
 			r.Table = new(RouteTable)
 			err = dec.Decode(r.Table)
+		case 24:
+			r.Signed = new(SignedGrant)
+			err = dec.Decode(r.Signed)
 		default:
 			err = dec.Skip()
 		}
@@ -294,5 +298,36 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 			return fmt.Errorf("wire: response field %d: %w", k, err)
 		}
 	}
+	return nil
+}
+
+// MaxListLen bounds the elements of any list in a frame.
+const MaxListLen = 1 << 20
+
+// decodeList decodes a msgpack array element by element. The declared
+// length is only an upper bound on growth: a frame that claims billions of
+// elements runs out of bytes long before it can make the decoder allocate
+// for them.
+func decodeList[T any](dec *msgpack.Decoder, out *[]T) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		*out = nil
+		return nil
+	}
+	if n > MaxListLen {
+		return fmt.Errorf("list of %d elements exceeds the limit of %d", n, MaxListLen)
+	}
+	list := make([]T, 0, min(n, 64))
+	for i := 0; i < n; i++ {
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		list = append(list, v)
+	}
+	*out = list
 	return nil
 }

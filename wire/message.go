@@ -73,8 +73,9 @@ type Response struct {
 	Events  []Event
 	Leases  []uint64 // keepalive: leases that are gone
 	Ranges  []Range
-	Grants  []Grant     // state machine result: waiters this operation granted
-	Table   *RouteTable // OpRanges: ranges and shard leaders
+	Grants  []Grant      // state machine result: waiters this operation granted
+	Table   *RouteTable  // OpRanges: ranges and shard leaders
+	Signed  *SignedGrant // a grant's signature, when asked for with FlagSigned
 }
 
 // Hint tells the router where a key lives now.

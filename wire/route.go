@@ -2,8 +2,11 @@ package wire
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Routing is part of the protocol so that clients can send each request
@@ -112,4 +115,50 @@ func (t *RouteTable) LeaderAddr(shard uint64) string {
 		}
 	}
 	return ""
+}
+
+// EncodeMsgpack writes the table as [Gen, Depth, Ranges, Leaders].
+func (t *RouteTable) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(4); err != nil {
+		return err
+	}
+	if err := enc.EncodeUint(t.Gen); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(int64(t.Depth)); err != nil {
+		return err
+	}
+	if err := enc.Encode(t.Ranges); err != nil {
+		return err
+	}
+	return enc.Encode(t.Leaders)
+}
+
+// DecodeMsgpack reads what EncodeMsgpack wrote, with bounded lists.
+func (t *RouteTable) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 4 {
+		return fmt.Errorf("route table has %d fields, want 4", n)
+	}
+	if t.Gen, err = dec.DecodeUint64(); err != nil {
+		return err
+	}
+	if t.Depth, err = dec.DecodeInt(); err != nil {
+		return err
+	}
+	if err := decodeList(dec, &t.Ranges); err != nil {
+		return err
+	}
+	if err := decodeList(dec, &t.Leaders); err != nil {
+		return err
+	}
+	for i := 4; i < n; i++ { // fields added later
+		if err := dec.Skip(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
