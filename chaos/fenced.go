@@ -23,8 +23,9 @@ import (
 // processes (which the suite pauses) can use it too.
 type Oracle struct {
 	mu    sync.Mutex
-	max   map[string]uint64
-	lists map[string][]string
+	max     map[string]uint64
+	lists   map[string][]string
+	refused int
 	srv   *http.Server
 	ln    net.Listener
 }
@@ -53,6 +54,7 @@ func (o *Oracle) Close() { o.srv.Close() }
 // admit checks and raises the fence of path.
 func (o *Oracle) admit(path string, token uint64) bool {
 	if token < o.max[path] {
+		o.refused++
 		return false
 	}
 	o.max[path] = token
@@ -84,6 +86,13 @@ func (o *Oracle) write(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o.lists[path] = list
+}
+
+// Refused is the number of stale accesses the fence turned away.
+func (o *Oracle) Refused() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refused
 }
 
 // List returns the final list of path.

@@ -188,7 +188,8 @@ func (f *fencedRun) check(r *Result) {
 	for _, s := range f.rejects {
 		r.violate("fenced set: %s", s)
 	}
-	r.note("fenced set: %d acknowledged adds, %d elements in the lists, %d client processes", len(f.acked), total, len(f.cmds))
+	r.note("fenced set: %d acknowledged adds, %d elements in the lists, %d client processes, %d stale accesses refused by the fence",
+		len(f.acked), total, len(f.cmds), f.oracle.Refused())
 }
 
 func (f *fencedRun) summary() map[string]any {

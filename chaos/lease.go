@@ -56,7 +56,7 @@ func (w *Leases) Run(ctx context.Context, c *Cluster, seed int64) error {
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()
-			rng := rand.New(rand.NewSource(seed + int64(k)))
+			rng := rand.New(rand.NewSource(seed*7919 + 1000 + int64(k))) // lease ids must not collide with the register's
 			path := fmt.Sprintf("/lease/p%d/lock", k)
 			for ctx.Err() == nil {
 				w.round(ctx, cl, path, rng)
