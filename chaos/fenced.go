@@ -22,12 +22,12 @@ import (
 // Warden's fencing tokens would. It serves HTTP on 127.0.0.1 so client
 // processes (which the suite pauses) can use it too.
 type Oracle struct {
-	mu    sync.Mutex
+	mu      sync.Mutex
 	max     map[string]uint64
 	lists   map[string][]string
 	refused int
-	srv   *http.Server
-	ln    net.Listener
+	srv     *http.Server
+	ln      net.Listener
 }
 
 // NewOracle starts the oracle.
