@@ -10,7 +10,7 @@ UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./cli
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
-.PHONY: all build run test test-unit test-cluster vet bench bench-cluster bench-load bench-peers fuzz clean deps chaos chaos-short test-chaos-short
+.PHONY: all build run test test-unit test-cluster test-pg vet bench bench-cluster bench-load bench-peers fuzz clean deps chaos chaos-short test-chaos-short
 
 all: build
 
@@ -27,7 +27,7 @@ run: build
 vet: deps
 	$(GO) vet $(PKGS)
 
-test: vet test-unit test-cluster test-chaos-short
+test: vet test-unit test-cluster test-pg test-chaos-short
 
 test-unit: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
@@ -45,6 +45,11 @@ test-chaos-short chaos-short: deps
 
 chaos: deps
 	$(GO) run ./cmd/warden-chaos run --schedule full --trials 30 --out $(BENCH_OUT)/faults.txt
+
+# The fence package's guarded SQL update, against a real PostgreSQL server
+# (installed from Debian when missing, started on 127.0.0.1, removed after).
+test-pg: deps
+	./scripts/with-postgres.sh $(GO) test -count=1 -timeout 5m ./fence/
 
 bench: deps
 	@mkdir -p $(BENCH_OUT)
