@@ -23,9 +23,12 @@ type hold struct {
 	mode  wire.Mode
 	gate  chan struct{}
 
+	signed bool // ask for a signed grant (WithSignedToken)
+
 	mu     sync.Mutex
 	token  uint64
-	count  int // local holders (exclusive: 0 or 1)
+	grant  *wire.SignedGrant // the grant's signature, when asked for
+	count  int               // local holders (exclusive: 0 or 1)
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
@@ -79,6 +82,9 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	c := h.s.c
 	req := &wire.Request{Op: wire.OpAcquire, Path: h.path, Mode: h.mode, Lease: h.s.lease,
 		TTL: millis(h.s.ttl), Wait: waitFor(ctx, try), Owner: h.owner}
+	if h.signed {
+		req.Flags |= wire.FlagSigned
+	}
 	resp, err := c.park(ctx, h.s, req, func(token uint64) error {
 		uctx, cancel := c.undoContext()
 		defer cancel()
@@ -89,7 +95,7 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 		return err
 	}
 	h.mu.Lock()
-	h.token, h.count = resp.Token, 1
+	h.token, h.count, h.grant = resp.Token, 1, resp.Signed
 	h.ctx, h.cancel = context.WithCancelCause(h.s.ctx)
 	h.mu.Unlock()
 	if h.mode == wire.Shared {
@@ -187,7 +193,19 @@ func lockConfigOf(opts []LockOption) lockConfig {
 // owned by session s. It does not talk to the service.
 func NewMutex(s *Session, path string, opts ...LockOption) *Mutex {
 	cfg := lockConfigOf(opts)
-	return &Mutex{h: newHold(s, path, cfg.owner, cfg.mode)}
+	h := newHold(s, path, cfg.owner, cfg.mode)
+	h.signed = cfg.signed
+	return &Mutex{h: h}
+}
+
+// Signed returns the signature of the current grant, made when the Mutex was
+// created WithSignedToken and the cluster has a signing key (nil otherwise).
+// A resource verifies it offline with the cluster's public key (package
+// fence: fence.FromGrant(m.Path(), m.Token(), m.Signed())).
+func (m *Mutex) Signed() *wire.SignedGrant {
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	return m.h.grant
 }
 
 // Lock acquires the lock, waiting in the service's FIFO queue until it is

@@ -146,10 +146,16 @@ func WithTTL(d time.Duration) SessionOption {
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	owner string
-	mode  wire.Mode
-	try   bool
+	owner  string
+	mode   wire.Mode
+	try    bool
+	signed bool
 }
+
+// WithSignedToken asks for each grant to come with the cluster's Ed25519
+// signature over (path, token, shard, expiry), so resources can verify the
+// fencing token offline (see Mutex.Signed and package fence).
+func WithSignedToken() LockOption { return func(c *lockConfig) { c.signed = true } }
 
 // WithOwner sets the owner name within the lease. Two acquisitions with the
 // same lease and owner are the same holder (reentrant). By default every
