@@ -1,23 +1,25 @@
 package hierarchy
 
 import (
-	"hash/maphash"
 	"slices"
 	"strings"
 )
 
-// kidSet holds a node's children. A few children sit in a dense slice that is
-// scanned; past smallKids they move to an open-addressing table of pointers
-// (linear probing, backward-shift deletion), which costs about 12 bytes per
-// child instead of the 30-40 of a Go map: nodes with a million children
-// (/locks/<name>) are the common case the memory budget is set for.
+// kidSet holds a node's children. A few children sit in a dense slice kept
+// in name order; past smallKids they move to an open-addressing table of
+// pointers (linear probing, backward-shift deletion), which costs about 12
+// bytes per child instead of the 30-40 of a Go map: nodes with a million
+// children (/locks/<name>) are the common case the memory budget is set for.
+// Probes compare the hash kept in each child before its name, and growing
+// or deleting rehashes nothing, so a probe touches one child at most.
 //
-// Iteration order is not deterministic (the hash seed is random per process
-// so that clients cannot choose colliding names), so callers that must be
-// deterministic either sort (SortedKids) or only use the children as a set.
+// Table order is not deterministic (the hash seed is random per process so
+// that clients cannot choose colliding names), so callers that must be
+// deterministic either sort (SortedKids, Walk) or only use the children as a
+// set.
 type kidSet[T any] struct {
 	n     int
-	table bool       // slots is a hash table (else slots[:n] is dense)
+	table bool       // slots is a hash table (else slots[:n] is dense, sorted by name)
 	slots []*Node[T] // dense list or table of size 2^k
 	// waiting lists the children with waiters at or below them, so hand-off
 	// finds queued requests without scanning every child.
@@ -26,21 +28,19 @@ type kidSet[T any] struct {
 
 const smallKids = 8
 
-var kidSeed = maphash.MakeSeed()
-
-func (k *kidSet[T]) find(name string) *Node[T] {
+func (k *kidSet[T]) find(name string, h uint32) *Node[T] {
 	if !k.table {
 		for _, c := range k.slots[:k.n] {
-			if c.name == name {
+			if c.hash == h && c.Name() == name {
 				return c
 			}
 		}
 		return nil
 	}
 	mask := len(k.slots) - 1
-	for i := int(maphash.String(kidSeed, name)) & mask; ; i = (i + 1) & mask {
+	for i := int(h) & mask; ; i = (i + 1) & mask {
 		c := k.slots[i]
-		if c == nil || c.name == name {
+		if c == nil || (c.hash == h && c.Name() == name) {
 			return c
 		}
 	}
@@ -48,7 +48,10 @@ func (k *kidSet[T]) find(name string) *Node[T] {
 
 func (k *kidSet[T]) add(c *Node[T]) {
 	if !k.table && k.n < smallKids {
-		k.slots = append(k.slots[:k.n], c)
+		i, _ := slices.BinarySearchFunc(k.slots[:k.n], c.Name(), func(x *Node[T], name string) int {
+			return strings.Compare(x.Name(), name)
+		})
+		k.slots = slices.Insert(k.slots[:k.n], i, c)
 		k.n++
 		return
 	}
@@ -61,7 +64,7 @@ func (k *kidSet[T]) add(c *Node[T]) {
 
 func (k *kidSet[T]) insert(c *Node[T]) {
 	mask := len(k.slots) - 1
-	i := int(maphash.String(kidSeed, c.name)) & mask
+	i := int(c.hash) & mask
 	for k.slots[i] != nil {
 		i = (i + 1) & mask
 	}
@@ -69,26 +72,30 @@ func (k *kidSet[T]) insert(c *Node[T]) {
 }
 
 func (k *kidSet[T]) rehash(size int) {
-	old := k.all()
+	old := k.slots
+	if !k.table {
+		old = old[:k.n]
+	}
 	k.slots = make([]*Node[T], size)
 	k.table = true
 	for _, c := range old {
-		k.insert(c)
+		if c != nil {
+			k.insert(c)
+		}
 	}
 }
 
-// all returns the children in storage order (a fresh slice).
-func (k *kidSet[T]) all() []*Node[T] {
+// unsorted appends the children to buf in storage order.
+func (k *kidSet[T]) unsorted(buf []*Node[T]) []*Node[T] {
 	if !k.table {
-		return slices.Clone(k.slots[:k.n])
+		return append(buf, k.slots[:k.n]...)
 	}
-	out := make([]*Node[T], 0, k.n)
 	for _, c := range k.slots {
 		if c != nil {
-			out = append(out, c)
+			buf = append(buf, c)
 		}
 	}
-	return out
+	return buf
 }
 
 func (k *kidSet[T]) remove(c *Node[T]) {
@@ -101,7 +108,7 @@ func (k *kidSet[T]) remove(c *Node[T]) {
 	k.deleteFromTable(c)
 	k.n--
 	if k.n <= smallKids/2 {
-		k.slots = k.all() // back to a dense list
+		k.slots = sortByName(k.unsorted(nil)) // back to a dense list
 		k.table = false
 	} else if len(k.slots) > 16 && k.n*8 < len(k.slots) {
 		k.rehash(len(k.slots) / 4)
@@ -112,38 +119,37 @@ func (k *kidSet[T]) remove(c *Node[T]) {
 // so that lookups never stop early at a hole.
 func (k *kidSet[T]) deleteFromTable(c *Node[T]) {
 	mask := len(k.slots) - 1
-	i := int(maphash.String(kidSeed, c.name)) & mask
+	i := int(c.hash) & mask
 	for k.slots[i] != c {
 		i = (i + 1) & mask
 	}
 	k.slots[i] = nil
 	for j := (i + 1) & mask; k.slots[j] != nil; j = (j + 1) & mask {
-		home := int(maphash.String(kidSeed, k.slots[j].name)) & mask
 		// Move slots[j] into the hole at i unless its home lies cyclically
 		// in (i, j], where it would still be found.
-		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+		if home := int(k.slots[j].hash) & mask; (j-home)&mask >= (j-i)&mask {
 			k.slots[i], k.slots[j] = k.slots[j], nil
 			i = j
 		}
 	}
 }
 
+func sortByName[T any](v []*Node[T]) []*Node[T] {
+	slices.SortFunc(v, func(a, b *Node[T]) int { return strings.Compare(a.Name(), b.Name()) })
+	return v
+}
+
 // SortedKids appends n's children to buf in name order: the order of paths.
+// A few children are kept in order; only a large set is sorted here.
 func (n *Node[T]) SortedKids(buf []*Node[T]) []*Node[T] {
 	if n.kids == nil {
 		return buf
 	}
 	start := len(buf)
+	buf = n.kids.unsorted(buf)
 	if n.kids.table {
-		for _, c := range n.kids.slots {
-			if c != nil {
-				buf = append(buf, c)
-			}
-		}
-	} else {
-		buf = append(buf, n.kids.slots[:n.kids.n]...)
+		sortByName(buf[start:])
 	}
-	slices.SortFunc(buf[start:], func(a, b *Node[T]) int { return strings.Compare(a.name, b.name) })
 	return buf
 }
 

@@ -1,19 +1,29 @@
 package hierarchy
 
-import "strings"
+import (
+	"hash/maphash"
+	"strings"
+	"unsafe"
+)
 
 // Node is one path segment. Its counters are kept by the Trie's Add* methods
 // and describe locks held and requests queued at this node and strictly below
 // it. Val is the caller's payload; the trie never reads it.
 type Node[T any] struct {
 	parent *Node[T]
-	name   string
-	kids   *kidSet[T] // nil for a leaf: most nodes are leaves
-	held   [2]uint32  // holds at this node, by wire.Mode
-	below  [2]uint32  // holds strictly inside the subtree
-	queued [2]uint32  // waiters at this node
-	qbelow [2]uint32  // waiters strictly inside the subtree
-	Val    T
+	// name and nameLen are the segment (see Name): a string header cut in
+	// two so that the name's hash fits beside it and the node stays 64
+	// bytes plus the payload. The parent's child table compares and
+	// rehashes by hash, so it never reads a name it does not want.
+	name    *byte
+	nameLen uint32
+	hash    uint32
+	kids    *kidSet[T] // nil for a leaf: most nodes are leaves
+	held    [2]uint32  // holds at this node, by wire.Mode
+	below   [2]uint32  // holds strictly inside the subtree
+	queued  [2]uint32  // waiters at this node
+	qbelow  [2]uint32  // waiters strictly inside the subtree
+	Val     T
 }
 
 // Trie is a tree of path segments rooted at "/".
@@ -35,7 +45,10 @@ func (t *Trie[T]) Len() int { return t.nodes }
 func (t *Trie[T]) Find(p string) *Node[T] {
 	n := &t.root
 	for seg, rest := firstSegment(p); seg != ""; seg, rest = firstSegment(rest) {
-		if n = n.Child(seg); n == nil {
+		if n.kids == nil {
+			return nil
+		}
+		if n = n.kids.find(seg, hashName(seg)); n == nil {
 			return nil
 		}
 	}
@@ -56,19 +69,30 @@ func (t *Trie[T]) Ensure(p string) *Node[T] {
 func (t *Trie[T]) EnsureChild(n *Node[T], name string) *Node[T] { return t.child(n, name) }
 
 func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
-	if c := n.Child(seg); c != nil {
+	h := hashName(seg)
+	if n.kids == nil {
+		n.kids = &kidSet[T]{}
+	} else if c := n.kids.find(seg, h); c != nil {
 		return c
+	}
+	if uint64(len(seg)) > 1<<32-1 {
+		panic("hierarchy: path segment too long")
 	}
 	// Clone: seg points into a request's path, which must not stay alive
 	// for as long as the node does.
-	c := &Node[T]{parent: n, name: strings.Clone(seg)}
-	if n.kids == nil {
-		n.kids = &kidSet[T]{}
-	}
+	name := strings.Clone(seg)
+	c := &Node[T]{parent: n, name: unsafe.StringData(name), nameLen: uint32(len(name)), hash: h}
 	n.kids.add(c)
 	t.nodes++
 	return c
 }
+
+var kidSeed = maphash.MakeSeed()
+
+// hashName hashes a segment for the child tables. The seed is random per
+// process, so clients cannot choose colliding names; nothing replicated
+// depends on it.
+func hashName(seg string) uint32 { return uint32(maphash.String(kidSeed, seg)) }
 
 // Prune removes n and then its ancestors for as long as they are idle: no
 // counters, no children, and inUse reports false for them. Pruning the root
@@ -91,13 +115,13 @@ func (n *Node[T]) idle() bool {
 }
 
 // Detached reports whether n has been pruned from its trie.
-func (n *Node[T]) Detached() bool { return n.parent == nil && n.name != "" }
+func (n *Node[T]) Detached() bool { return n.parent == nil && n.nameLen != 0 }
 
 // Parent returns n's parent, nil for the root.
 func (n *Node[T]) Parent() *Node[T] { return n.parent }
 
 // Name returns n's segment ("" for the root).
-func (n *Node[T]) Name() string { return n.name }
+func (n *Node[T]) Name() string { return unsafe.String(n.name, n.nameLen) }
 
 // IsRoot reports whether n is the root.
 func (n *Node[T]) IsRoot() bool { return n.parent == nil }
@@ -118,13 +142,13 @@ func (n *Node[T]) Path() string {
 	}
 	size := 0
 	for p := n; p.parent != nil; p = p.parent {
-		size += 1 + len(p.name)
+		size += 1 + int(p.nameLen)
 	}
 	b := make([]byte, size)
 	i := size
 	for p := n; p.parent != nil; p = p.parent {
-		i -= len(p.name)
-		copy(b[i:], p.name)
+		i -= int(p.nameLen)
+		copy(b[i:], p.Name())
 		i--
 		b[i] = '/'
 	}
@@ -136,7 +160,7 @@ func (n *Node[T]) Child(name string) *Node[T] {
 	if n.kids == nil {
 		return nil
 	}
-	return n.kids.find(name)
+	return n.kids.find(name, hashName(name))
 }
 
 // NumKids returns the number of n's children.

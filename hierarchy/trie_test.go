@@ -108,7 +108,7 @@ func checkKids(t *testing.T, n *Node[payload], want map[string]*Node[payload]) {
 	}
 	kids := n.SortedKids(nil)
 	if !slices.IsSortedFunc(kids, func(a, b *Node[payload]) int {
-		if a.name < b.name {
+		if a.Name() < b.Name() {
 			return -1
 		}
 		return 1
@@ -131,5 +131,42 @@ func TestWalkIsInPathOrder(t *testing.T) {
 	want := []string{"/", "/a", "/a/b", "/a/b/c", "/a/z", "/b", "/c", "/c/d"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("walk order %v, want %v", got, want)
+	}
+}
+
+// TestWalkFiltersThenSorts: a large child set is filtered by enter and the
+// rest visited in name order; small sets stay in order as they change.
+func TestWalkFiltersThenSorts(t *testing.T) {
+	tr := New[payload]()
+	var want []string
+	for i := 99; i >= 0; i-- {
+		p := fmt.Sprintf("/k/%02d", i)
+		n := tr.Ensure(p)
+		if i%7 == 0 {
+			n.Val.used = true
+			want = append([]string{p}, want...)
+		}
+	}
+	var got []string
+	tr.Find("/k").Walk(func(n *Node[payload]) bool { return n.Val.used }, func(n *Node[payload]) bool {
+		if n.Val.used {
+			got = append(got, n.Path())
+		}
+		return true
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("walk visited %v, want %v", got, want)
+	}
+	small := tr.Ensure("/s")
+	for _, name := range []string{"d", "a", "c", "b"} {
+		tr.EnsureChild(small, name)
+	}
+	tr.Prune(tr.Find("/s/c"), inUse)
+	var names []string
+	for _, c := range small.SortedKids(nil) {
+		names = append(names, c.Name())
+	}
+	if !slices.Equal(names, []string{"a", "b", "d"}) {
+		t.Fatalf("small child list %v is not in name order", names)
 	}
 }
