@@ -75,6 +75,7 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")
 	f.StringVar(&fc.LogLevel, "log-level", "warn", "debug, info, warn or error")
+	withObservability(cmd)
 	return cmd
 }
 
