@@ -171,7 +171,7 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 		argv := append([]string{o.Binary}, verb...)
 		argv = append(argv, "--id", fmt.Sprint(i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
 			"--listen", clients[i], "--raft", raft[i], "--members", strings.Join(members, ","),
-			"--shards", fmt.Sprint(o.Shards))
+			"--shards", fmt.Sprint(o.Shards), "--plaintext")
 		if len(verb) > 1 {
 			argv = append(argv, "--pprof", fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i))
 		}
