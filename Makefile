@@ -74,4 +74,26 @@ fuzz: deps
 	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./statemachine/
 
 clean:
-	rm -rf bin data
+	rm -rf bin data build
+
+# Operations (ops/, admin/, metrics/). IMAGE is built FROM scratch from the
+# static binary, so no registry is needed.
+IMAGE ?= warden:dev
+image: build
+	rm -rf build/image && mkdir -p build/image/data && cp $(BIN) build/image/warden
+	docker build -t $(IMAGE) -f ops/Dockerfile build/image
+
+# Builds the image, starts 3 nodes + a router with compose, takes a lock
+# through the router, kills a node, takes another; bounded, cleans up.
+compose-test: build
+	timeout 300 sh ops/compose/compose-test.sh
+
+test-ops: deps
+	$(GO) test -count=1 -timeout 5m ./admin/ ./metrics/
+
+# Debian's chromium for the status-page browser test (needs root for apt).
+chromium:
+	@command -v chromium >/dev/null || { apt-get update && apt-get install -y --no-install-recommends chromium; }
+
+browser-test: deps chromium
+	$(GO) test -count=1 -timeout 5m -run TestStatusPageInChromium -v ./admin/
