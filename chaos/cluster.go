@@ -144,7 +144,7 @@ func (c *Cluster) Start(i int) error {
 	}
 	args := []string{"serve", "--id", strconv.Itoa(n.ID), "--data-dir", filepath.Join(n.Dir, "data"),
 		"--listen", n.ClientAddr, "--raft", c.Inbound[i].Addr(), "--raft-listen", n.RaftAddr,
-		"--members", c.members(), "--shards", strconv.Itoa(c.Opts.Shards), "--log-level", c.Opts.LogLevel}
+		"--members", c.members(), "--shards", strconv.Itoa(c.Opts.Shards), "--log-level", c.Opts.LogLevel, "--plaintext"}
 	if c.Opts.RTTms > 0 {
 		args = append(args, "--rtt-ms", strconv.Itoa(c.Opts.RTTms))
 	}

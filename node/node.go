@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/admin"
+	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
@@ -36,6 +38,13 @@ type Config struct {
 	RTT            time.Duration // default 10 ms
 	ElectionRTT    uint64        // default 15 ticks
 	HeartbeatRTT   uint64        // default 2 ticks
+
+	// Security (security.go). TLS nil = plaintext on the client, Raft and
+	// admin ports; otherwise TLS 1.3 on all three, mutual TLS for Raft.
+	TLS        *auth.TLSFiles
+	AdminTLS   *tls.Config  // admin HTTP port; defaults to the client port's config when TLS is set
+	Auth       *auth.Policy // nil = no authentication (everyone may do everything)
+	PeerSecret string       // authenticates node-to-node forwarding without mTLS (needed for auth over plaintext)
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -74,9 +83,16 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = members[cfg.ID]
 	}
+	sec, serverTLS, err := cfg.security()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("node: listen for clients: %w", err)
+	}
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS)
 	}
 	var adminLn net.Listener
 	if cfg.AdminAddr != "" {
@@ -85,12 +101,16 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		cfg.AdminAddr = adminLn.Addr().String()
+		if cfg.AdminTLS != nil {
+			adminLn = tls.NewListener(adminLn, cfg.AdminTLS)
+		}
 	}
 	host, err := shard.NewHost(shard.HostConfig{
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,
+		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 	})
 	if err != nil {
 		ln.Close()
@@ -102,6 +122,7 @@ func Start(cfg Config) (*Node, error) {
 	rc := cfg.Router
 	rc.Host = host
 	rc.Log = cfg.Log
+	rc.Security = sec
 	if rc.Paths.MaxDepth == 0 {
 		rc.Paths = cfg.SM.Paths
 	}

@@ -28,6 +28,7 @@ type conn struct {
 	peer   bool
 	client uint64 // router-assigned client id for requests that carry none
 	acks   ackTracker
+	sec    connSecurity // identity proved in Hello (auth.go)
 
 	mu      sync.Mutex
 	out     []byte
@@ -215,6 +216,9 @@ func isGrant(req *wire.Request, resp *wire.Response) bool {
 func (c *conn) handle(req *wire.Request) {
 	t := c.s.track(req, c.peer)
 	done := func(resp *wire.Response) { t.done(req, resp); c.finish(req, resp) }
+	if done = c.admit(req, done); done == nil {
+		return // refused: answered, nothing routed (auth.go)
+	}
 	if req.Op.Internal() {
 		done(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})
 		return

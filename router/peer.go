@@ -29,8 +29,8 @@ type peer struct {
 
 var errPeerClosed = errors.New("router: peer connection closed")
 
-func dialPeer(addr string, timeout time.Duration, maxFrame int) (*peer, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+func dialPeer(addr string, timeout time.Duration, maxFrame int, dialer peerDialer) (*peer, error) {
+	c, err := dialer.dial(addr, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func dialPeer(addr string, timeout time.Duration, maxFrame int) (*peer, error) {
 	hello := make(chan *wire.Response, 1)
 	go p.readLoop(maxFrame)
 	go p.writeLoop()
-	p.send(&wire.Request{Op: wire.OpHello, Rev: wire.ProtocolVersion, Flags: wire.FlagPeer},
+	p.send(&wire.Request{Op: wire.OpHello, Rev: wire.ProtocolVersion, Flags: wire.FlagPeer, Auth: dialer.secret},
 		func(r *wire.Response) { hello <- r })
 	select {
 	case r := <-hello:
@@ -191,6 +191,7 @@ type peers struct {
 	m        map[string]*peer
 	timeout  time.Duration
 	maxFrame int
+	dialer   peerDialer
 }
 
 func (ps *peers) get(addr string) (*peer, error) {
@@ -200,7 +201,7 @@ func (ps *peers) get(addr string) (*peer, error) {
 	if p != nil && !p.isClosed() {
 		return p, nil
 	}
-	np, err := dialPeer(addr, ps.timeout, ps.maxFrame)
+	np, err := dialPeer(addr, ps.timeout, ps.maxFrame, ps.dialer)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ type Config struct {
 	MaxOutBuffer   int           // bytes queued to a slow client before it is cut off (default 32 MiB)
 	Paths          hierarchy.Limits
 	Log            *slog.Logger
+	Security       Security // TLS peers, authentication, per-address/identity/connection limits (auth.go)
 }
 
 func (c *Config) fill() {
@@ -51,6 +52,7 @@ func (c *Config) fill() {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	c.Security.fill(c.Log)
 }
 
 // Server accepts client connections and routes their requests.
@@ -60,6 +62,7 @@ type Server struct {
 	peers      *peers
 	cache      *rangeCache
 	keepAlives keepAliveBatcher
+	gate       gate
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -73,7 +76,8 @@ type Server struct {
 func New(cfg Config) *Server {
 	cfg.fill()
 	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{},
-		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame}}
+		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame,
+			dialer: peerDialer{tls: cfg.Security.PeerTLS, secret: cfg.Security.PeerSecret}}}
 	s.cache = newRangeCache(s)
 	if cfg.Host == nil {
 		s.stop = make(chan struct{})
@@ -130,11 +134,15 @@ func (s *Server) Serve(ln net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
+		if !s.admitConn(nc) {
+			continue
+		}
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
+			s.releaseConn(nc)
 			return nil
 		}
 		s.conns[c] = struct{}{}
@@ -143,6 +151,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			c.serve()
+			s.releaseConn(nc)
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()

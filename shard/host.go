@@ -43,11 +43,20 @@ type HostConfig struct {
 	SnapshotEntries uint64        // entries between snapshots (default 20000)
 	DeploymentID    uint64
 	NoLeaderBalance bool // leave shard leaders wherever elections put them
+	// Engine shape, fixed when a data dir is created (dragonboat pins it).
+	LogDBShards  uint64 // write-ahead logs per node (default 1)
+	StepWorkers  uint64 // Raft step and commit workers (default 2)
+	ApplyWorkers uint64 // state machine apply workers (default 4)
 
 	SM    statemachine.Config
 	Shard Config
 	Clock Clock
 	Log   *slog.Logger
+
+	// MutualTLS turns on dragonboat's mutual TLS for Raft traffic: every
+	// peer must present a certificate signed by CAFile.
+	MutualTLS                 bool
+	CAFile, CertFile, KeyFile string
 }
 
 func (c *HostConfig) fill() error {
@@ -74,6 +83,15 @@ func (c *HostConfig) fill() error {
 	}
 	if c.HeartbeatRTT == 0 {
 		c.HeartbeatRTT = 2
+	}
+	if c.LogDBShards == 0 {
+		c.LogDBShards = 1
+	}
+	if c.StepWorkers == 0 {
+		c.StepWorkers = 2
+	}
+	if c.ApplyWorkers == 0 {
+		c.ApplyWorkers = 4
 	}
 	if c.SnapshotEntries == 0 {
 		c.SnapshotEntries = 20000
@@ -137,6 +155,15 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
+	// One write-ahead log per node, and few step workers: each worker saves
+	// the Raft updates of all its shards in one batch and one fsync, so a
+	// node group-commits across shards. With dragonboat's defaults (16
+	// LogDB shards, 16 step workers) every shard syncs its own small
+	// batches and throughput falls as shards are added.
+	expert.LogDB.Shards = cfg.LogDBShards
+	expert.Engine.ExecShards = cfg.StepWorkers
+	expert.Engine.CommitShards = cfg.StepWorkers
+	expert.Engine.ApplyShards = cfg.ApplyWorkers
 	nhc := config.NodeHostConfig{
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
@@ -145,6 +172,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		DeploymentID:      cfg.DeploymentID,
 		RaftEventListener: h,
 		Expert:            expert,
+		MutualTLS:         cfg.MutualTLS,
+		CAFile:            cfg.CAFile,
+		CertFile:          cfg.CertFile,
+		KeyFile:           cfg.KeyFile,
 	}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

@@ -92,6 +92,9 @@ func DecodeResponse(body []byte, r *Response) error {
 }
 
 func decode(body []byte, v msgpack.CustomDecoder) error {
+	if err := checkClaims(body); err != nil {
+		return &Error{Code: Malformed, Detail: err.Error()}
+	}
 	d := getDecoder(body)
 	err := v.DecodeMsgpack(d.dec)
 	if err == nil && d.rd.Len() != 0 {

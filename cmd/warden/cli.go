@@ -38,6 +38,7 @@ func addClientCommands(root *cobra.Command) {
 	pf.StringVar(&gf.endpoints, "endpoints", def, "comma-separated node or router addresses (env WARDEN_ENDPOINTS)")
 	pf.StringVarP(&gf.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&gf.timeout, "timeout", 10*time.Second, "per-request timeout")
+	addClientSecurityFlags(pf)
 	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd())
 	root.AddCommand(benchCmd())
 }
@@ -50,7 +51,11 @@ func signalContext() (context.Context, context.CancelFunc) {
 func connect(ctx context.Context) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, gf.timeout)
 	defer cancel()
-	c, err := client.New(dctx, strings.Split(gf.endpoints, ","), client.WithRequestTimeout(gf.timeout))
+	opts, err := clientSecurityOptions()
+	if err != nil {
+		return nil, &exitError{code: exitFailure, err: err}
+	}
+	c, err := client.New(dctx, strings.Split(gf.endpoints, ","), append(opts, client.WithRequestTimeout(gf.timeout))...)
 	if err != nil {
 		return nil, &exitError{code: exitFailure, err: fmt.Errorf("connect to %s: %w", gf.endpoints, err)}
 	}

@@ -73,7 +73,7 @@ func startServers(t *testing.T) *procCluster {
 	for i := 0; i < 3; i++ {
 		cmd := exec.Command(wardenBin, "serve", "--id", strconv.Itoa(i+1),
 			"--data-dir", filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			"--listen", addrs[i], "--raft", addrs[3+i], "--members", strings.Join(members, ","), "--shards", "2")
+			"--listen", addrs[i], "--raft", addrs[3+i], "--members", strings.Join(members, ","), "--shards", "2", "--plaintext")
 		logf, _ := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)))
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {

@@ -25,11 +25,13 @@ survives restarts. Every CLI verb reaches it with no flags.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := newLogger(level)
 			cfgs := node.LocalCluster(n, dataDir, port)
+			secret := randomSecret()
 			for i := range cfgs {
+				cfgs[i].PeerSecret = secret
 				cfgs[i].DataShards = shards
 				cfgs[i].Log = log
 			}
-			fmt.Fprintf(os.Stderr, "warden dev: %d nodes, clients on 127.0.0.1:%d-%d, data in %s (Ctrl-C stops)\n",
+			fmt.Fprintf(os.Stderr, "warden dev: %d nodes, clients on 127.0.0.1:%d-%d (plaintext, no auth: development only), data in %s (Ctrl-C stops)\n",
 				n, port, port+n-1, dataDir)
 			return runNodes(cfgs, log)
 		},

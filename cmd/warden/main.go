@@ -37,6 +37,7 @@ func main() {
 	}
 	root.AddCommand(serveCmd(), devCmd(), routerCmd())
 	addClientCommands(root)
+	root.AddCommand(certsCmd())
 	err := root.Execute()
 	if err == nil {
 		return

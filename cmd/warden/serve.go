@@ -39,6 +39,7 @@ func serveCmd() *cobra.Command {
 		cfgPath string
 		fc      fileConfig
 		members string
+		sec     serveSecurity
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -59,6 +60,9 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
+			if err := sec.apply(&cfg); err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
 			return runNodes([]node.Config{cfg}, cfg.Log)
 		},
 	}
@@ -71,6 +75,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.RaftListen, "raft-listen", "", "address Raft listens on when it differs from --raft (a proxy in front)")
 	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off)")
 	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
+	sec.register(f)
 	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")

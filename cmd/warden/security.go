@@ -1,0 +1,131 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/node"
+)
+
+// serveSecurity holds the TLS, auth and limit flags of `warden serve`.
+type serveSecurity struct {
+	plaintext                   bool
+	tlsDir                      string
+	caFile, clientCA, cert, key string
+	authConfig, peerSecretFile  string
+	maxConnsPerAddr, maxWatches int
+	rate                        float64
+	burst                       int
+}
+
+func (s *serveSecurity) register(f *pflag.FlagSet) {
+	f.BoolVar(&s.plaintext, "plaintext", false, "serve without TLS (an explicit choice: clients, Raft and admin traffic unencrypted)")
+	f.StringVar(&s.tlsDir, "tls-dir", "", "directory made by `warden certs` (ca.pem, client-ca.pem, node.pem, node-key.pem)")
+	f.StringVar(&s.caFile, "cacert", "", "node CA (verifies other nodes; clients verify this node with it)")
+	f.StringVar(&s.clientCA, "client-cacert", "", "client CA (verifies client certificates; optional)")
+	f.StringVar(&s.cert, "cert", "", "this node's certificate")
+	f.StringVar(&s.key, "key", "", "this node's private key")
+	f.StringVar(&s.authConfig, "auth-config", "", "YAML file of tokens, identities and roles: turns authentication on (deny by default)")
+	f.StringVar(&s.peerSecretFile, "peer-secret-file", "", "file holding the cluster secret that authenticates node-to-node forwarding without TLS")
+	f.IntVar(&s.maxConnsPerAddr, "max-conns-per-addr", 1024, "open client connections per IP address (-1: unlimited)")
+	f.IntVar(&s.maxWatches, "max-watches", 4096, "watch streams per connection")
+	f.Float64Var(&s.rate, "rate", 0, "requests per second per identity, token bucket (0: unlimited)")
+	f.IntVar(&s.burst, "burst", 0, "token bucket depth (default: the rate)")
+}
+
+// apply fills the node config. Serving without TLS must be asked for.
+func (s *serveSecurity) apply(cfg *node.Config) error {
+	files := auth.TLSFiles{CA: s.caFile, ClientCA: s.clientCA, Cert: s.cert, Key: s.key}
+	if s.tlsDir != "" {
+		files = auth.DirFiles(s.tlsDir)
+	}
+	useTLS := files != (auth.TLSFiles{})
+	switch {
+	case useTLS && s.plaintext:
+		return errors.New("--plaintext and TLS flags together: choose one")
+	case !useTLS && !s.plaintext:
+		return errors.New("choose TLS (--tls-dir, made by `warden certs --dir ./certs`, or --cacert/--cert/--key) or --plaintext")
+	case useTLS:
+		if err := files.Validate(); err != nil {
+			return err
+		}
+		cfg.TLS = &files
+	}
+	if s.authConfig != "" {
+		pol, err := auth.Load(s.authConfig)
+		if err != nil {
+			return err
+		}
+		cfg.Auth = pol
+	}
+	if s.peerSecretFile != "" {
+		b, err := os.ReadFile(s.peerSecretFile)
+		if err != nil {
+			return err
+		}
+		cfg.PeerSecret = string(trimSpace(b))
+	}
+	sec := &cfg.Router.Security
+	sec.MaxConnsPerAddr, sec.MaxWatches, sec.Rate, sec.Burst = s.maxConnsPerAddr, s.maxWatches, s.rate, s.burst
+	return nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// randomSecret is the peer secret of the nodes of one `warden dev` process,
+// so a local client cannot pass for a forwarding node there either.
+func randomSecret() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Client-side flags shared by every CLI verb.
+var cliSec struct {
+	tlsDir, caFile, cert, key, token string
+}
+
+func addClientSecurityFlags(pf *pflag.FlagSet) {
+	pf.StringVar(&cliSec.tlsDir, "tls-dir", os.Getenv("WARDEN_TLS_DIR"), "directory made by `warden certs`: TLS with ca.pem and client.pem (env WARDEN_TLS_DIR)")
+	pf.StringVar(&cliSec.caFile, "cacert", "", "CA that signed the nodes' certificates (turns TLS on)")
+	pf.StringVar(&cliSec.cert, "cert", "", "client certificate (identity = its CN or URI SAN)")
+	pf.StringVar(&cliSec.key, "key", "", "client private key")
+	pf.StringVar(&cliSec.token, "token", os.Getenv("WARDEN_TOKEN"), "bearer token sent in the handshake (env WARDEN_TOKEN)")
+}
+
+// clientSecurityOptions turns the flags into client options.
+func clientSecurityOptions() ([]client.Option, error) {
+	var opts []client.Option
+	if cliSec.token != "" {
+		opts = append(opts, client.WithCredentials(cliSec.token))
+	}
+	ca, cert, key := cliSec.caFile, cliSec.cert, cliSec.key
+	if cliSec.tlsDir != "" {
+		ca = pickS(ca, filepath.Join(cliSec.tlsDir, auth.CAFile))
+		if cert == "" {
+			if _, err := os.Stat(filepath.Join(cliSec.tlsDir, auth.ClientCert)); err == nil {
+				cert, key = filepath.Join(cliSec.tlsDir, auth.ClientCert), filepath.Join(cliSec.tlsDir, auth.ClientKeyFile)
+			}
+		}
+	}
+	if ca == "" && cert == "" {
+		return opts, nil
+	}
+	tc, err := auth.ClientConfig(ca, cert, key)
+	if err != nil {
+		return nil, err
+	}
+	return append(opts, client.WithTLS(tc)), nil
+}

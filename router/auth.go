@@ -1,0 +1,367 @@
+package router
+
+import (
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/wire"
+)
+
+// Security says who may connect and what they may do. The zero value is
+// the old open behaviour: no authentication, no per-identity rate limit,
+// only the default connection and watch limits.
+type Security struct {
+	// Policy turns authentication and authorization on: every connection
+	// must prove an identity in Hello (client certificate or token) and
+	// every request is checked against its roles. nil = off.
+	Policy *auth.Policy
+	// PeerCAs verify node certificates: a connection whose client
+	// certificate chains to them is another node's forwarding connection.
+	PeerCAs *x509.CertPool
+	// PeerTLS is used to dial other nodes (nil = plaintext).
+	PeerTLS *tls.Config
+	// PeerSecret authenticates forwarding connections without mTLS (sent
+	// in Hello.Auth with FlagPeer). Falls back to Policy.PeerSecret().
+	PeerSecret string
+
+	MaxConnsPerAddr int           // open connections per client IP (default 1024; <0 = unlimited)
+	MaxWatches      int           // watch streams per connection (default 4096)
+	Rate            float64       // requests per second per identity (0 = unlimited)
+	Burst           int           // token bucket depth (default max(1, Rate))
+	HelloTimeout    time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
+	Audit           *slog.Logger  // admin actions and refusals (default: the router's log)
+}
+
+func (sc *Security) fill(log *slog.Logger) {
+	if sc.MaxConnsPerAddr == 0 {
+		sc.MaxConnsPerAddr = 1024
+	}
+	if sc.MaxWatches <= 0 {
+		sc.MaxWatches = 4096
+	}
+	if sc.Rate > 0 && sc.Burst <= 0 {
+		sc.Burst = max(1, int(sc.Rate))
+	}
+	if sc.HelloTimeout <= 0 {
+		sc.HelloTimeout = 10 * time.Second
+	}
+	if sc.Audit == nil {
+		sc.Audit = log
+	}
+	if sc.PeerSecret == "" {
+		sc.PeerSecret = sc.Policy.PeerSecret()
+	}
+}
+
+// peerProofRequired: once anything about security is configured, a
+// connection that claims to be a forwarding node must prove it; otherwise a
+// client could set FlagPeer and skip every check.
+func (sc *Security) peerProofRequired() bool {
+	return sc.Policy != nil || sc.PeerSecret != "" || sc.PeerCAs != nil
+}
+
+// connSecurity is what a connection proved in its Hello.
+type connSecurity struct {
+	identity       string // "" when auth is off and no certificate was shown
+	rateKey        string // identity, or the client IP when auth is off
+	pendingWatches atomic.Int32
+}
+
+// gate is the router's admission state shared by all connections.
+type gate struct {
+	mu       sync.Mutex
+	perAddr  map[string]int
+	limiters map[string]*rate.Limiter
+}
+
+// admitConn applies the per-address connection limit and the handshake
+// deadline to a newly accepted connection. A refused connection gets one
+// TooMany frame (best effort) and is closed.
+func (s *Server) admitConn(nc net.Conn) bool {
+	sec := &s.cfg.Security
+	host := remoteHost(nc)
+	s.gate.mu.Lock()
+	if s.gate.perAddr == nil {
+		s.gate.perAddr = map[string]int{}
+	}
+	n := s.gate.perAddr[host]
+	refuse := sec.MaxConnsPerAddr > 0 && n >= sec.MaxConnsPerAddr
+	if !refuse {
+		s.gate.perAddr[host] = n + 1
+	}
+	s.gate.mu.Unlock()
+	if refuse {
+		connsRefused.Add(1)
+		go func() {
+			msg := fmt.Sprintf("too many connections from %s (limit %d)", host, sec.MaxConnsPerAddr)
+			b, _ := wire.AppendFrame(nil, &wire.Response{Code: wire.TooMany, Msg: msg, TTL: 1000})
+			nc.SetDeadline(time.Now().Add(time.Second))
+			nc.Write(b)
+			nc.Close()
+		}()
+		return false
+	}
+	nc.SetReadDeadline(time.Now().Add(sec.HelloTimeout))
+	return true
+}
+
+// releaseConn undoes admitConn when the connection ends.
+func (s *Server) releaseConn(nc net.Conn) {
+	host := remoteHost(nc)
+	s.gate.mu.Lock()
+	if s.gate.perAddr[host] <= 1 {
+		delete(s.gate.perAddr, host)
+	} else {
+		s.gate.perAddr[host]--
+	}
+	s.gate.mu.Unlock()
+}
+
+func remoteHost(nc net.Conn) string {
+	addr := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// connsRefused counts connections refused by the per-address limit (tests
+// and the flood benchmark read it).
+var connsRefused atomic.Int64
+
+// admit is called for every request before it is routed or proposed. It
+// answers a refused request itself and returns nil; otherwise it returns
+// the done func to use (wrapped for watches, which it counts).
+func (c *conn) admit(req *wire.Request, done func(*wire.Response)) func(*wire.Response) {
+	if req.Op == wire.OpHello {
+		if err := c.authenticate(req); err != nil {
+			c.s.cfg.Security.Audit.Info("auth: handshake refused", "remote", c.nc.RemoteAddr().String(), "err", err)
+			done(errorResponse(req.ID, err))
+			c.close()
+			return nil
+		}
+		c.nc.SetReadDeadline(time.Time{})
+		return done
+	}
+	if c.peer {
+		return done // forwarded by an authenticated node, which checked its client
+	}
+	if err := c.authorize(req); err != nil {
+		done(errorResponse(req.ID, err))
+		return nil
+	}
+	if wait, ok := c.s.takeToken(c.sec.rateKey, req.Op); !ok {
+		done(&wire.Response{ID: req.ID, Code: wire.TooMany, TTL: wait.Milliseconds() + 1,
+			Msg: fmt.Sprintf("request rate of %q over %g/s; retry after %v", c.sec.rateKey, c.s.cfg.Security.Rate, wait.Round(time.Millisecond))})
+		return nil
+	}
+	if req.Op == wire.OpWatch {
+		return c.admitWatch(req, done)
+	}
+	return done
+}
+
+// authenticate establishes the connection's identity from its Hello.
+func (c *conn) authenticate(req *wire.Request) error {
+	sec := &c.s.cfg.Security
+	var certID string
+	var isNode bool
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if st := tc.ConnectionState(); len(st.PeerCertificates) > 0 {
+			leaf := st.PeerCertificates[0]
+			certID = auth.IdentityFromCert(leaf)
+			isNode = auth.IsNode(leaf, st.PeerCertificates[1:], sec.PeerCAs)
+		}
+	}
+	c.sec.rateKey = remoteHost(c.nc)
+	if req.Has(wire.FlagPeer) {
+		secretOK := sec.PeerSecret != "" && subtle.ConstantTimeCompare([]byte(req.Auth), []byte(sec.PeerSecret)) == 1
+		if sec.peerProofRequired() && !isNode && !secretOK {
+			return wire.Errorf(wire.Unauthorized, "a forwarding (peer) connection needs a node certificate or the cluster's peer secret")
+		}
+		c.sec.identity = "node"
+		return nil
+	}
+	if sec.Policy == nil {
+		c.sec.identity = certID
+		return nil
+	}
+	var id string
+	switch {
+	case req.Auth != "":
+		var ok bool
+		if id, ok = sec.Policy.Token(req.Auth); !ok {
+			return wire.Errorf(wire.Unauthorized, "unknown token")
+		}
+	case certID != "":
+		if !sec.Policy.Known(certID) {
+			return wire.Errorf(wire.Unauthorized, "certificate identity %q has no roles", certID)
+		}
+		id = certID
+	default:
+		return wire.Errorf(wire.Unauthorized, "credentials required: a client certificate or a token in Hello.Auth")
+	}
+	c.sec.identity, c.sec.rateKey = id, id
+	return nil
+}
+
+// opPerm is the permission an op needs on its path; 0 = any authenticated
+// identity may send it (status, ranges, keepalive, revoke, session,
+// unwatch, and a cancel of one of this connection's own waits).
+func opPerm(req *wire.Request) auth.Perm {
+	switch req.Op {
+	case wire.OpAcquire, wire.OpRelease, wire.OpRenew, wire.OpCampaign, wire.OpProclaim, wire.OpResign:
+		return auth.Lock
+	case wire.OpCancel:
+		if req.Path != "" {
+			return auth.Lock
+		}
+	case wire.OpLockInfo, wire.OpListLocks, wire.OpKVGet, wire.OpKVList, wire.OpLeader:
+		return auth.Read
+	case wire.OpWatch:
+		return auth.Watch
+	case wire.OpKVPut, wire.OpKVDelete:
+		return auth.KVWrite
+	}
+	return 0
+}
+
+// authorize checks req against the connection's identity. A grant on the
+// path or one of its ancestors covers the path's whole subtree, which is
+// what a lock on it blocks and what a prefix list or watch shows.
+func (c *conn) authorize(req *wire.Request) error {
+	pol := c.s.cfg.Security.Policy
+	if pol == nil {
+		return nil
+	}
+	perm := opPerm(req)
+	if perm == 0 {
+		return nil
+	}
+	// Validate first: the check walks the path's ancestors, which only
+	// means something for a normalised path.
+	if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
+		return err
+	}
+	if pol.Allowed(c.sec.identity, perm, req.Path) {
+		return nil
+	}
+	c.s.cfg.Security.Audit.Info("auth: denied", "identity", c.sec.identity, "op", req.Op.String(), "path", req.Path)
+	return wire.Errorf(wire.Unauthorized, "identity %q may not %v %s: needs %v on it or on a parent prefix",
+		c.sec.identity, req.Op, req.Path, perm)
+}
+
+// rateExempt ops give resources back or keep sessions alive: refusing them
+// to a client over its rate would only make it hold things longer.
+func rateExempt(op wire.Op) bool {
+	switch op {
+	case wire.OpKeepAlive, wire.OpRelease, wire.OpCancel, wire.OpUnwatch, wire.OpRevoke, wire.OpResign:
+		return true
+	}
+	return false
+}
+
+// takeToken spends one token of key's bucket; when it is empty it reports
+// how long until the next token.
+func (s *Server) takeToken(key string, op wire.Op) (time.Duration, bool) {
+	sec := &s.cfg.Security
+	if sec.Rate <= 0 || rateExempt(op) {
+		return 0, true
+	}
+	s.gate.mu.Lock()
+	if s.gate.limiters == nil {
+		s.gate.limiters = map[string]*rate.Limiter{}
+	}
+	lim := s.gate.limiters[key]
+	if lim == nil {
+		if len(s.gate.limiters) >= 10000 {
+			s.pruneLimiters()
+		}
+		lim = rate.NewLimiter(rate.Limit(sec.Rate), sec.Burst)
+		s.gate.limiters[key] = lim
+	}
+	s.gate.mu.Unlock()
+	now := time.Now()
+	r := lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
+	}
+	return 0, true
+}
+
+// pruneLimiters drops full buckets (idle identities); s.gate.mu is held.
+func (s *Server) pruneLimiters() {
+	for k, lim := range s.gate.limiters {
+		if lim.Tokens() >= float64(lim.Burst()) {
+			delete(s.gate.limiters, k)
+		}
+	}
+}
+
+// admitWatch enforces the per-connection watch limit, counting watches still
+// being set up as well as established ones.
+func (c *conn) admitWatch(req *wire.Request, done func(*wire.Response)) func(*wire.Response) {
+	max := c.s.cfg.Security.MaxWatches
+	c.mu.Lock()
+	n := len(c.watches)
+	c.mu.Unlock()
+	if n+int(c.sec.pendingWatches.Load()) >= max {
+		done(&wire.Response{ID: req.ID, Code: wire.TooMany,
+			Msg: fmt.Sprintf("this connection already has %d watches (limit %d): unwatch some or open another connection", n, max)})
+		return nil
+	}
+	c.sec.pendingWatches.Add(1)
+	return func(r *wire.Response) { c.sec.pendingWatches.Add(-1); done(r) }
+}
+
+// AuthorizeAdmin checks that identity may perform an admin action (force
+// release, range move, node change) on path and writes the attempt to the
+// audit log. With auth off every admin action is allowed, and still audited.
+func (s *Server) AuthorizeAdmin(identity, op, path string) error {
+	pol := s.cfg.Security.Policy
+	allowed := pol == nil || pol.Allowed(identity, auth.Admin, path)
+	s.cfg.Security.Audit.Info("audit", "identity", identity, "op", op, "path", path, "allowed", allowed)
+	if !allowed {
+		return wire.Errorf(wire.Unauthorized, "identity %q may not %s %s: needs admin on it or on a parent prefix", identity, op, path)
+	}
+	return nil
+}
+
+// peerDialer opens forwarding connections to other nodes.
+type peerDialer struct {
+	tls    *tls.Config
+	secret string
+}
+
+func (d peerDialer) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	nc, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil || d.tls == nil {
+		return nc, err
+	}
+	cfg := d.tls.Clone()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(nc, cfg)
+	tc.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("router: TLS to %s: %w", addr, err)
+	}
+	tc.SetDeadline(time.Time{})
+	return tc, nil
+}
