@@ -75,6 +75,9 @@ func TestScrapeAfterKnownTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	// Leader-reported counts are exact only while leadership stays put: let
+	// the start-up elections and leader balancing settle first.
+	stableLeaders(t, c, []uint64{2, 3}, 2*time.Second)
 	before, _ := scrape(t, c)
 
 	// Known traffic: 6 single-lock acquires in different namespaces, 4
@@ -156,4 +159,25 @@ func TestScrapeAfterKnownTraffic(t *testing.T) {
 			t.Errorf("node %d: no log index for shard 2", i+1)
 		}
 	}
+}
+
+// stableLeaders waits until the shards' leaders have not changed for d.
+func stableLeaders(t *testing.T, c *nodetest.Cluster, shards []uint64, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last []int
+	since := time.Now()
+	for time.Now().Before(deadline) {
+		var now []int
+		for _, id := range shards {
+			now = append(now, c.LeaderOf(id))
+		}
+		if fmt.Sprint(now) != fmt.Sprint(last) || strings.Contains(fmt.Sprint(now), "-1") {
+			last, since = now, time.Now()
+		} else if time.Since(since) >= d {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("shard leadership did not settle in 30s")
 }
