@@ -25,6 +25,8 @@ type Client struct {
 	bg     sync.WaitGroup // the direct router's refresh loop
 	direct *directRouter  // nil when direct routing is off
 
+	keepAlives keepAliveBatcher
+
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*Session]struct{}
@@ -45,6 +47,7 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Client, erro
 	c := &Client{cfg: cfg, id: randomID(), seqs: newSeqTracker(),
 		sessions: make(map[*Session]struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.keepAlives.c = c
 	c.pool = newPool(c.ctx, &c.cfg, append([]string(nil), endpoints...), c.id)
 	if err := c.pool.connectFirst(ctx); err != nil {
 		c.cancel()

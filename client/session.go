@@ -259,19 +259,9 @@ func (s *Session) run() {
 }
 
 // sendKeepAlive starts one keepalive attempt; its result arrives on the
-// returned channel.
+// returned channel. The client batches it with other sessions' keepalives.
 func (s *Session) sendKeepAlive(ctx context.Context) chan keepAliveResult {
-	out := make(chan keepAliveResult, 1)
-	sent := s.clock.Now()
-	go func() {
-		resp, err := s.c.once(ctx, s.keepAliveRequest(), s.c.cfg.requestTimeout)
-		r := keepAliveResult{sent: sent, err: err}
-		// A shard that reports the lease gone settles it, even when another
-		// shard failed and the answer as a whole is an error.
-		r.gone = errors.Is(err, ErrSessionExpired) || (resp != nil && slices.Contains(resp.Leases, s.lease))
-		out <- r
-	}()
-	return out
+	return s.c.keepAlives.submit(s.lease, s.clock.Now())
 }
 
 func (s *Session) acked(sent time.Time) {

@@ -24,8 +24,12 @@ func (k *keepAliveScript) handle(fc *fakeConn, req *wire.Request) {
 	switch k.mode.Load() {
 	case 1:
 		fc.answer(req, wire.Response{Code: wire.Unavailable})
-	case 2:
-		fc.answer(req, wire.Response{Leases: []uint64{req.Lease}})
+	case 2: // every lease named is gone (keepalives arrive batched in Leases)
+		gone := append([]uint64(nil), req.Leases...)
+		if req.Lease != 0 {
+			gone = append(gone, req.Lease)
+		}
+		fc.answer(req, wire.Response{Leases: gone})
 	default:
 		fc.answer(req, wire.Response{})
 	}

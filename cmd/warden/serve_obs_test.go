@@ -34,7 +34,7 @@ func TestServeSendsTraces(t *testing.T) {
 
 	addrs := freeAddrs(t, 3)
 	cmd := exec.Command(wardenBin, "serve", "--id", "1", "--data-dir", t.TempDir(), "--listen", addrs[0],
-		"--raft", addrs[1], "--admin", addrs[2], "--shards", "1", "--otlp-endpoint", recv.URL, "--trace-ratio", "1")
+		"--raft", addrs[1], "--admin", addrs[2], "--shards", "1", "--otlp-endpoint", recv.URL, "--trace-ratio", "1", "--plaintext")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
