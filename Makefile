@@ -6,7 +6,7 @@ BIN       := bin/warden
 PKGS      := ./...
 # Unit packages run with the race detector; cluster tests run without it
 # (dragonboat under -race is too slow for a 2-core CI box).
-UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./router/
+UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./router/ ./auth/
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
@@ -70,8 +70,11 @@ bench-peers: build
 
 FUZZTIME ?= 30s
 fuzz: deps
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeRequest -fuzztime=$(FUZZTIME) ./wire/
-	$(GO) test -run='^$$' -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./statemachine/
+	$(GO) test -run='^$$' -fuzz='^FuzzReadFrame$$' -fuzztime=$(FUZZTIME) ./wire/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRequest$$' -fuzztime=$(FUZZTIME) ./wire/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeResponse$$' -fuzztime=$(FUZZTIME) ./wire/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./auth/
+	$(GO) test -run='^$$' -fuzz='^FuzzApply$$' -fuzztime=$(FUZZTIME) ./statemachine/
 
 clean:
 	rm -rf bin data build

@@ -354,6 +354,43 @@ func TestLimits(t *testing.T) {
 		expect(t, root.recv(10*time.Second), wire.TooLarge)
 		stillServes(t, root)
 	})
+	t.Run("repeated oversized frames close the connection", func(t *testing.T) {
+		w := as("root-token")
+		var hdr [4]byte
+		binary.BigEndian.PutUint32(hdr[:], 9<<10)
+		frame := append(hdr[:], make([]byte, 9<<10)...)
+		for i := 0; i < 9; i++ {
+			w.nc.Write(frame)
+		}
+		n := 0
+		for r := w.recv(10 * time.Second); r != nil; r = w.recv(10 * time.Second) {
+			if r.Code != wire.TooLarge {
+				t.Fatalf("got %v", r.Code)
+			}
+			n++
+		}
+		if n != 9 {
+			t.Fatalf("%d TooLarge answers before the close, want 9", n)
+		}
+		stillServes(t, root)
+	})
+	t.Run("an oversized frame before the handshake closes the connection", func(t *testing.T) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		var hdr [4]byte
+		binary.BigEndian.PutUint32(hdr[:], 9<<10)
+		nc.Write(append(hdr[:], make([]byte, 9<<10)...))
+		w := &wconn{t: t, nc: nc, r: bufio.NewReader(nc)}
+		if r := w.recv(10 * time.Second); r == nil || r.Code != wire.TooLarge {
+			t.Fatalf("first answer %+v", r)
+		}
+		if r := w.recv(10 * time.Second); r != nil {
+			t.Fatalf("still open: %+v", r)
+		}
+	})
 	t.Run("path length", func(t *testing.T) {
 		expect(t, root.do(&wire.Request{Op: wire.OpKVGet, Path: "/limits/" + strings.Repeat("p", 600)}), wire.InvalidArgument)
 		stillServes(t, root)

@@ -40,6 +40,9 @@ type Security struct {
 	Rate            float64       // requests per second per identity (0 = unlimited)
 	Burst           int           // token bucket depth (default max(1, Rate))
 	HelloTimeout    time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
+	ConnRate        float64       // new connections per second per client IP (default 500; <0 = unlimited)
+	ConnBurst       int           // (default 2 × ConnRate)
+	MaxOversize     int           // oversized frames skipped per connection before it is closed (default 8)
 	Audit           *slog.Logger  // admin actions and refusals (default: the router's log)
 }
 
@@ -55,6 +58,15 @@ func (sc *Security) fill(log *slog.Logger) {
 	}
 	if sc.HelloTimeout <= 0 {
 		sc.HelloTimeout = 10 * time.Second
+	}
+	if sc.ConnRate == 0 {
+		sc.ConnRate = 500
+	}
+	if sc.ConnRate > 0 && sc.ConnBurst <= 0 {
+		sc.ConnBurst = max(1, int(2*sc.ConnRate))
+	}
+	if sc.MaxOversize <= 0 {
+		sc.MaxOversize = 8
 	}
 	if sc.Audit == nil {
 		sc.Audit = log
@@ -76,13 +88,15 @@ type connSecurity struct {
 	identity       string // "" when auth is off and no certificate was shown
 	rateKey        string // identity, or the client IP when auth is off
 	pendingWatches atomic.Int32
+	oversize       int // oversized frames skipped so far (reader goroutine only)
 }
 
 // gate is the router's admission state shared by all connections.
 type gate struct {
 	mu       sync.Mutex
 	perAddr  map[string]int
-	limiters map[string]*rate.Limiter
+	limiters map[string]*rate.Limiter // requests, by identity
+	accepts  map[string]*rate.Limiter // new connections, by client IP
 }
 
 // admitConn applies the per-address connection limit and the handshake
@@ -96,7 +110,14 @@ func (s *Server) admitConn(nc net.Conn) bool {
 		s.gate.perAddr = map[string]int{}
 	}
 	n := s.gate.perAddr[host]
+	var msg string
 	refuse := sec.MaxConnsPerAddr > 0 && n >= sec.MaxConnsPerAddr
+	if refuse {
+		msg = fmt.Sprintf("too many connections from %s (limit %d)", host, sec.MaxConnsPerAddr)
+	} else if !s.acceptToken(host) {
+		refuse = true
+		msg = fmt.Sprintf("too many new connections from %s (limit %g per second)", host, sec.ConnRate)
+	}
 	if !refuse {
 		s.gate.perAddr[host] = n + 1
 	}
@@ -104,7 +125,6 @@ func (s *Server) admitConn(nc net.Conn) bool {
 	if refuse {
 		connsRefused.Add(1)
 		go func() {
-			msg := fmt.Sprintf("too many connections from %s (limit %d)", host, sec.MaxConnsPerAddr)
 			b, _ := wire.AppendFrame(nil, &wire.Response{Code: wire.TooMany, Msg: msg, TTL: 1000})
 			nc.SetDeadline(time.Now().Add(time.Second))
 			nc.Write(b)
@@ -114,6 +134,40 @@ func (s *Server) admitConn(nc net.Conn) bool {
 	}
 	nc.SetReadDeadline(time.Now().Add(sec.HelloTimeout))
 	return true
+}
+
+// acceptToken spends a token of host's new-connection bucket; s.gate.mu
+// is held. Refused connections cost a goroutine and a small write, not a
+// reader, a writer and their buffers.
+func (s *Server) acceptToken(host string) bool {
+	sec := &s.cfg.Security
+	if sec.ConnRate <= 0 {
+		return true
+	}
+	if s.gate.accepts == nil {
+		s.gate.accepts = map[string]*rate.Limiter{}
+	}
+	lim := s.gate.accepts[host]
+	if lim == nil {
+		if len(s.gate.accepts) >= 10000 {
+			for k, l := range s.gate.accepts {
+				if l.Tokens() >= float64(l.Burst()) {
+					delete(s.gate.accepts, k)
+				}
+			}
+		}
+		lim = rate.NewLimiter(rate.Limit(sec.ConnRate), sec.ConnBurst)
+		s.gate.accepts[host] = lim
+	}
+	return lim.Allow()
+}
+
+// forgiveOversize reports whether the reader may go on after skipping an
+// oversized frame: not before the handshake (a stranger streaming junk),
+// and not more than MaxOversize times on one connection.
+func (c *conn) forgiveOversize() bool {
+	c.sec.oversize++
+	return c.hello && c.sec.oversize <= c.s.cfg.Security.MaxOversize
 }
 
 // releaseConn undoes admitConn when the connection ends.

@@ -142,3 +142,21 @@ func TestConnsPerAddress(t *testing.T) {
 		t.Fatal("refused after one closed")
 	}
 }
+
+func TestNewConnectionRatePerAddress(t *testing.T) {
+	s := newTestServer(t, Config{Security: Security{ConnRate: 1, ConnBurst: 2}})
+	admitted := 0
+	for i := 0; i < 4; i++ {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		go func() { buf := make([]byte, 512); b.Read(buf) }()
+		if s.admitConn(a) {
+			admitted++
+			s.releaseConn(a)
+		}
+	}
+	if admitted != 2 {
+		t.Fatalf("admitted %d of 4 back-to-back connections with a burst of 2", admitted)
+	}
+}

@@ -73,7 +73,7 @@ func (c *conn) readLoop() {
 		var fe *wire.FrameSizeError
 		if errors.As(err, &fe) {
 			c.send(&wire.Response{Code: wire.TooLarge, Msg: fe.Error()})
-			if fe.Skipped {
+			if fe.Skipped && c.forgiveOversize() {
 				continue // the body was discarded; the stream is in step
 			}
 			return
