@@ -16,6 +16,7 @@ func (cs *connSub) Send(events []wire.Event) bool {
 	if cs.c.send(&wire.Response{Stream: cs.stream, Events: events}) {
 		return true
 	}
+	cs.c.s.slowConsumer()
 	cs.c.mu.Lock()
 	delete(cs.c.watches, cs.stream)
 	cs.c.mu.Unlock()
