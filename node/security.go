@@ -56,3 +56,11 @@ func tlsFile(f *auth.TLSFiles, which string) string {
 	}
 	return f.Key
 }
+
+// RouterSecurity gives a standalone router (`warden router`) the same
+// security a node's router gets from cfg: the router settings and the TLS
+// config of its client listener (nil = plaintext). Its forwarding
+// connections present the node certificate (or the peer secret).
+func RouterSecurity(cfg *Config) (router.Security, *tls.Config, error) {
+	return cfg.security()
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
+	"github.com/wardenlock/warden/router"
 )
 
 // serveSecurity holds the TLS, auth and limit flags of `warden serve`.
@@ -128,4 +130,17 @@ func clientSecurityOptions() ([]client.Option, error) {
 		return nil, err
 	}
 	return append(opts, client.WithTLS(tc)), nil
+}
+
+// routerSecurity is the standalone router's share of the flags. Without any
+// TLS flag it stays plaintext, as before.
+func (s *serveSecurity) routerSecurity() (router.Security, *tls.Config, error) {
+	if s.tlsDir == "" && s.caFile == "" && s.clientCA == "" && s.cert == "" && s.key == "" {
+		s.plaintext = true
+	}
+	var cfg node.Config
+	if err := s.apply(&cfg); err != nil {
+		return router.Security{}, nil, err
+	}
+	return node.RouterSecurity(&cfg)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -184,16 +185,24 @@ func runNodes(cfgs []node.Config, log *slog.Logger) error {
 func routerCmd() *cobra.Command {
 	var (
 		listen, seeds, level string
+		sec                  serveSecurity
 	)
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a stateless router in front of a cluster",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := newLogger(level)
-			srv := router.New(router.Config{Seeds: strings.Split(seeds, ","), Log: log})
+			rsec, serverTLS, err := sec.routerSecurity()
+			if err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
+			srv := router.New(router.Config{Seeds: strings.Split(seeds, ","), Log: log, Security: rsec})
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
+			}
+			if serverTLS != nil {
+				ln = tls.NewListener(ln, serverTLS)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -205,5 +214,6 @@ func routerCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7060", "client address")
 	cmd.Flags().StringVar(&seeds, "seeds", "127.0.0.1:7070,127.0.0.1:7071,127.0.0.1:7072", "node client addresses")
 	cmd.Flags().StringVar(&level, "log-level", "warn", "log level")
+	sec.register(cmd.Flags())
 	return cmd
 }
