@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/ed25519"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,10 @@ type Config struct {
 	AdminTLS   *tls.Config  // admin HTTP port; defaults to the client port's config when TLS is set
 	Auth       *auth.Policy // nil = no authentication (everyone may do everything)
 	PeerSecret string       // authenticates node-to-node forwarding without mTLS (needed for auth over plaintext)
+
+	// SigningKey is the cluster's Ed25519 key for signed fencing tokens
+	// (nil: grants are never signed).
+	SigningKey ed25519.PrivateKey
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -121,6 +126,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	rc := cfg.Router
 	rc.Host = host
+	rc.SigningKey = cfg.SigningKey
 	rc.Log = cfg.Log
 	rc.Security = sec
 	if rc.Paths.MaxDepth == 0 {

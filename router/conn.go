@@ -204,6 +204,7 @@ func (c *conn) close() {
 func (c *conn) finish(req *wire.Request, resp *wire.Response) {
 	<-c.sem
 	resp.ID = req.ID
+	c.s.sign(req, resp)
 	if !c.send(resp) && c.isClosed() && !c.peer && req.Lease == 0 && isGrant(req, resp) {
 		c.s.releaseOrphan(req, resp)
 	}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -31,6 +32,9 @@ type Config struct {
 	Paths          hierarchy.Limits
 	Log            *slog.Logger
 	Security       Security // TLS peers, authentication, per-address/identity/connection limits (auth.go)
+	// SigningKey, when set, signs grants that ask for it (FlagSigned):
+	// the cluster's Ed25519 key, the same on every node.
+	SigningKey ed25519.PrivateKey
 }
 
 func (c *Config) fill() {

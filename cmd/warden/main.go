@@ -35,7 +35,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), devCmd(), routerCmd())
+	root.AddCommand(serveCmd(), devCmd(), routerCmd(), signingKeyCmd())
 	addClientCommands(root)
 	root.AddCommand(certsCmd())
 	err := root.Execute()

@@ -27,6 +27,7 @@ type fileConfig struct {
 	Listen         string   `yaml:"listen"`
 	Raft           string   `yaml:"raft"`
 	RaftListen     string   `yaml:"raft-listen"`
+	SigningKey     string   `yaml:"signing-key"`
 	Admin          string   `yaml:"admin"`
 	Members        []string `yaml:"members"` // "id=raft-address"
 	Shards         int      `yaml:"shards"`
@@ -73,6 +74,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.DataDir, "data-dir", "./data/node1", "where Raft logs and snapshots live")
 	f.StringVar(&fc.Listen, "listen", "127.0.0.1:7070", "client address")
 	f.StringVar(&fc.Raft, "raft", "127.0.0.1:7170", "Raft address other nodes dial")
+	f.StringVar(&fc.SigningKey, "signing-key", "", "cluster Ed25519 key that signs fencing tokens on request (warden signing-key)")
 	f.StringVar(&fc.RaftListen, "raft-listen", "", "address Raft listens on when it differs from --raft (a proxy in front)")
 	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off)")
 	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
@@ -105,6 +107,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("listen", func() { fc.Listen = pickS(fromFile.Listen, fc.Listen) })
 	set("raft", func() { fc.Raft = pickS(fromFile.Raft, fc.Raft) })
 	set("raft-listen", func() { fc.RaftListen = pickS(fromFile.RaftListen, fc.RaftListen) })
+	set("signing-key", func() { fc.SigningKey = pickS(fromFile.SigningKey, fc.SigningKey) })
 	set("admin", func() { fc.Admin = pickS(fromFile.Admin, fc.Admin) })
 	set("members", func() { fc.Members = fromFile.Members })
 	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
@@ -133,6 +136,13 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
 		DataShards: fc.Shards, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
 		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
+	}
+	if fc.SigningKey != "" {
+		key, err := loadSigningKey(fc.SigningKey)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.SigningKey = key
 	}
 	for _, m := range fc.Members {
 		id, addr, ok := strings.Cut(strings.TrimSpace(m), "=")
