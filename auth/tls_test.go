@@ -87,3 +87,42 @@ func handshake(t *testing.T, server, client *tls.Config) tls.ConnectionState {
 	}
 	return sc.ConnectionState()
 }
+
+// TestForeignCertificatesAreRefused: a client certificate from another CA,
+// or a server the client's CA did not sign, fails the handshake.
+func TestForeignCertificatesAreRefused(t *testing.T) {
+	ours, theirs := t.TempDir(), t.TempDir()
+	for _, d := range []string{ours, theirs} {
+		if err := (DevCerts{Dir: d}).Generate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node, err := DirFiles(ours).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignClient, _ := ClientConfig(filepath.Join(ours, CAFile), filepath.Join(theirs, ClientCert), filepath.Join(theirs, ClientKeyFile))
+	if err := tryHandshake(node.Server, foreignClient); err == nil {
+		t.Fatal("server accepted a client certificate from a foreign CA")
+	}
+	wrongCA, _ := ClientConfig(filepath.Join(theirs, CAFile), "", "")
+	if err := tryHandshake(node.Server, wrongCA); err == nil {
+		t.Fatal("client accepted a server its CA did not sign")
+	}
+}
+
+func tryHandshake(server, client *tls.Config) error {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	client.ServerName = "127.0.0.1"
+	errc := make(chan error, 1)
+	go func() { errc <- tls.Server(a, server).Handshake(); a.Close() }()
+	cerr := tls.Client(b, client).Handshake()
+	b.Close()
+	serr := <-errc
+	if cerr != nil {
+		return cerr
+	}
+	return serr
+}

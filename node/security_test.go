@@ -320,7 +320,7 @@ func TestLimits(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) {
 		cfg.Auth = pol
 		cfg.Router.MaxFrame = 8 << 10
-		cfg.Router.Security = router.Security{MaxConnsPerAddr: 12, MaxWatches: 2, Rate: 40, Burst: 40}
+		cfg.Router.Security = router.Security{MaxConnsPerAddr: 12, MaxWatches: 2, Rate: 40, Burst: 40, HelloTimeout: time.Second}
 		cfg.SM = statemachine.DefaultConfig()
 		cfg.SM.MaxWaiters = 2
 		cfg.SM.MaxLeaseLock = 3
@@ -389,6 +389,18 @@ func TestLimits(t *testing.T) {
 		}
 		if r := w.recv(10 * time.Second); r != nil {
 			t.Fatalf("still open: %+v", r)
+		}
+	})
+	t.Run("handshake timeout", func(t *testing.T) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		start := time.Now()
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := nc.Read(make([]byte, 1)); err == nil || time.Since(start) > 5*time.Second {
+			t.Fatalf("a silent connection was kept for %v (%v)", time.Since(start), err)
 		}
 	})
 	t.Run("path length", func(t *testing.T) {
