@@ -177,8 +177,11 @@ func (p *Policy) Token(tok string) (string, bool) {
 
 // Known reports whether identity is named in the policy (has roles).
 func (p *Policy) Known(identity string) bool {
+	if p == nil {
+		return false
+	}
 	_, ok := p.grants[identity]
-	return p != nil && ok
+	return ok
 }
 
 // PeerSecret is the cluster secret from the file ("" when none).
