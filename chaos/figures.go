@@ -31,8 +31,10 @@ func MeasureFigures(ctx context.Context, c *Cluster, trials int) (*Figures, erro
 	}
 	defer cl.Close()
 	for t := 0; t < trials && ctx.Err() == nil; t++ {
-		path := fmt.Sprintf("/fig/k%d/lock", t)
-		if d, err := failover(ctx, c, cl, path, func(i int) { c.Kill(i) }); err == nil {
+		path := fmt.Sprintf("/fig/k%d", t)
+		d, err := failover(ctx, c, cl, path, func(i int) { c.Kill(i) })
+		c.Log.Add("figures trial %d: kill leader → acquire %v (%v)", t, d, err)
+		if err == nil {
 			f.KillLeader = append(f.KillLeader, d)
 		}
 		c.Heal()
@@ -42,29 +44,35 @@ func MeasureFigures(ctx context.Context, c *Cluster, trials int) (*Figures, erro
 		if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
 			return f, err
 		}
-		path = fmt.Sprintf("/fig/i%d/lock", t)
-		if d, err := failover(ctx, c, cl, path, func(i int) { c.Isolate(i) }); err == nil {
+		path = fmt.Sprintf("/fig/i%d", t)
+		d, err = failover(ctx, c, cl, path, func(i int) { c.Isolate(i) })
+		c.Log.Add("figures trial %d: isolate leader → acquire %v (%v)", t, d, err)
+		if err == nil {
 			f.IsolateLeader = append(f.IsolateLeader, d)
 		}
 		c.Heal()
 		if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
 			return f, err
 		}
-		if d, err := handOff(ctx, c, cl, fmt.Sprintf("/fig/h%d/lock", t), f.HandOffTTL); err == nil {
+		d, err = handOff(ctx, c, cl, fmt.Sprintf("/fig/h%d/lock", t), f.HandOffTTL)
+		c.Log.Add("figures trial %d: holder kill → hand-off %v (%v)", t, d, err)
+		if err == nil {
 			f.HandOff = append(f.HandOff, d)
 		}
 	}
 	return f, nil
 }
 
-// failover hits the leader of path's shard and times the first acquire
-// that succeeds afterwards (tries, each with a fresh single-lock lease).
-func failover(ctx context.Context, c *Cluster, cl *client.Client, path string, hit func(int)) (time.Duration, error) {
-	shard, err := c.ShardOf(ctx, path)
+// failover hits the leader of base's shard and times the first acquire that
+// succeeds afterwards. Every attempt takes a path of its own in base's
+// namespace (same shard): an attempt that timed out may still have been
+// granted, and must not make the next ones conflict.
+func failover(ctx context.Context, c *Cluster, cl *client.Client, base string, hit func(int)) (time.Duration, error) {
+	shard, err := c.ShardOf(ctx, base)
 	if err != nil {
 		return 0, err
 	}
-	if err := acquireRelease(ctx, cl, path); err != nil { // warm the routes
+	if err := acquireRelease(ctx, cl, base+"/warm"); err != nil { // warm the routes
 		return 0, err
 	}
 	leader := c.Leader(ctx, shard)
@@ -74,12 +82,15 @@ func failover(ctx context.Context, c *Cluster, cl *client.Client, path string, h
 	start := time.Now()
 	hit(leader)
 	deadline := start.Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if acquireRelease(ctx, cl, path) == nil {
+	errs := map[string]int{}
+	for attempt := 0; time.Now().Before(deadline); attempt++ {
+		err := acquireRelease(ctx, cl, fmt.Sprintf("%s/a%d", base, attempt))
+		if err == nil {
 			return time.Since(start), nil
 		}
+		errs[err.Error()]++
 	}
-	return 0, fmt.Errorf("no acquire on %s within 30s", path)
+	return 0, fmt.Errorf("no acquire on %s (shard %d, node %d hit) within 30s: %v; %s", base, shard, leader+1, errs, c.diagnose(ctx, shard, base))
 }
 
 func acquireRelease(ctx context.Context, cl *client.Client, path string) error {
@@ -109,7 +120,9 @@ func handOff(ctx context.Context, c *Cluster, cl *client.Client, path string, tt
 	// Wait until it holds the lock.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		li, err := cl.LockInfo(ctx, path)
+		lctx, lcancel := context.WithTimeout(ctx, time.Second)
+		li, err := cl.LockInfo(lctx, path)
+		lcancel()
 		if err == nil && len(li.Holders) > 0 {
 			break
 		}
@@ -160,5 +173,32 @@ func (f *Figures) String() string {
 	row("leader SIGKILL → first acquire on its shard", f.KillLeader)
 	row("leader isolated → first acquire on its shard", f.IsolateLeader)
 	row(fmt.Sprintf("holder SIGKILL → waiter granted (TTL %v)", f.HandOffTTL), f.HandOff)
+	return b.String()
+}
+
+// diagnose says how each node sees a shard, and whether an acquire through
+// each node alone succeeds.
+func (c *Cluster) diagnose(ctx context.Context, shard uint64, base string) string {
+	var b strings.Builder
+	for i := range c.Nodes {
+		st, err := c.Status(ctx, i)
+		if err != nil {
+			fmt.Fprintf(&b, "node %d: %v; ", i+1, err)
+			continue
+		}
+		for _, s := range st.Shards {
+			if s.ID == shard {
+				fmt.Fprintf(&b, "node %d: leader=%d applied=%d", i+1, s.Leader, s.Applied)
+			}
+		}
+		cl, err := client.New(ctx, []string{c.Nodes[i].ClientAddr}, client.WithPoolSize(1), client.WithRequestTimeout(time.Second))
+		if err == nil {
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err = cl.Do(actx, &wire.Request{Op: wire.OpAcquire, Path: base + "/diag", TTL: 5000, Wait: wire.WaitNone})
+			cancel()
+			cl.Close()
+		}
+		fmt.Fprintf(&b, " direct acquire: %v; ", err)
+	}
 	return b.String()
 }

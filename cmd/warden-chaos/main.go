@@ -114,7 +114,9 @@ func run(args []string) int {
 			fmt.Fprintf(&b, "figures: %v\n", err)
 		}
 		if fig != nil {
-			fmt.Fprintf(&b, "\n# figures (3 nodes, default settings: rtt 10 ms, election 15 ticks)\n%s", fig)
+			load, _ := os.ReadFile("/proc/loadavg")
+			fmt.Fprintf(&b, "\n# figures (3 nodes, default settings: rtt 10 ms, election 15 ticks; load average during the run: %s)\n%s",
+				strings.TrimSpace(string(load)), fig)
 		}
 	}
 	fmt.Fprintf(&b, "\n%d scenario(s) failed; total %v\n", failed, time.Since(start).Round(time.Second))
@@ -137,7 +139,7 @@ func figures(ctx context.Context, env chaos.Env, trials int) (*chaos.Figures, er
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	log := chaos.NewEventLog(nil)
+	log := chaos.NewEventLog(os.Stderr)
 	c, err := chaos.StartCluster(ctx, chaos.Options{Nodes: 3, Binary: env.Binary, Dir: dir, Seed: env.Seed, LogLevel: "warn"}, log)
 	if err != nil {
 		return nil, err

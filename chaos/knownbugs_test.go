@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/wire"
+)
+
+// Known bugs found by the fault suite, as minimal failing tests. They are
+// skipped unless WARDEN_CHAOS_KNOWN_BUGS=1, so `make test` stays green
+// until they are fixed; drop the skip in the fix.
+func knownBug(t *testing.T) {
+	if os.Getenv("WARDEN_CHAOS_KNOWN_BUGS") == "" {
+		t.Skip("known bug (see docs/faults.md); run with WARDEN_CHAOS_KNOWN_BUGS=1")
+	}
+}
+
+// TestMinorityAnswersUnavailable: a node cut off from the Raft majority
+// (here the shard's former leader) should answer a write with a clear
+// Unavailable (DESIGN promise 6), so a client moves on to another endpoint.
+// Instead it holds the request until the client gives up: the figures run
+// saw "isolate leader → first acquire" fail for 30 s straight in 4 of 10
+// trials, every attempt ending in "ambiguous: context deadline exceeded",
+// while direct acquires through the two majority nodes succeeded at once
+// (the pooled client had all its connections on the isolated node, and a
+// live connection that never answers is never abandoned).
+func TestMinorityAnswersUnavailable(t *testing.T) {
+	knownBug(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	log := NewEventLog(testLogWriter{t})
+	c, err := StartCluster(ctx, Options{Nodes: 3, Shards: 2, Binary: wardenBin, Dir: testDir(t), Seed: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	shard, err := c.ShardOf(ctx, "/known/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := c.Leader(ctx, shard)
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+	cl, err := client.New(ctx, []string{c.Nodes[leader].ClientAddr}, client.WithRequestTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := acquireRelease(ctx, cl, "/known/a/warm"); err != nil {
+		t.Fatal(err)
+	}
+	c.Isolate(leader)
+	time.Sleep(time.Second) // CheckQuorum: it has stepped down by now
+	actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+	defer acancel()
+	start := time.Now()
+	_, err = cl.Do(actx, &wire.Request{Op: wire.OpAcquire, Path: "/known/a/x", TTL: 5000, Wait: wire.WaitNone})
+	t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("a minority node answered %v, want a clear Unavailable", err)
+	}
+}
+
+// TestClockSkewKeepsExactlyOnce: the state machine's time is the
+// leader-stamped time, moved forward only (statemachine.advance). A new
+// leader whose clock runs 2 h ahead makes every client look idle for more
+// than ClientIdleMs (10 min) and every tombstone older than TombstoneMs
+// (1 h), so both are swept at its first entry: a retry of an already
+// applied request (same Client and Seq) is applied a second time, and a
+// revoked session id is accepted again. Clock skew must not change
+// outcomes (issue 5); the promises in docs/protocol.md §5 and §9 are
+// stated in real time.
+func TestClockSkewKeepsExactlyOnce(t *testing.T) {
+	knownBug(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	log := NewEventLog(testLogWriter{t})
+	c, err := StartCluster(ctx, Options{Nodes: 3, Shards: 2, Binary: wardenBin, Dir: testDir(t), Seed: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := client.New(ctx, c.ClientAddrs(), client.WithRequestTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const path, other = "/skew/a/lock", "/skew/a/other"
+	lease, revoked := uint64(0x1234567), uint64(0x7654321)
+	acquire := &wire.Request{Op: wire.OpAcquire, Path: path, Lease: lease, Owner: "o", TTL: 600_000,
+		Wait: wire.WaitNone, Client: cl.ID(), Seq: 1 << 40}
+	first, err := cl.Do(ctx, acquire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Do(ctx, &wire.Request{Op: wire.OpAcquire, Path: other, Lease: revoked, Owner: "o", TTL: 600_000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Do(ctx, &wire.Request{Op: wire.OpRevoke, Lease: revoked}); err != nil {
+		t.Fatal(err)
+	}
+	// Every follower of the shard comes back with a clock 2 h ahead; then
+	// the leader dies and one of them takes over.
+	shard, _ := c.ShardOf(ctx, path)
+	leader := c.Leader(ctx, shard)
+	for i := range c.Nodes {
+		if i == leader {
+			continue
+		}
+		c.Kill(i)
+		c.SetClockOffset(i, 2*time.Hour)
+		c.Start(i)
+		if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Kill(leader)
+	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now := -1
+	for deadline := time.Now().Add(20 * time.Second); now < 0 && time.Now().Before(deadline); {
+		now = c.Leader(ctx, shard)
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("shard %d: leader was node %d, now node %d (clock +2h)", shard, leader+1, now+1)
+	c.Start(leader)
+	// Any entry the skewed leader proposes advances the shard's time.
+	if _, err := cl.Do(ctx, &wire.Request{Op: wire.OpAcquire, Path: "/skew/a/poke", TTL: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := cl.Do(ctx, acquire) // the same request again: must return the first outcome
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first: token %d count %d; retry: token %d count %d", first.Token, first.Count, retry.Token, retry.Count)
+	if retry.Count != first.Count {
+		t.Errorf("a retried acquire (same Client/Seq) was applied twice after a skewed leader took over: hold count %d, first answer %d",
+			retry.Count, first.Count)
+	}
+	_, err = cl.Do(ctx, &wire.Request{Op: wire.OpAcquire, Path: other, Lease: revoked, Owner: "o", TTL: 600_000})
+	t.Logf("acquire with the revoked lease: %v", err)
+	if err == nil {
+		t.Errorf("revoked lease %#x was accepted again (its tombstone should last 1 h of real time)", revoked)
+	}
+}
