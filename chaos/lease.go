@@ -104,6 +104,7 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 	}()
 	// The taker, on a session of its own.
 	taken := make(chan int64, 1)
+	var takerErr error
 	go func() {
 		s, err := cl.NewSession(wctx, client.WithTTL(5*time.Second))
 		if err != nil {
@@ -114,6 +115,7 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 		r, err := cl.Do(wctx, &wire.Request{Op: wire.OpAcquire, Path: path, Lease: s.Lease(), Owner: "t", TTL: 5000, Wait: wire.WaitForever})
 		at := w.Clock()
 		if err != nil || r.Code != wire.OK {
+			takerErr = err
 			taken <- -1
 			return
 		}
@@ -159,7 +161,7 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 			taken = nil
 			switch {
 			case at < 0:
-				w.violate("%s: the taker's wait failed after holder lease %d stopped", path, lease)
+				w.violate("%s: the taker's wait failed after holder lease %d stopped: %v", path, lease, takerErr)
 			case at < lastAck+int64(w.TTL):
 				w.violate("%s granted to the taker %v after the send of the holder's last acknowledged keepalive (TTL %v): lease ended early",
 					path, time.Duration(at-lastAck), w.TTL)
@@ -191,12 +193,12 @@ func holderNote(cl *client.Client, path string, ended uint64) string {
 	defer cancel()
 	li, err := cl.LockInfo(ctx, path)
 	if err != nil {
-		return ""
+		return fmt.Sprintf(" (lockinfo: %v)", err)
 	}
 	for _, h := range li.Holders {
 		if h.Lease == ended {
 			return fmt.Sprintf(" (it is held by the ENDED lease %d, owner %q, token %d)", h.Lease, h.Owner, h.Token)
 		}
 	}
-	return fmt.Sprintf(" (holders now: %d)", len(li.Holders))
+	return fmt.Sprintf(" (holders now: %d, waiters: %d)", len(li.Holders), len(li.Waiters))
 }
