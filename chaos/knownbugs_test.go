@@ -78,7 +78,6 @@ func TestMinorityAnswersUnavailable(t *testing.T) {
 // outcomes (issue 5); the promises in docs/protocol.md §5 and §9 are
 // stated in real time.
 func TestClockSkewKeepsExactlyOnce(t *testing.T) {
-	knownBug(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	log := NewEventLog(testLogWriter{t})
@@ -166,7 +165,6 @@ func TestClockSkewKeepsExactlyOnce(t *testing.T) {
 // Reproduced here 3 runs out of 3; the resumed node logs "lease expired"
 // for the lease 2 ms after it logs that another node leads the shard.
 func TestPausedLeaderDoesNotExpireLeases(t *testing.T) {
-	knownBug(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	log := NewEventLog(testLogWriter{t})

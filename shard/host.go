@@ -197,6 +197,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		create := func(shardID, replicaID uint64) sm.IStateMachine {
 			m := statemachine.New(smCfg)
 			m.SetObserver(s)
+			s.sm.Store(m)
 			return m
 		}
 		if err := nh.StartReplica(members, false, create, h.raftConfig(id)); err != nil {
@@ -231,7 +232,7 @@ func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
 	h.leaders[info.ShardID] = info.LeaderID
 	h.mu.Unlock()
 	if s := h.shards[info.ShardID]; s != nil {
-		s.onLeader(info.LeaderID)
+		s.onLeader(info.LeaderID, info.Term)
 	}
 }
 

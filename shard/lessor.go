@@ -62,6 +62,7 @@ type lessor struct {
 
 	mu      sync.Mutex
 	leader  bool
+	term    uint64 // Raft term of the current leadership: carried by Expire
 	epoch   uint64 // bumped on every leadership change
 	loading *leaseTracking
 	leases  map[uint64]*lease
@@ -141,11 +142,12 @@ func (l *lessor) forget(id uint64) {
 }
 
 // setLeader is called on every leadership change of the local replica.
-func (l *lessor) setLeader(isLeader bool) {
+func (l *lessor) setLeader(isLeader bool, term uint64) {
 	l.mu.Lock()
 	l.epoch++
 	epoch := l.epoch
 	l.leader = isLeader
+	l.term = term
 	l.leases = make(map[uint64]*lease)
 	l.heap = nil
 	l.loading = nil
@@ -158,9 +160,16 @@ func (l *lessor) setLeader(isLeader bool) {
 	}
 }
 
-// load reads the lease table with a linearizable read (so it includes every
-// committed entry) and starts every lease with a full TTL from now.
+// load first commits this leadership's term (a no-op marker): from then on
+// the state machine refuses expiries decided under older terms, so a deposed
+// leader that resumes after a pause cannot end leases this lessor keeps
+// alive. Then it reads the lease table with a linearizable read (so it
+// includes every committed entry) and starts every lease with a full TTL
+// from now. Keepalives are answered only after both.
 func (l *lessor) load(epoch uint64) {
+	if !l.markTerm(epoch) {
+		return
+	}
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeasesQuery{})
@@ -201,6 +210,38 @@ func (l *lessor) load(epoch uint64) {
 	}
 }
 
+// markTerm proposes the term marker until it is applied; false when the
+// leadership ended first.
+func (l *lessor) markTerm(epoch uint64) bool {
+	l.mu.Lock()
+	term := l.term
+	l.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		done := make(chan *wire.Response, 1)
+		l.propose(&wire.Request{Op: wire.OpNoop, Term: term}, func(r *wire.Response) { done <- r })
+		var r *wire.Response
+		select {
+		case r = <-done:
+		case <-l.s.stopc:
+			return false
+		}
+		l.mu.Lock()
+		current := l.epoch == epoch
+		l.mu.Unlock()
+		if !current {
+			return false
+		}
+		if r.Code == wire.OK {
+			return true
+		}
+		select {
+		case <-l.s.stopc:
+			return false
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
 func backoff(attempt int) time.Duration {
 	d := 20 * time.Millisecond << min(attempt, 5)
 	return d
@@ -227,7 +268,7 @@ func (l *lessor) tick() {
 	epoch := l.epoch
 	reqs := make([]*wire.Request, len(due))
 	for i, le := range due {
-		reqs[i] = &wire.Request{Op: wire.OpExpire, Lease: le.id, Rev: le.rev}
+		reqs[i] = &wire.Request{Op: wire.OpExpire, Lease: le.id, Rev: le.rev, Term: l.term}
 	}
 	l.mu.Unlock()
 	for _, req := range reqs {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	sm "github.com/lni/dragonboat/v4/statemachine"
 	"io"
 	"log/slog"
 	"testing"
@@ -17,7 +18,7 @@ func newTestLessor(clk *ManualClock) (*lessor, *[]*wire.Request) {
 	l := newLessor(s)
 	var proposed []*wire.Request
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { proposed = append(proposed, r) }
-	l.leader = true
+	l.leader, l.term = true, 5
 	return l, &proposed
 }
 
@@ -32,7 +33,8 @@ func TestLessorExpiresOnlyAfterTTL(t *testing.T) {
 	}
 	clk.Advance(time.Millisecond)
 	l.tick()
-	if len(*proposed) != 1 || (*proposed)[0].Op != wire.OpExpire || (*proposed)[0].Lease != 7 || (*proposed)[0].Rev != 3 {
+	if len(*proposed) != 1 || (*proposed)[0].Op != wire.OpExpire || (*proposed)[0].Lease != 7 || (*proposed)[0].Rev != 3 ||
+		(*proposed)[0].Term != 5 {
 		t.Fatalf("proposed %+v, want Expire{7, rev 3}", *proposed)
 	}
 	l.tick()
@@ -107,3 +109,30 @@ func TestLessorRefreshNeverShortensOrRevivesExpiring(t *testing.T) {
 		t.Fatal("a keepalive for a lease being expired must be refused")
 	}
 }
+
+// Stamps follow the replica's applied time plus real elapsed time, never a
+// node's wall clock: a proposer whose clock is hours ahead stamps within
+// milliseconds of the cluster's time.
+func TestStampIgnoresWallClockSkew(t *testing.T) {
+	ahead := NewManualClock(time.Unix(1_000_000, 0).Add(2 * time.Hour))
+	s := &Shard{clock: ahead}
+	m := statemachine.New(statemachine.DefaultConfig())
+	s.sm.Store(m)
+	p := &proposer{s: s}
+	if got := p.stamp(); got != ahead.Now().UnixMilli() {
+		t.Fatalf("a fresh shard stamps the wall clock: got %d", got)
+	}
+	// Apply an entry stamped at the cluster's time (an hour behind this
+	// node's skewed clock).
+	cluster := time.Unix(1_000_000, 0).UnixMilli()
+	cmd, _ := statemachine.EncodeCommand(nil, cluster, []*wire.Request{{Op: wire.OpNoop}})
+	if _, err := m.Update(smEntry(1, cmd)); err != nil {
+		t.Fatal(err)
+	}
+	got := p.stamp()
+	if got < cluster || got > cluster+1000 {
+		t.Fatalf("stamp %d is not anchored on the applied time %d (skewed clock says %d)", got, cluster, ahead.Now().UnixMilli())
+	}
+}
+
+func smEntry(index uint64, cmd []byte) sm.Entry { return sm.Entry{Index: index, Cmd: cmd} }

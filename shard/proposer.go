@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"time"
+
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/client"
 
@@ -27,6 +29,8 @@ type inflight struct {
 
 type proposer struct {
 	s        *Shard
+	seen     int64     // the replica's last applied stamp, as last observed
+	seenAt   time.Time // when it was observed (monotonic)
 	in       chan proposal
 	inflight chan *inflight
 	session  *client.Session
@@ -86,7 +90,7 @@ func (p *proposer) run() {
 			reqs = append(reqs, b.req)
 		}
 		var err error
-		buf, err = statemachine.EncodeCommand(buf[:0], p.s.clock.Now().UnixMilli(), reqs)
+		buf, err = statemachine.EncodeCommand(buf[:0], p.stamp(), reqs)
 		props := append([]proposal(nil), batch...)
 		if err != nil {
 			p.fail(props, err)
@@ -163,4 +167,23 @@ func (p *proposer) failCode(props []proposal, code wire.Code, msg string) {
 	for _, pr := range props {
 		pr.done(&wire.Response{ID: pr.req.ID, Code: code, Msg: msg})
 	}
+}
+
+// stamp is the time written into the next entry. Replicated time must not
+// follow any one node's wall clock: a leader two hours ahead would age every
+// dedup record and tombstone out at once. So a stamp is the replica's last
+// applied stamp plus the real (monotonic) time since this proposer saw that
+// stamp change: replicated time advances at the speed of real time, anchored
+// to the cluster's own history, and no clock skew can make it jump. Only a
+// shard's very first entry takes the wall clock.
+func (p *proposer) stamp() int64 {
+	last := p.s.lastTime()
+	now := time.Now()
+	if last == 0 {
+		return p.s.clock.Now().UnixMilli()
+	}
+	if last != p.seen {
+		p.seen, p.seenAt = last, now
+	}
+	return last + now.Sub(p.seenAt).Milliseconds()
 }

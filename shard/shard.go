@@ -9,6 +9,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
+	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -61,6 +62,8 @@ type Shard struct {
 	lessor   *lessor
 	parked   *parkedSet
 	feed     *feed
+
+	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
 	leaderID atomic.Uint64
 	isLeader atomic.Bool
@@ -116,6 +119,14 @@ func (s *Shard) lessorLoop() {
 	}
 }
 
+// lastTime is the local replica's last applied stamp (0 until it exists).
+func (s *Shard) lastTime() int64 {
+	if m := s.sm.Load(); m != nil {
+		return m.LastTime()
+	}
+	return 0
+}
+
 // ID returns the shard id.
 func (s *Shard) ID() uint64 { return s.id }
 
@@ -125,12 +136,12 @@ func (s *Shard) IsLeader() bool { return s.isLeader.Load() }
 // LeaderID returns the replica (= node) id of the leader, 0 when unknown.
 func (s *Shard) LeaderID() uint64 { return s.leaderID.Load() }
 
-func (s *Shard) onLeader(leaderID uint64) {
+func (s *Shard) onLeader(leaderID, term uint64) {
 	s.leaderID.Store(leaderID)
 	isLeader := leaderID == s.replicaID
 	if s.isLeader.Swap(isLeader) != isLeader {
-		s.log.Info("shard leadership changed", "shard", s.id, "leader", leaderID, "local", isLeader)
-		s.lessor.setLeader(isLeader)
+		s.log.Info("shard leadership changed", "shard", s.id, "leader", leaderID, "local", isLeader, "term", term)
+		s.lessor.setLeader(isLeader, term)
 	}
 }
 

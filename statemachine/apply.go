@@ -95,6 +95,10 @@ func (s *StateMachine) dispatch(r *wire.Request, out *wire.Response) *wire.Error
 	case wire.OpSetRanges:
 		return s.opSetRanges(r, out)
 	case wire.OpNoop:
+		// A new leader's lessor commits its term before it serves
+		// keepalives; expiries decided under an older term are refused
+		// from then on (see opEndLease).
+		s.maxTerm = max(s.maxTerm, r.Term)
 		return nil
 	}
 	if r.Op.Mutating() || r.Op == wire.OpKeepAlive {

@@ -206,6 +206,8 @@ func (r *fastReader) request(q *wire.Request) {
 			q.Auth = r.string()
 		case 23:
 			q.Shard = r.uint()
+		case 24:
+			q.Term = r.uint()
 		default: // lists (21, 22) and unknown fields
 			r.ok = false
 		}

@@ -76,6 +76,14 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		return wire.Errorf(wire.InvalidArgument, "no lease id")
 	}
 	out.Lease = r.Lease
+	if r.Op == wire.OpExpire && r.Term != 0 && r.Term < s.maxTerm {
+		// A deposed leader (paused, then resumed) still believes its
+		// deadlines; its proposal can reach the log through the new leader,
+		// which has been acknowledging keepalives. Only the lessor of the
+		// latest term decides expiries.
+		return wire.Errorf(wire.Conflict, "expiry of lease %d was decided in term %d, superseded by term %d",
+			r.Lease, r.Term, s.maxTerm)
+	}
 	if r.Lease&SingleLeaseBit != 0 {
 		h := s.single(r.Lease)
 		if h == nil {

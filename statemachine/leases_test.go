@@ -130,3 +130,25 @@ func TestSingleLeaseTTLKeepsItsBits(t *testing.T) {
 		t.Fatalf("MaxTTL %d is not clamped", cfg.MaxTTL)
 	}
 }
+
+// A deposed leader's expiry reaches the log after the new leader's term
+// marker: it is refused, and the lease keeps its lock.
+func TestExpireFromDeposedLeaderRefused(t *testing.T) {
+	h := newHarness(t)
+	r := acq("/a/b/c", wire.Exclusive, 7, "")
+	r.TTL = 5000
+	h.mustOK(r)
+	h.mustOK(&wire.Request{Op: wire.OpNoop, Term: 4})
+	stale := expire(7)
+	stale.Term = 3
+	h.expect(stale, wire.Conflict)
+	if info := h.read(&wire.Request{Op: wire.OpLockInfo, Path: "/a/b/c"}); len(info.Holders) != 1 {
+		t.Fatalf("an expiry from term 3 ended the lease after term 4 began: %+v", info)
+	}
+	current := expire(7)
+	current.Term = 4
+	h.mustOK(current)
+	if info := h.read(&wire.Request{Op: wire.OpLockInfo, Path: "/a/b/c"}); info.Code != wire.NotFound {
+		t.Fatalf("the current term's expiry must release: %+v", info)
+	}
+}

@@ -23,6 +23,7 @@ func (s *StateMachine) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, st
 		return r.err
 	}
 	s.state = rec.state
+	s.lastTime.Store(s.now)
 	return nil
 }
 
@@ -47,6 +48,7 @@ func (c *recovery) readState() {
 	}
 	c.now = r.varint()
 	c.rev, c.fence, c.floor, c.applied, c.rangeGen = r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
+	c.maxTerm = r.uvarint()
 	ranges := make([]wire.Range, r.count(1<<20))
 	for i := range ranges {
 		ranges[i] = wire.Range{Start: r.str(), End: r.str(), Shard: r.uvarint(), Gen: r.uvarint()}

@@ -16,7 +16,7 @@ import (
 
 const snapshotMagic = "WARDENSM"
 
-const snapshotVersion = 2
+const snapshotVersion = 3
 
 type snapWriter struct {
 	w     *bufio.Writer

@@ -30,7 +30,7 @@ func (s *StateMachine) writeState(w *snapWriter) {
 	w.uvarint(snapshotVersion)
 	w.uvarint(s.cfg.ShardID)
 	w.varint(s.now)
-	for _, v := range []uint64{s.rev, s.fence, s.floor, s.applied, s.rangeGen} {
+	for _, v := range []uint64{s.rev, s.fence, s.floor, s.applied, s.rangeGen, s.maxTerm} {
 		w.uvarint(v)
 	}
 	w.uvarint(uint64(len(s.ranges)))

@@ -129,6 +129,7 @@ type state struct {
 	floor    uint64
 	rev      uint64
 	now      int64
+	maxTerm  uint64 // highest leader term marker applied (OpNoop{Term}): older-term expiries are refused
 	applied  uint64
 	nLocks   int
 	nWaiters int

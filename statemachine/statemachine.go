@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
@@ -24,6 +25,7 @@ type StateMachine struct {
 	state
 	faults    uint64 // ops that panicked (a bug): answered Internal, counted for tests
 	lastFault string
+	lastTime  atomic.Int64 // mirrors now for readers outside Update (LastTime)
 
 	// Scratch reused across entries; nothing here is replicated.
 	reqs    []wire.Request
@@ -80,9 +82,15 @@ func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 // and drops what has aged out.
 func (s *StateMachine) advance(now int64) {
 	s.now = max(s.now, now)
+	s.lastTime.Store(s.now)
 	s.sweepTombstones()
 	s.sweepClients()
 }
+
+// LastTime is the stamped time of the last applied entry (unix ms; 0 before
+// the first). Safe to call from any goroutine: the proposer anchors its
+// stamps on it, so no leader's wall clock can move replicated time.
+func (s *StateMachine) LastTime() int64 { return s.lastTime.Load() }
 
 // applySafe turns a panic (a bug) into an Internal answer for that op. Every
 // replica runs the same code on the same input, so they fault alike and stay

@@ -91,6 +91,7 @@ func (r *Request) fields(w *fieldWriter) {
 	w.value(21, len(r.Leases) > 0, r.Leases)
 	w.value(22, len(r.Ranges) > 0, r.Ranges)
 	w.uint(23, r.Shard)
+	w.uint(24, r.Term)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -171,6 +172,8 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = decodeList(dec, &r.Ranges)
 		case 23:
 			r.Shard, err = dec.DecodeUint64()
+		case 24:
+			r.Term, err = dec.DecodeUint64()
 		default:
 			err = dec.Skip()
 		}

@@ -45,6 +45,7 @@ type Request struct {
 	Leases  []uint64
 	Ranges  []Range
 	Shard   uint64 // target shard chosen by the router (informational)
+	Term    uint64 // internal: the proposing leader's Raft term (Noop marker, Expire)
 }
 
 // Has reports whether flag f is set.
