@@ -62,6 +62,28 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Client, erro
 	return c, nil
 }
 
+// pickAvoiding is pick, except that after a failure on endpoint avoid it
+// prefers any other endpoint: a pooled connection elsewhere, or a direct one
+// it dials to the next endpoint (used on a later attempt once it is up).
+func (c *Client) pickAvoiding(ctx context.Context, req *wire.Request, avoid string) (*conn, error) {
+	if avoid == "" {
+		return c.pick(ctx, req)
+	}
+	if cn := c.pool.pickOther(avoid); cn != nil {
+		return cn, nil
+	}
+	if c.direct != nil {
+		for _, ep := range c.pool.endpoints {
+			if ep != avoid {
+				if cn := c.direct.conn(ep); cn != nil {
+					return cn, nil
+				}
+			}
+		}
+	}
+	return c.pick(ctx, req)
+}
+
 // pick chooses the connection for req: direct to its shard leader when
 // known, else from the pool.
 func (c *Client) pick(ctx context.Context, req *wire.Request) (*conn, error) {
@@ -156,6 +178,7 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 	var (
 		maybeApplied bool
 		lastErr      error
+		avoid        string // endpoint that just failed this request
 	)
 	for attempt := 0; ; attempt++ {
 		if c.ctx.Err() != nil {
@@ -164,11 +187,15 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 		if req.Seq != 0 {
 			req.AckSeq = c.seqs.ack()
 		}
-		cn, err := c.pick(ctx, req)
+		cn, err := c.pickAvoiding(ctx, req, avoid)
 		if err != nil {
 			return nil, c.giveUp(req, maybeApplied, lastErr, err)
 		}
 		resp, sent, err := cn.roundTrip(ctx, req, timeout)
+		avoid = ""
+		if err != nil || resp.Code == wire.Unavailable {
+			avoid = cn.addr // a node cut off from its majority: try another
+		}
 		switch {
 		case err == nil && resp.Code.Retryable():
 			lastErr = resp.AsError()

@@ -183,3 +183,18 @@ func (p *pool) isClosing() bool {
 	defer p.mu.Unlock()
 	return p.closing
 }
+
+// pickOther returns a live pooled connection to an endpoint other than addr,
+// or nil when every live connection goes to addr.
+func (p *pool) pickOther(addr string) *conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.slots)
+	start := int(p.rr.Add(1))
+	for k := 0; k < n; k++ {
+		if cn := p.slots[(start+k)%n]; cn != nil && !cn.broken() && cn.addr != addr {
+			return cn
+		}
+	}
+	return nil
+}

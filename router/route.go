@@ -27,7 +27,7 @@ func (s *Server) budget(req *wire.Request) time.Duration {
 
 func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int, done func(*wire.Response)) {
 	s.dispatch(req, func(resp *wire.Response) {
-		if !retryable(req, resp) || time.Now().After(deadline) {
+		if !retryable(req, resp) || time.Now().After(deadline) || giveUpUnavailable(resp, attempt) {
 			done(resp)
 			return
 		}
@@ -45,6 +45,16 @@ func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int
 			s.routeAttempt(req, deadline, attempt+1, done)
 		}()
 	})
+}
+
+// giveUpUnavailable: a shard with no reachable leader from here (an
+// election, or this node cut off from the majority) is reported at once
+// after a second try, so the client hears a clear Unavailable within its own
+// timeout and can try another node, instead of this node holding the
+// request until the client gives up with an ambiguous timeout. Routing
+// errors with a known leader elsewhere are retried for the whole budget.
+func giveUpUnavailable(resp *wire.Response, attempt int) bool {
+	return resp.Code == wire.Unavailable && attempt >= 1
 }
 
 // retryable: routing and availability errors always; an ambiguous outcome
