@@ -13,9 +13,14 @@ import (
 // []byte of a bin's declared length), so a ten-byte frame could otherwise ask
 // for gigabytes. The walk is iterative: nesting depth costs no stack.
 func checkClaims(b []byte) error {
+	// Every value in the body is walked, not only the first: the decoder
+	// reads an ext header in front of a map as part of it.
 	pending := 1 // values still to read
 	i := 0
-	for pending > 0 {
+	for pending > 0 || i < len(b) {
+		if pending == 0 {
+			pending = 1 // the next top-level value
+		}
 		if i >= len(b) {
 			return fmt.Errorf("wire: frame ends inside a value")
 		}

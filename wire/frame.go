@@ -100,7 +100,9 @@ func decode(body []byte, v msgpack.CustomDecoder) error {
 	if err == nil && d.rd.Len() != 0 {
 		err = fmt.Errorf("wire: %d trailing bytes", d.rd.Len())
 	}
-	putDecoder(d)
+	if err == nil {
+		putDecoder(d) // a decoder that failed may hold a buffer grown by a lying length
+	}
 	if err != nil {
 		return &Error{Code: Malformed, Detail: err.Error()}
 	}

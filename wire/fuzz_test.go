@@ -211,3 +211,20 @@ func TestCheckClaimsAcceptsEveryValidFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestLyingExtBehindATopLevelExt: regression for the third round. msgpack
+// reads an ext header in front of the top-level map as part of it, so the
+// claims check must walk every value of the body; a huge ext in a skipped
+// field used to grow the pooled decoder's buffer by 1 MiB per frame until
+// decoding took seconds (the fuzzer's "hung" workers).
+func TestLyingExtBehindATopLevelExt(t *testing.T) {
+	body := []byte("\xc8\x00\x000\x8d000\xc9\xec4A\x9f`")
+	for i := 0; i < 200; i++ {
+		if err := DecodeRequest(body, new(Request)); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("got %v, want Malformed", err)
+		}
+	}
+	if err := checkClaims(body); err == nil {
+		t.Fatal("checkClaims passed an ext32 claiming 3.9 GB in a 14-byte body")
+	}
+}
