@@ -6,7 +6,7 @@ BIN       := bin/warden
 PKGS      := ./...
 # Unit packages run with the race detector; cluster tests run without it
 # (dragonboat under -race is too slow for a 2-core CI box).
-UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./router/ ./auth/
+UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./router/ ./auth/ ./loadtest/...
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
@@ -27,7 +27,7 @@ run: build
 vet: deps
 	$(GO) vet $(PKGS)
 
-test: vet test-unit test-cluster test-pg test-chaos-short
+test: vet test-unit test-cluster test-pg test-ops test-chaos-short
 
 test-unit: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
@@ -91,7 +91,8 @@ image: build
 compose-test: build
 	timeout 300 sh ops/compose/compose-test.sh
 
-test-ops: deps
+# Admin API, metrics and the status page in a real headless Chromium.
+test-ops: deps chromium
 	$(GO) test -count=1 -timeout 5m ./admin/ ./metrics/
 
 # Debian's chromium for the status-page browser test (needs root for apt).
