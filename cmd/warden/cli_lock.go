@@ -37,14 +37,7 @@ lock until interrupted.
 Exit codes: the command's own; 2 if the lock was not granted (--try, or
 --wait ran out); 3 if the lock was lost; 1 on other errors.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signalContext()
-			defer stop()
-			c, err := connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			s, err := c.NewSession(ctx, client.WithTTL(ttl))
 			if err != nil {
 				return fail(err)
@@ -94,7 +87,7 @@ Exit codes: the command's own; 2 if the lock was not granted (--try, or
 				return &exitError{code: code}
 			}
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.DurationVar(&ttl, "ttl", 10*time.Second, "session TTL (the lock is lost this long after the last acknowledged keepalive)")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wardenlock/warden/node/nodetest"
 )
 
 // These tests run the real binary: three `warden serve` processes on
@@ -44,26 +45,9 @@ type procCluster struct {
 	procs     []*exec.Cmd
 }
 
-func freeAddrs(t *testing.T, n int) []string {
-	var out []string
-	var lns []net.Listener
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
-}
-
 func startServers(t *testing.T) *procCluster {
 	t.Helper()
-	addrs := freeAddrs(t, 6)
+	addrs := nodetest.FreePorts(t, 6)
 	var members []string
 	for i := 0; i < 3; i++ {
 		members = append(members, fmt.Sprintf("%d=%s", i+1, addrs[3+i]))

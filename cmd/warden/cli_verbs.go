@@ -26,14 +26,7 @@ func electCmd() *cobra.Command {
 (WARDEN_LOCK_TOKEN holds the leadership token) or holds leadership until
 interrupted. With --observe it prints every leader change.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signalContext()
-			defer stop()
-			c, err := connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			if observe {
 				for li := range c.Observe(ctx, args[0]) {
 					printLeader(args[0], li)
@@ -76,7 +69,7 @@ interrupted. With --observe it prints every leader change.`,
 				return &exitError{code: code}
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
 	cmd.Flags().BoolVar(&observe, "observe", false, "print leader changes instead of campaigning")
@@ -104,14 +97,7 @@ func watchCmd() *cobra.Command {
 		Use:   "watch <path>",
 		Short: "Print events on a path (or under it, with --prefix), with their cause",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signalContext()
-			defer stop()
-			c, err := connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			opts := []client.OpOption{client.WithRev(rev)}
 			if prefix {
 				opts = append(opts, client.WithPrefix())
@@ -131,7 +117,7 @@ func watchCmd() *cobra.Command {
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&prefix, "prefix", false, "watch the whole subtree")
 	cmd.Flags().Uint64Var(&rev, "rev", 0, "start from this revision (0 = from now)")
@@ -220,19 +206,27 @@ func leaseStr(l uint64) string {
 	return strconv.FormatUint(l, 10)
 }
 
-func withClient(f func(ctx context.Context, c *client.Client, args []string) error) func(*cobra.Command, []string) error {
+// withConn runs a verb with a client, under a context that Ctrl-C cancels.
+func withConn(f func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		sctx, stop := signalContext()
+		ctx, stop := signalContext()
 		defer stop()
-		c, err := connect(sctx)
+		c, err := connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		return f(ctx, c, cmd, args)
+	}
+}
+
+// withClient runs a one-shot verb: withConn plus the per-request timeout.
+func withClient(f func(ctx context.Context, c *client.Client, args []string) error) func(*cobra.Command, []string) error {
+	return withConn(func(sctx context.Context, c *client.Client, _ *cobra.Command, args []string) error {
 		ctx, cancel := opCtx(sctx)
 		defer cancel()
 		return f(ctx, c, args)
-	}
+	})
 }
 
 func locksCmd() *cobra.Command {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/client"
+
+	"github.com/wardenlock/warden/node/nodetest"
 )
 
 // TestServeSendsTraces runs `warden serve --otlp-endpoint` against a fake
@@ -32,7 +34,7 @@ func TestServeSendsTraces(t *testing.T) {
 	}))
 	defer recv.Close()
 
-	addrs := freeAddrs(t, 3)
+	addrs := nodetest.FreePorts(t, 3)
 	cmd := exec.Command(wardenBin, "serve", "--id", "1", "--data-dir", t.TempDir(), "--listen", addrs[0],
 		"--raft", addrs[1], "--admin", addrs[2], "--shards", "1", "--otlp-endpoint", recv.URL, "--trace-ratio", "1", "--plaintext")
 	if err := cmd.Start(); err != nil {

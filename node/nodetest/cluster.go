@@ -42,7 +42,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		o.Shards = 2
 	}
 	dir := t.TempDir()
-	ports := freePorts(t, 2*o.Nodes)
+	ports := FreePorts(t, 2*o.Nodes)
 	var members []node.Member
 	for i := 0; i < o.Nodes; i++ {
 		members = append(members, node.Member{ID: uint64(i + 1), RaftAddr: ports[o.Nodes+i]})
@@ -76,7 +76,8 @@ type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-func freePorts(t testing.TB, n int) []string {
+// FreePorts returns n distinct free 127.0.0.1 addresses.
+func FreePorts(t testing.TB, n int) []string {
 	var lns []net.Listener
 	var out []string
 	for i := 0; i < n; i++ {
