@@ -29,6 +29,8 @@ type Leases struct {
 	violations []string
 	rounds     int
 	pending    []string
+	// takerFailures are taker waits that ended in an error.
+	takerFailures []string
 }
 
 func (w *Leases) violate(format string, args ...any) {
@@ -72,6 +74,13 @@ func (w *Leases) Violations() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append(append([]string(nil), w.violations...), w.pending...)
+}
+
+// TakerFailures lists taker waits that ended in an error.
+func (w *Leases) TakerFailures() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.takerFailures...)
 }
 
 // Rounds is the number of completed rounds.
@@ -161,7 +170,11 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 			taken = nil
 			switch {
 			case at < 0:
-				w.violate("%s: the taker's wait failed after holder lease %d stopped: %v", path, lease, takerErr)
+				// Not a broken promise by itself (its own session may have
+				// been lost in a partition): counted, and the round ends.
+				w.mu.Lock()
+				w.takerFailures = append(w.takerFailures, fmt.Sprintf("%s: %v", path, takerErr))
+				w.mu.Unlock()
 			case at < lastAck+int64(w.TTL):
 				w.violate("%s granted to the taker %v after the send of the holder's last acknowledged keepalive (TTL %v): lease ended early",
 					path, time.Duration(at-lastAck), w.TTL)

@@ -165,6 +165,9 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 			r.violate("leases: %s", v)
 		}
 		r.note("leases: %d rounds", leases.Rounds())
+		for _, f := range leases.TakerFailures() {
+			r.note("leases: a taker's wait failed (not a promise by itself): %s", f)
+		}
 	}
 	if ew != nil {
 		ew.check(r)
