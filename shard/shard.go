@@ -67,7 +67,6 @@ type Shard struct {
 
 	leaderID atomic.Uint64
 	isLeader atomic.Bool
-	applied  atomic.Uint64
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -147,7 +146,6 @@ func (s *Shard) onLeader(leaderID, term uint64) {
 
 // Applied implements statemachine.Observer. It runs inside Update.
 func (s *Shard) Applied(index uint64, events []wire.Event) {
-	s.applied.Store(index)
 	s.feed.append(events)
 	s.lessor.onEvents(events)
 	for i := range events {
@@ -311,5 +309,10 @@ func (s *Shard) Unwatch(id uint64) { s.feed.unsubscribe(id) }
 // Watchers returns the number of watch subscriptions.
 func (s *Shard) Watchers() int { return s.feed.watchers() }
 
-// Applied index of the local replica (as observed from events).
-func (s *Shard) AppliedIndex() uint64 { return s.applied.Load() }
+// AppliedIndex is the local replica's last applied entry index.
+func (s *Shard) AppliedIndex() uint64 {
+	if m := s.sm.Load(); m != nil {
+		return m.AppliedIndex()
+	}
+	return 0
+}

@@ -25,7 +25,8 @@ type StateMachine struct {
 	state
 	faults    uint64 // ops that panicked (a bug): answered Internal, counted for tests
 	lastFault string
-	lastTime  atomic.Int64 // mirrors now for readers outside Update (LastTime)
+	lastTime  atomic.Int64  // mirrors now for readers outside Update (LastTime)
+	lastIndex atomic.Uint64 // mirrors applied (AppliedIndex)
 
 	// Scratch reused across entries; nothing here is replicated.
 	reqs    []wire.Request
@@ -59,6 +60,7 @@ func (s *StateMachine) SetObserver(o Observer) { s.observer = o }
 // operations are answered with typed error codes in the result.
 func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 	s.applied = e.Index
+	s.lastIndex.Store(e.Index)
 	s.events = s.events[:0]
 	now, err := s.decodeCommand(e.Cmd)
 	if err != nil {
@@ -86,6 +88,10 @@ func (s *StateMachine) advance(now int64) {
 	s.sweepTombstones()
 	s.sweepClients()
 }
+
+// AppliedIndex is the index of the last applied entry; safe from any
+// goroutine.
+func (s *StateMachine) AppliedIndex() uint64 { return s.lastIndex.Load() }
 
 // LastTime is the stamped time of the last applied entry (unix ms; 0 before
 // the first). Safe to call from any goroutine: the proposer anchors its
