@@ -61,6 +61,16 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 // balanceEvery spaces rounds so each round's transfers land first.
 const balanceEvery = 2 * time.Second
 
+// Every leadership change gives each lease of the shard a fresh full TTL
+// (a new leader may not expire a lease sooner), so moving leaders while the
+// cluster is unsettled would keep dead holders' leases alive. Balancing
+// waits until no shard has changed leader for stableFor, and never moves a
+// shard led for less than minLeadership.
+const (
+	stableFor     = 5 * time.Second
+	minLeadership = 10 * time.Second
+)
+
 // balanceLeaders runs one round on the meta leader.
 func (h *Host) balanceLeaders(t *placement.Table) {
 	if h.cfg.NoLeaderBalance || h.Leader(placement.MetaShard) != h.cfg.NodeID {
@@ -72,18 +82,34 @@ func (h *Host) balanceLeaders(t *placement.Table) {
 	h.lastBalance = time.Now()
 	leaders := map[uint64]uint64{}
 	replicas := map[uint64][]uint64{}
+	now := time.Now()
+	h.mu.RLock()
+	for _, since := range h.leaderSince {
+		if now.Sub(since) < stableFor {
+			h.mu.RUnlock()
+			return // leaderships are still moving: let them settle
+		}
+	}
 	for _, si := range t.Shards {
 		if _, local := h.shards[si.ID]; !local {
 			continue // a transfer is requested through a local replica
 		}
-		leaders[si.ID] = h.Leader(si.ID)
+		leaders[si.ID] = h.leaders[si.ID]
 		replicas[si.ID] = si.Replicas
 	}
+	since := make(map[uint64]time.Time, len(h.leaderSince))
+	for id, t := range h.leaderSince {
+		since[id] = t
+	}
+	h.mu.RUnlock()
 	var nodes []uint64
 	for _, n := range t.Nodes {
 		nodes = append(nodes, n.ID)
 	}
 	for _, m := range leaderMoves(leaders, replicas, nodes) {
+		if now.Sub(since[m[0]]) < minLeadership {
+			continue // counted, but too recently elected to move
+		}
 		if err := h.nh.RequestLeaderTransfer(m[0], m[1]); err == nil {
 			h.log.Info("moving shard leadership", "shard", m[0], "from", leaders[m[0]], "to", m[1])
 		}

@@ -123,9 +123,10 @@ type Host struct {
 	shards map[uint64]*Shard // fixed after NewHost
 	ids    []uint64
 
-	mu      sync.RWMutex
-	table   *placement.Table
-	leaders map[uint64]uint64 // shard → leader replica id
+	mu          sync.RWMutex
+	table       *placement.Table
+	leaders     map[uint64]uint64    // shard → leader replica id
+	leaderSince map[uint64]time.Time // shard → when its leadership last changed
 
 	lastBalance time.Time // placement loop only
 
@@ -147,7 +148,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		}
 	})
 	h := &Host{cfg: cfg, log: cfg.Log, shards: map[uint64]*Shard{}, leaders: map[uint64]uint64{},
-		stopc: make(chan struct{})}
+		leaderSince: map[uint64]time.Time{},
+		stopc:       make(chan struct{})}
 	for i := 0; i < cfg.DataShards; i++ {
 		id := uint64(i + 2)
 		h.shards[id] = newShard(h, id)
@@ -230,6 +232,7 @@ func (h *Host) raftConfig(shardID uint64) config.Config {
 func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
 	h.mu.Lock()
 	h.leaders[info.ShardID] = info.LeaderID
+	h.leaderSince[info.ShardID] = time.Now()
 	h.mu.Unlock()
 	if s := h.shards[info.ShardID]; s != nil {
 		s.onLeader(info.LeaderID, info.Term)
