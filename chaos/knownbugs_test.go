@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -12,14 +11,9 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// Known bugs found by the fault suite, as minimal failing tests. They are
-// skipped unless WARDEN_CHAOS_KNOWN_BUGS=1, so `make test` stays green
-// until they are fixed; drop the skip in the fix.
-func knownBug(t *testing.T) {
-	if os.Getenv("WARDEN_CHAOS_KNOWN_BUGS") == "" {
-		t.Skip("known bug (see docs/faults.md); run with WARDEN_CHAOS_KNOWN_BUGS=1")
-	}
-}
+// Bugs found by the fault suite, as minimal tests that failed before their
+// fix and now guard against regressions (docs/faults.md). A newly found bug
+// goes here skipped (t.Skip with a pointer to docs/faults.md) until fixed.
 
 // TestMinorityAnswersUnavailable: a node cut off from the Raft majority
 // (here the shard's former leader) should answer a write with a clear
@@ -33,12 +27,7 @@ func knownBug(t *testing.T) {
 func TestMinorityAnswersUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	log := NewEventLog(testLogWriter{t})
-	c, err := StartCluster(ctx, Options{Nodes: 3, Shards: 2, Binary: wardenBin, Dir: testDir(t), Seed: 1}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startRegressionCluster(ctx, t)
 	shard, err := c.ShardOf(ctx, "/known/a")
 	if err != nil {
 		t.Fatal(err)
@@ -79,12 +68,7 @@ func TestMinorityAnswersUnavailable(t *testing.T) {
 func TestClockSkewKeepsExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	log := NewEventLog(testLogWriter{t})
-	c, err := StartCluster(ctx, Options{Nodes: 3, Shards: 2, Binary: wardenBin, Dir: testDir(t), Seed: 1}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startRegressionCluster(ctx, t)
 	cl, err := client.New(ctx, c.ClientAddrs(), client.WithRequestTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -166,12 +150,7 @@ func TestClockSkewKeepsExactlyOnce(t *testing.T) {
 func TestPausedLeaderDoesNotExpireLeases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	log := NewEventLog(testLogWriter{t})
-	c, err := StartCluster(ctx, Options{Nodes: 3, Shards: 2, Binary: wardenBin, Dir: testDir(t), Seed: 1}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := startRegressionCluster(ctx, t)
 	const path = "/pause/a/lock"
 	shard, _ := c.ShardOf(ctx, path)
 	leader := c.Leader(ctx, shard)
@@ -235,4 +214,17 @@ func TestPausedLeaderDoesNotExpireLeases(t *testing.T) {
 		t.Errorf("lease reported gone %s (TTL 3 s)", at)
 	default:
 	}
+}
+
+// startRegressionCluster starts the 3-node, 2-shard process cluster these
+// tests share; it is closed when the test ends.
+func startRegressionCluster(ctx context.Context, t *testing.T) *Cluster {
+	t.Helper()
+	log := NewEventLog(testLogWriter{t})
+	c, err := StartCluster(ctx, Options{Nodes: 3, Shards: 2, Binary: wardenBin, Dir: testDir(t), Seed: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

@@ -93,9 +93,3 @@ func (ps *parkedSet) drain(code wire.Code, msg string) {
 		p.done(&wire.Response{ID: p.id, Code: code, Msg: msg})
 	}
 }
-
-func (ps *parkedSet) len() int {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return len(ps.m)
-}

@@ -255,9 +255,6 @@ func (s *Shard) cancel(client, seq uint64, code wire.Code, done func(*wire.Respo
 	})
 }
 
-// Parked reports whether (client, seq) is still waiting here.
-func (s *Shard) Parked(client, seq uint64) bool { return s.parked.has(clientSeq{client, seq}) }
-
 func (s *Shard) read(req *wire.Request, done func(*wire.Response)) {
 	go func() {
 		var (

@@ -25,13 +25,12 @@ type model struct {
 }
 
 type mHolder struct {
-	path        string
-	mode        wire.Mode
-	lease       uint64
-	owner       string
-	token       uint64
-	count       uint32
-	client, seq uint64
+	path  string
+	mode  wire.Mode
+	lease uint64
+	owner string
+	token uint64
+	count uint32
 }
 
 type mWaiter struct {

@@ -75,11 +75,10 @@ func Span(p string, depth int) (start, end string) {
 // RouteTable is what OpRanges answers (Response.Table): the ranges and the
 // client address of each shard's leader, as the answering node knows them.
 type RouteTable struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Gen      uint64
-	Depth    int
-	Ranges   []Range       // sorted by Start, tiling the key space
-	Leaders  []ShardLeader // by shard
+	Gen     uint64
+	Depth   int
+	Ranges  []Range       // sorted by Start, tiling the key space
+	Leaders []ShardLeader // by shard
 }
 
 // ShardLeader names the node that leads a shard.
