@@ -61,6 +61,7 @@ func (c *recovery) readState() {
 		c.readKids(c.trie.Root(), r.str())
 	}
 	c.checkLeaseLists()
+	c.readSections()
 	r.full(magic)
 	if r.err == nil && string(magic) != snapshotMagic {
 		r.fail(errors.New("missing end marker"))

@@ -16,7 +16,9 @@ import (
 
 const snapshotMagic = "WARDENSM"
 
-const snapshotVersion = 3
+// Version 4 added tagged sections after the trie (sections.go); later
+// additions go there rather than bumping the version.
+const snapshotVersion = 4
 
 type snapWriter struct {
 	w     *bufio.Writer

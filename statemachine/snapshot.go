@@ -43,6 +43,7 @@ func (s *StateMachine) writeState(w *snapWriter) {
 	s.writeLeases(w)
 	s.writeClients(w)
 	s.writeNode(w, s.trie.Root(), nil)
+	s.writeSections(w)
 	w.write([]byte(snapshotMagic))
 }
 
