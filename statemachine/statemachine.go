@@ -61,6 +61,9 @@ func (s *StateMachine) SetObserver(o Observer) { s.observer = o }
 func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 	s.applied = e.Index
 	s.lastIndex.Store(e.Index)
+	if len(e.Cmd) > 1 && e.Cmd[0] == commandVersion && e.Cmd[1] == kindRestore {
+		return s.applyRestore(e), nil
+	}
 	s.events = s.events[:0]
 	now, err := s.decodeCommand(e.Cmd)
 	if err != nil {
