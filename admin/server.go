@@ -135,6 +135,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.apiSessions(ctx)
 	case path == "/v1/elections":
 		s.apiElections(ctx)
+	case path == "/v1/backup/table":
+		s.apiBackupTable(ctx)
+	case strings.HasPrefix(path, "/v1/backup/shards/"):
+		s.apiBackupShard(ctx, path)
 	default:
 		ctx.Error("not found", fasthttp.StatusNotFound)
 	}

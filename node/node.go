@@ -92,6 +92,10 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	plan, err := restorePlan(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("node: listen for clients: %w", err)
@@ -114,7 +118,7 @@ func Start(cfg Config) (*Node, error) {
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
-		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,
+		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 	})
 	if err != nil {

@@ -57,6 +57,9 @@ type HostConfig struct {
 	// peer must present a certificate signed by CAFile.
 	MutualTLS                 bool
 	CAFile, CertFile, KeyFile string
+
+	// Restore, when set, fills a new cluster from a backup (restore.go).
+	Restore *RestorePlan
 }
 
 func (c *HostConfig) fill() error {
@@ -111,6 +114,15 @@ func (c *HostConfig) fill() error {
 		c.SM.ShardID = id
 	}
 	c.SM.SplitDepth = c.NamespaceDepth
+	if c.Restore != nil {
+		ids := make([]uint64, c.DataShards)
+		for i := range ids {
+			ids[i] = uint64(i + 2)
+		}
+		if err := c.Restore.check(ids, c.NamespaceDepth); err != nil {
+			return err
+		}
+	}
 	return c.SM.Validate()
 }
 
@@ -129,6 +141,8 @@ type Host struct {
 	leaderSince map[uint64]time.Time // shard → when its leadership last changed
 
 	lastBalance time.Time // placement loop only
+
+	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -207,6 +221,15 @@ func NewHost(cfg HostConfig) (*Host, error) {
 			return nil, fmt.Errorf("shard: start replica of shard %d: %w", id, err)
 		}
 		s.start(nh)
+	}
+	if cfg.Restore != nil {
+		h.pendingRestore = map[uint64]struct{}{}
+		for _, id := range h.ids {
+			h.pendingRestore[id] = struct{}{}
+			h.shards[id].restoring.Store(true)
+		}
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); h.restoreLoop() }()
 	}
 	h.wg.Add(1)
 	go func() { defer h.wg.Done(); h.placementLoop() }()
@@ -348,6 +371,10 @@ func (h *Host) isFirstMember() bool {
 }
 
 func (h *Host) initialTable() []byte {
+	if h.cfg.Restore != nil {
+		cmd, _ := placement.InitCommand(h.restoreTable())
+		return cmd
+	}
 	var replicas []uint64
 	for id := range h.cfg.Members {
 		replicas = append(replicas, id)
@@ -380,7 +407,7 @@ func (h *Host) metaPropose(ctx context.Context, cmd []byte) error {
 func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
 	for _, id := range h.ids {
 		s := h.shards[id]
-		if !s.IsLeader() {
+		if !s.IsLeader() || h.restoring(id) {
 			continue
 		}
 		v, err := h.nh.StaleRead(id, statemachine.StatsQuery{})

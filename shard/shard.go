@@ -65,8 +65,9 @@ type Shard struct {
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
-	leaderID atomic.Uint64
-	isLeader atomic.Bool
+	leaderID  atomic.Uint64
+	isLeader  atomic.Bool
+	restoring atomic.Bool // waiting for its restore entry: clients are refused
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -178,6 +179,10 @@ func (s *Shard) notLeader(id uint64) *wire.Response {
 // Submit executes one request on this shard and calls done exactly once with
 // its answer (possibly much later, for a blocking acquire).
 func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
+	if s.restoring.Load() && !req.Op.Internal() {
+		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "the shard is being restored from a backup: retry shortly"})
+		return
+	}
 	switch {
 	case req.Op == wire.OpKeepAlive:
 		s.lessor.keepAlive(req, done)
