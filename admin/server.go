@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/metrics"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -21,6 +22,7 @@ import (
 type Config struct {
 	Host    *shard.Host    // required
 	Router  *router.Server // required
+	Audit   *audit.Store   // nil: /v1/audit answers 404
 	DataDir string         // the disk check writes a probe file here
 	Clock   shard.Clock
 	Log     *slog.Logger
@@ -135,6 +137,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.apiSessions(ctx)
 	case path == "/v1/elections":
 		s.apiElections(ctx)
+	case path == "/v1/audit":
+		s.apiAudit(ctx)
 	case path == "/v1/backup/table":
 		s.apiBackupTable(ctx)
 	case strings.HasPrefix(path, "/v1/backup/shards/"):

@@ -60,6 +60,17 @@ type HostConfig struct {
 
 	// Restore, when set, fills a new cluster from a backup (restore.go).
 	Restore *RestorePlan
+	// Recorder, when set, receives every applied event of every data shard
+	// (the node's audit store) and serves watches their older history.
+	Recorder Recorder
+}
+
+// Recorder keeps applied events beyond the feed's ring: audit.Store.
+type Recorder interface {
+	// Record queues one entry's events; it must not block.
+	Record(shard uint64, events []wire.Event)
+	// History returns the shard's events from..to in order.
+	History(shard, from, to uint64, limit int) ([]wire.Event, error)
 }
 
 func (c *HostConfig) fill() error {

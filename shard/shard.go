@@ -85,6 +85,11 @@ func newShard(h *Host, id uint64) *Shard {
 		stopc:     make(chan struct{}),
 	}
 	s.feed = newFeed(s.cfg.FeedSize)
+	if rec := h.cfg.Recorder; rec != nil {
+		s.feed.history = func(from, to uint64, limit int) ([]wire.Event, error) {
+			return rec.History(id, from, to, limit)
+		}
+	}
 	s.lessor = newLessor(s)
 	return s
 }
@@ -147,6 +152,9 @@ func (s *Shard) onLeader(leaderID, term uint64) {
 
 // Applied implements statemachine.Observer. It runs inside Update.
 func (s *Shard) Applied(index uint64, events []wire.Event) {
+	if rec := s.host.cfg.Recorder; rec != nil {
+		rec.Record(s.id, events)
+	}
 	s.feed.append(events)
 	s.lessor.onEvents(events)
 	for i := range events {
