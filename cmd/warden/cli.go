@@ -41,7 +41,7 @@ func addClientCommands(root *cobra.Command) {
 	addClientSecurityFlags(pf)
 	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd())
 	root.AddCommand(benchCmd())
-	root.AddCommand(snapshotCmd(), restoreCmd())
+	root.AddCommand(snapshotCmd(), restoreCmd(), auditCmd())
 }
 
 // signalContext is cancelled on SIGINT/SIGTERM.
