@@ -70,7 +70,7 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 5 * time.Second
 	}
-	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Clock: cfg.Clock, Version: cfg.Version})
+	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Clock: cfg.Clock, Version: cfg.Version, Audit: cfg.Audit})
 	if err != nil {
 		return nil, err
 	}

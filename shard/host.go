@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -154,6 +155,7 @@ type Host struct {
 	lastBalance time.Time // placement loop only
 
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
+	rangeMoves     atomic.Uint64
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -282,6 +284,17 @@ func (h *Host) Close() {
 	}
 	h.nh.Close()
 }
+
+// RangeMoved records that a range moved between shards (the placement
+// code that moves ranges calls it once per completed move): it is logged
+// at info and counted in warden_range_moves_total.
+func (h *Host) RangeMoved(start, end string, from, to, gen uint64) {
+	h.rangeMoves.Add(1)
+	h.log.Info("range moved", "start", fmt.Sprintf("%x", start), "end", fmt.Sprintf("%x", end), "from_shard", from, "to_shard", to, "gen", gen)
+}
+
+// RangeMoves is how many range moves this node has recorded.
+func (h *Host) RangeMoves() uint64 { return h.rangeMoves.Load() }
 
 // NodeID returns this node's id.
 func (h *Host) NodeID() uint64 { return h.cfg.NodeID }

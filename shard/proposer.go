@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -37,6 +38,11 @@ type proposer struct {
 	stop     chan struct{}
 	maxOps   int
 	maxBytes int
+
+	// Observed by metrics: entries proposed and not yet answered, and
+	// entries that did not complete (dropped, timed out, rejected, ...).
+	pending atomic.Int64
+	failed  atomic.Uint64
 }
 
 func newProposer(s *Shard) *proposer {
@@ -97,6 +103,9 @@ func (p *proposer) run() {
 			continue
 		}
 		rs, err := p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
+		if err == nil {
+			p.pending.Add(1)
+		}
 		select {
 		case p.inflight <- &inflight{rs: rs, props: props, err: err}:
 		case <-p.stop:
@@ -113,6 +122,7 @@ func (p *proposer) run() {
 func (p *proposer) complete() {
 	for f := range p.inflight {
 		if f.err != nil {
+			p.failed.Add(1)
 			p.fail(f.props, f.err)
 			continue
 		}
@@ -125,6 +135,10 @@ func (p *proposer) complete() {
 			continue
 		}
 		f.rs.Release()
+		p.pending.Add(-1)
+		if !res.Completed() {
+			p.failed.Add(1)
+		}
 		p.finish(f.props, res)
 	}
 }

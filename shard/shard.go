@@ -319,6 +319,17 @@ func (s *Shard) Unwatch(id uint64) { s.feed.unsubscribe(id) }
 // Watchers returns the number of watch subscriptions.
 func (s *Shard) Watchers() int { return s.feed.watchers() }
 
+// ProposalStats reports the proposer's queue: client operations waiting to
+// be batched, entries proposed and not yet answered, and entries that did
+// not complete since start (dropped without a leader, timed out, rejected).
+func (s *Shard) ProposalStats() (queued int, pending int64, failed uint64) {
+	p := s.proposer
+	if p == nil {
+		return 0, 0, 0
+	}
+	return len(p.in), p.pending.Load(), p.failed.Load()
+}
+
 // AppliedIndex is the local replica's last applied entry index.
 func (s *Shard) AppliedIndex() uint64 {
 	if m := s.sm.Load(); m != nil {
