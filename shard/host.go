@@ -13,7 +13,6 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
-	dblogger "github.com/lni/dragonboat/v4/logger"
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
@@ -161,19 +160,13 @@ type Host struct {
 	wg    sync.WaitGroup
 }
 
-var quietOnce sync.Once
-
 // NewHost starts the NodeHost and every replica. It returns once they are
 // started; leaders are elected in the background.
 func NewHost(cfg HostConfig) (*Host, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	quietOnce.Do(func() {
-		for _, p := range []string{"raft", "rsm", "transport", "dragonboat", "logdb", "raftpb", "config", "grpc", "settings", "tan"} {
-			dblogger.GetLogger(p).SetLevel(dblogger.ERROR)
-		}
-	})
+	routeRaftLogs(cfg.Log)
 	h := &Host{cfg: cfg, log: cfg.Log, shards: map[uint64]*Shard{}, leaders: map[uint64]uint64{},
 		leaderSince: map[uint64]time.Time{},
 		stopc:       make(chan struct{})}
