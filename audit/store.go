@@ -76,8 +76,10 @@ type Store struct {
 	dropped atomic.Uint64
 	written atomic.Uint64
 
-	stopc chan struct{}
-	wg    sync.WaitGroup
+	stopc     chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type quietLogger struct{ log *slog.Logger }
@@ -106,11 +108,15 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
-// Close writes what is queued and closes the store.
+// Close writes what is queued and closes the store. Later calls do
+// nothing; Record after Close drops (and counts) what it is given.
 func (s *Store) Close() error {
-	close(s.stopc)
-	s.wg.Wait()
-	return s.db.Close()
+	s.closeOnce.Do(func() {
+		close(s.stopc)
+		s.wg.Wait()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
 }
 
 // Record queues an applied entry's events (copied). It never blocks: when
