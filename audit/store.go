@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -196,18 +195,20 @@ func (s *Store) write(batches [][]wire.Event) {
 	defer b.Close()
 	n := 0
 	newest := map[uint64]uint64{}
+	var key, val []byte // reused: Set copies into the batch
 	for _, evs := range batches {
 		for i := range evs {
 			ev := &evs[i]
-			val, err := msgpack.Marshal(ev)
-			if err != nil {
-				continue
-			}
-			b.Set(historyKey(ev.Shard, ev.Rev), val, nil)
+			val = appendEvent(val[:0], ev)
+			key = appendHistoryKey(key[:0], ev.Shard, ev.Rev)
+			b.Set(key, val, nil)
 			if ev.Path != "" {
-				b.Set(pathKey(ev.Path, ev.Shard, ev.Rev), nil, nil)
+				key = appendPathKey(key[:0], ev.Path, ev.Shard, ev.Rev)
+				b.Set(key, nil, nil)
 			}
-			b.Set(timeKey(ev.Time, ev.Shard, ev.Rev), []byte(ev.Path), nil)
+			key = appendTimeKey(key[:0], ev.Time, ev.Shard, ev.Rev)
+			val = append(val[:0], ev.Path...)
+			b.Set(key, val, nil)
 			newest[ev.Shard] = max(newest[ev.Shard], ev.Rev)
 			n++
 		}
@@ -225,16 +226,17 @@ func (s *Store) write(batches [][]wire.Event) {
 	s.mu.Unlock()
 }
 
-func historyKey(shard, rev uint64) []byte {
-	k := make([]byte, 17)
-	k[0] = 'h'
-	binary.BigEndian.PutUint64(k[1:], shard)
-	binary.BigEndian.PutUint64(k[9:], rev)
-	return k
+func historyKey(shard, rev uint64) []byte { return appendHistoryKey(make([]byte, 0, 17), shard, rev) }
+
+func appendHistoryKey(k []byte, shard, rev uint64) []byte {
+	k = append(k, 'h')
+	k = binary.BigEndian.AppendUint64(k, shard)
+	return binary.BigEndian.AppendUint64(k, rev)
 }
 
-func pathKey(path string, shard, rev uint64) []byte {
-	k := make([]byte, 0, 1+len(path)+1+16)
+func pathKey(path string, shard, rev uint64) []byte { return appendPathKey(nil, path, shard, rev) }
+
+func appendPathKey(k []byte, path string, shard, rev uint64) []byte {
 	k = append(k, 'p')
 	k = append(k, path...)
 	k = append(k, 0)
@@ -242,8 +244,7 @@ func pathKey(path string, shard, rev uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, rev)
 }
 
-func timeKey(ms int64, shard, rev uint64) []byte {
-	k := make([]byte, 0, 25)
+func appendTimeKey(k []byte, ms int64, shard, rev uint64) []byte {
 	k = append(k, 't')
 	k = binary.BigEndian.AppendUint64(k, uint64(ms))
 	k = binary.BigEndian.AppendUint64(k, shard)
@@ -381,8 +382,8 @@ func (s *Store) event(shard, rev uint64) (wire.Event, bool, error) {
 		return wire.Event{}, false, err
 	}
 	defer closer.Close()
-	var ev wire.Event
-	if err := msgpack.Unmarshal(v, &ev); err != nil {
+	ev, err := decodeEvent(v)
+	if err != nil {
 		return wire.Event{}, false, err
 	}
 	return ev, true, nil
@@ -406,8 +407,8 @@ func (s *Store) History(shard, from, to uint64, limit int) ([]wire.Event, error)
 		if limit > 0 && len(out) >= limit {
 			return nil, wire.Errorf(wire.TooMany, "more than %d events to replay: start from a later revision", limit)
 		}
-		var ev wire.Event
-		if err := msgpack.Unmarshal(it.Value(), &ev); err != nil {
+		ev, err := decodeEvent(it.Value())
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, ev)

@@ -156,3 +156,24 @@ func TestRecordNeverBlocks(t *testing.T) {
 		t.Fatalf("dropped %d, want 1", s.Dropped())
 	}
 }
+
+func TestEventEncodingRoundTrips(t *testing.T) {
+	in := []wire.Event{
+		{Rev: 1, Kind: wire.EvKVPut, Cause: wire.CauseUser, Path: "/a/b", Value: []byte("v"), Version: 3, Shard: 2, Time: -5, TTL: 7},
+		{Rev: 1 << 60, Kind: wire.EvAcquired, Cause: wire.CauseHandOff, Path: "/x", Mode: wire.Shared, Token: 99, Lease: 1<<63 | 5,
+			Owner: "carol", Client: 11, Seq: 12, Shard: 9, Time: 1795290794000},
+		{Kind: wire.EvKVPut, Value: []byte{}},
+	}
+	for _, ev := range in {
+		got, err := decodeEvent(appendEvent(nil, &ev))
+		if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", ev) {
+			t.Fatalf("round trip: %+v -> %+v (%v)", ev, got, err)
+		}
+	}
+	b := appendEvent(nil, &in[1])
+	for i := 0; i < len(b); i++ {
+		if _, err := decodeEvent(b[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes decoded", i)
+		}
+	}
+}

@@ -78,9 +78,10 @@ type RangeHex struct {
 	Gen   uint64 `json:"gen"`
 }
 
-// Floor is the fence floor a restore gives the shard.
+// Floor is the fence floor a restore gives the shard (at least 1, so a
+// restored shard is never mistaken for a new one).
 func (m *Manifest) Floor(s Shard) uint64 {
-	return max(s.Fence+m.FenceMargin, m.MinFenceFloor)
+	return max(s.Fence+m.FenceMargin, m.MinFenceFloor, 1)
 }
 
 func shardEntry(id uint64, d statemachine.Dump) Shard {
