@@ -105,7 +105,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	var store *audit.Store
 	var recorder shard.Recorder
-	if !cfg.NoAudit {
+	if !cfg.NoAudit && (cfg.DataDir != "" || cfg.Audit.Dir != "") {
 		ao := cfg.Audit
 		if ao.Dir == "" {
 			ao.Dir = filepath.Join(cfg.DataDir, "audit")
