@@ -34,6 +34,15 @@ func TestScrapeProposalsRangeMovesAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// One watch, known to be subscribed once it has seen an event.
+	wctx, stopWatch := context.WithCancel(ctx)
+	events := cl.Watch(wctx, "/ops/w/key")
+	if _, err := cl.Put(ctx, "/ops/w/key", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if wr := <-events; wr.Err != nil || len(wr.Events) == 0 {
+		t.Fatalf("watch: %+v", wr)
+	}
 	c.Nodes[0].Host.RangeMoved("", "\x40", 2, 3, 2)
 	c.Nodes[0].Host.RangeMoved("\x40", "\x80", 3, 2, 3)
 	for _, n := range c.Nodes {
@@ -46,6 +55,10 @@ func TestScrapeProposalsRangeMovesAudit(t *testing.T) {
 	if got := series(sum, "warden_raft_proposals_failed_total"); got != 0 {
 		t.Errorf("proposals failed with a healthy cluster: %v", got)
 	}
+	if got := series(sum, "warden_watchers"); got != 1 {
+		t.Errorf("watch subscribers: %v, want 1", got)
+	}
+	stopWatch()
 	if got := series(perNode[0], "warden_range_moves_total"); got != 2 {
 		t.Errorf("range moves on node 1: %v, want 2", got)
 	}
@@ -54,7 +67,7 @@ func TestScrapeProposalsRangeMovesAudit(t *testing.T) {
 	}
 	for i, m := range perNode {
 		// Each acquire applies a grant and a single-lock lease on every replica.
-		if got := series(m, "warden_audit_records_written_total"); got < 2*acquires {
+		if got := series(m, "warden_audit_records_written_total"); got < 2*acquires+1 {
 			t.Errorf("node %d recorded %v audit events, want >= %d", i+1, got, 2*acquires)
 		}
 		if got := series(m, "warden_audit_records_dropped_total"); got != 0 {
