@@ -45,8 +45,17 @@ func TestScrapeProposalsRangeMovesAudit(t *testing.T) {
 	}
 	c.Nodes[0].Host.RangeMoved("", "\x40", 2, 3, 2)
 	c.Nodes[0].Host.RangeMoved("\x40", "\x80", 3, 2, 3)
+	// Followers apply after the leader answered: wait until every node has
+	// applied and recorded the events (each acquire: a grant and a lease;
+	// the put).
+	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range c.Nodes {
-		n.Audit.Sync()
+		for n.Audit.Sync(); n.Audit.Written() < 2*acquires+1; n.Audit.Sync() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node recorded only %d events", n.Audit.Written())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	sum, perNode := scrape(t, c)
 	if got := series(sum, "warden_raft_proposals_pending", `shard="2"`) + series(sum, "warden_raft_proposals_pending", `shard="3"`); got != 0 {
