@@ -189,6 +189,9 @@ func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	if len(out) > 0 && !s.sub.Send(out) {
 		return 0, wire.Errorf(wire.TooMany, "watch backlog exceeds the subscriber's queue")
 	}
+	if len(evs) == 0 {
+		return f.last, nil
+	}
 	return max(f.last, next-1), nil
 }
 
