@@ -84,6 +84,10 @@ func (c *HostConfig) fill() error {
 	if c.HeartbeatRTT == 0 {
 		c.HeartbeatRTT = 2
 	}
+	if c.Shard.LeaseAllowance <= 0 {
+		// One election timeout (elections are randomized in [E, 2E) ticks).
+		c.Shard.LeaseAllowance = time.Duration(c.ElectionRTT) * c.RTT
+	}
 	if c.LogDBShards == 0 {
 		c.LogDBShards = 1
 	}
