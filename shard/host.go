@@ -433,3 +433,10 @@ func (h *Host) OwnsRanges(ctx context.Context, shardID uint64) (bool, error) {
 	st, _ := v.(statemachine.Stats)
 	return rangesEqual(st.Ranges, t.RangesOf(shardID)), nil
 }
+
+// TransferLeader asks the shard's Raft group to hand its leadership to the
+// replica on node to (asynchronous and best effort, as dragonboat's
+// RequestLeaderTransfer; tests and operators use it).
+func (h *Host) TransferLeader(shardID, to uint64) error {
+	return h.nh.RequestLeaderTransfer(shardID, to)
+}
