@@ -75,8 +75,11 @@ churn:
 	if held < ttl-ttl/3 {
 		t.Fatalf("lock handed over %v after the holder died, before its TTL %v", held, ttl)
 	}
-	if changes < 3 {
-		t.Fatalf("only %d leader changes happened before the grant: the churn did not take place", changes)
+	// On average at least one leader change per TTL: without checkpoints,
+	// that churn alone keeps the dead lease alive (each change a full TTL).
+	if want := int(held/ttl) + 1; changes < want {
+		t.Fatalf("only %d leader changes in %v before the grant (want %d, one per TTL): the churn did not take place",
+			changes, held, want)
 	}
 	if waiter.Token() <= holder.Token() {
 		t.Fatalf("waiter token %d not above the dead holder's %d", waiter.Token(), holder.Token())
