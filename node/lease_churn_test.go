@@ -76,7 +76,8 @@ churn:
 		t.Fatalf("lock handed over %v after the holder died, before its TTL %v", held, ttl)
 	}
 	// On average at least one leader change per TTL: without checkpoints,
-	// that churn alone keeps the dead lease alive (each change a full TTL).
+	// churn at this rate kept the dead lease alive (a run without them was
+	// still waiting after 120 s: each change gave it a full TTL again).
 	if want := int(held/ttl) + 1; changes < want {
 		t.Fatalf("only %d leader changes in %v before the grant (want %d, one per TTL): the churn did not take place",
 			changes, held, want)
