@@ -98,6 +98,10 @@ func (c *HostConfig) fill() error {
 	if c.HeartbeatRTT == 0 {
 		c.HeartbeatRTT = 2
 	}
+	if c.Shard.LeaseAllowance <= 0 {
+		// One election timeout (elections are randomized in [E, 2E) ticks).
+		c.Shard.LeaseAllowance = time.Duration(c.ElectionRTT) * c.RTT
+	}
 	if c.LogDBShards == 0 {
 		c.LogDBShards = 1
 	}
@@ -472,4 +476,11 @@ func (h *Host) OwnsRanges(ctx context.Context, shardID uint64) (bool, error) {
 	}
 	st, _ := v.(statemachine.Stats)
 	return rangesEqual(st.Ranges, t.RangesOf(shardID)), nil
+}
+
+// TransferLeader asks the shard's Raft group to hand its leadership to the
+// replica on node to (asynchronous and best effort, as dragonboat's
+// RequestLeaderTransfer; tests and operators use it).
+func (h *Host) TransferLeader(shardID, to uint64) error {
+	return h.nh.RequestLeaderTransfer(shardID, to)
 }

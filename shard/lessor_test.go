@@ -14,10 +14,12 @@ import (
 // newTestLessor builds a lessor whose expiry proposals are captured instead
 // of reaching Raft, driven by a manual clock.
 func newTestLessor(clk *ManualClock) (*lessor, *[]*wire.Request) {
-	s := &Shard{id: 2, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stopc: make(chan struct{})}
+	s := &Shard{id: 2, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stopc: make(chan struct{}),
+		cfg: Config{}.withDefaults()}
 	l := newLessor(s)
 	var proposed []*wire.Request
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { proposed = append(proposed, r) }
+	l.spawn = func(func()) {} // no checkpoint rounds here (lessor_checkpoint_test.go)
 	l.leader, l.term = true, 5
 	return l, &proposed
 }

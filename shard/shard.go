@@ -23,6 +23,13 @@ type Config struct {
 	ReadTimeout     time.Duration // default 5 s
 	FeedSize        int           // events retained for watches (default 65536)
 	LessorTick      time.Duration // how often deadlines are checked (default 20 ms)
+	// CheckpointInterval is how often the leader records the time left on
+	// leases that nobody keeps alive (default 250 ms; lessor_checkpoint.go).
+	CheckpointInterval time.Duration
+	// LeaseAllowance is what a new leader adds to a checkpointed remaining
+	// time, for clients to find it (default one election timeout; never
+	// more than the lease's TTL in all).
+	LeaseAllowance time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -44,6 +51,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LessorTick <= 0 {
 		c.LessorTick = 20 * time.Millisecond
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = 250 * time.Millisecond
+	}
+	if c.LeaseAllowance <= 0 {
+		c.LeaseAllowance = 150 * time.Millisecond
 	}
 	return c
 }

@@ -63,6 +63,7 @@ func (s *StateMachine) opRenew(r *wire.Request, out *wire.Response) *wire.Error 
 	if err := s.checkTTL(r.TTL); err != nil {
 		return err
 	}
+	s.dropCheckpoint(h.leaseID())
 	rev := s.emit(wire.Event{Kind: wire.EvRenewed, Path: r.Path, Token: h.token, Lease: h.leaseID(), TTL: r.TTL})
 	h.setSingle(r.TTL, rev)
 	out.Token, out.Lease, out.TTL, out.Mode, out.Count = h.token, h.leaseID(), r.TTL, h.mode, h.count
@@ -120,6 +121,7 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		changed = append(changed, n)
 	}
 	delete(s.leases, l.id)
+	s.dropCheckpoint(l.id)
 	s.bury(l.id)
 	s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: l.id})
 	s.handoff(changed...)

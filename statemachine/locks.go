@@ -255,6 +255,7 @@ func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
 	hv, leaseID := *h, h.leaseID()
 	if hv.single {
 		s.singles.remove(h) // before removeHolder clears h
+		s.dropCheckpoint(leaseID)
 	} else if l := s.leases[hv.lw]; l != nil {
 		l.removeHolder(h)
 	}

@@ -178,10 +178,10 @@ func (s *StateMachine) leader(r *wire.Request, out *wire.Response) *wire.Error {
 func (s *StateMachine) liveLeases() []LeaseInfo {
 	out := make([]LeaseInfo, 0, len(s.leases)+s.singles.n)
 	for id, l := range s.leases {
-		out = append(out, LeaseInfo{ID: id, TTL: l.ttl, Rev: l.rev})
+		out = append(out, LeaseInfo{ID: id, TTL: l.ttl, Rev: l.rev, Checkpoint: s.checkpointOf(id)})
 	}
 	s.singles.each(func(h *holder) {
-		out = append(out, LeaseInfo{ID: h.leaseID(), TTL: h.singleTTL(), Rev: h.singleRev()})
+		out = append(out, LeaseInfo{ID: h.leaseID(), TTL: h.singleTTL(), Rev: h.singleRev(), Checkpoint: s.checkpointOf(h.leaseID())})
 	})
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return cmpU64(a.ID, b.ID) })
 	return out
@@ -195,6 +195,9 @@ func (s *StateMachine) checkLeases(ids []uint64) []LeaseState {
 		switch {
 		case s.leases[id] != nil || single:
 			out[i] = LeaseAlive
+			if _, cp := s.checkpoints[id]; cp {
+				out[i] = LeaseCheckpointed
+			}
 		case gone:
 			out[i] = LeaseGone
 		}

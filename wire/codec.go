@@ -92,6 +92,7 @@ func (r *Request) fields(w *fieldWriter) {
 	w.value(22, len(r.Ranges) > 0, r.Ranges)
 	w.uint(23, r.Shard)
 	w.uint(24, r.Term)
+	w.value(65, len(r.Remaining) > 0, r.Remaining)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -174,6 +175,8 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.Shard, err = dec.DecodeUint64()
 		case 24:
 			r.Term, err = dec.DecodeUint64()
+		case 65:
+			err = decodeList(dec, &r.Remaining)
 		default:
 			err = dec.Skip()
 		}

@@ -45,7 +45,10 @@ type Request struct {
 	Leases  []uint64
 	Ranges  []Range
 	Shard   uint64 // target shard chosen by the router (informational)
-	Term    uint64 // internal: the proposing leader's Raft term (Noop marker, Expire)
+	Term    uint64 // internal: the proposing leader's Raft term (Noop marker, Expire, Checkpoint)
+	// Remaining (internal, Checkpoint): ms left on Leases[i], or -1 to clear
+	// its checkpoint. Field 65.
+	Remaining []int64
 }
 
 // Has reports whether flag f is set.
