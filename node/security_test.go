@@ -320,7 +320,10 @@ func TestLimits(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) {
 		cfg.Auth = pol
 		cfg.Router.MaxFrame = 8 << 10
-		cfg.Router.Security = router.Security{MaxConnsPerAddr: 12, MaxWatches: 2, Rate: 40, Burst: 40, HelloTimeout: time.Second}
+		// MaxOversize 8: oversized frames are skipped 8 times before the
+		// close (the default closes at the first, see TestHostileInput...).
+		cfg.Router.Security = router.Security{MaxConnsPerAddr: 12, MaxWatches: 2, Rate: 40, Burst: 40, HelloTimeout: time.Second,
+			MaxOversize: 8}
 		cfg.SM = statemachine.DefaultConfig()
 		cfg.SM.MaxWaiters = 2
 		cfg.SM.MaxLeaseLock = 3

@@ -3,6 +3,7 @@ package shard
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -314,7 +315,7 @@ func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
 	if req.Lease != 0 {
 		ids = append([]uint64{req.Lease}, ids...)
 	}
-	ka := pendingKeepAlive{id: req.ID, ids: ids, received: l.s.clock.Now(), done: done}
+	ka := pendingKeepAlive{id: req.ID, ids: ids, identity: req.Identity, received: l.s.clock.Now(), done: done}
 	l.mu.Lock()
 	switch {
 	case !l.leader:
@@ -338,6 +339,7 @@ func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
 type pendingKeepAlive struct {
 	id       uint64
 	ids      []uint64
+	identity string // the sender's proven identity ("" = auth off): leases bound to another are not refreshed
 	received time.Time
 	done     func(*wire.Response)
 }
@@ -355,12 +357,9 @@ func (l *lessor) keepAliveRounds() {
 		}
 		epoch := l.epoch
 		l.mu.Unlock()
-		var all []uint64
-		for _, ka := range batch {
-			all = append(all, ka.ids...)
-		}
+		q := leaseCheck(batch)
 		ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
-		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeaseCheck{IDs: all})
+		v, err := l.s.nh.SyncRead(ctx, l.s.id, q)
 		cancel()
 		if err != nil {
 			for _, ka := range batch {
@@ -371,6 +370,25 @@ func (l *lessor) keepAliveRounds() {
 		states, _ := v.([]statemachine.LeaseState)
 		l.answerKeepAlives(batch, states, epoch)
 	}
+}
+
+// leaseCheck is the state machine query for a batch of keepalives; it asks
+// about owners only when some sender has an identity.
+func leaseCheck(batch []pendingKeepAlive) statemachine.LeaseCheck {
+	var q statemachine.LeaseCheck
+	checkOwners := false
+	for _, ka := range batch {
+		q.IDs = append(q.IDs, ka.ids...)
+		checkOwners = checkOwners || ka.identity != ""
+	}
+	if checkOwners {
+		for _, ka := range batch {
+			for range ka.ids {
+				q.Identities = append(q.Identities, ka.identity)
+			}
+		}
+	}
+	return q
 }
 
 func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachine.LeaseState, epoch uint64) {
@@ -391,9 +409,17 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 				state = states[i]
 			}
 			i++
+			if state == statemachine.LeaseForeign {
+				resp.Denied = append(resp.Denied, id)
+				continue
+			}
 			if gone := l.refresh(id, state, ka.received); gone {
 				resp.Leases = append(resp.Leases, id)
 			}
+		}
+		if len(resp.Denied) > 0 {
+			resp.Code = wire.Unauthorized
+			resp.Msg = fmt.Sprintf("leases %v belong to another identity, not %q: not kept alive", resp.Denied, ka.identity)
 		}
 	}
 	l.mu.Unlock()

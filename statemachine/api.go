@@ -52,7 +52,12 @@ type LeaseInfo struct {
 }
 
 // LeaseCheck (Lookup) returns []LeaseState, one per ID, in order.
-type LeaseCheck struct{ IDs []uint64 }
+// Identities, when not nil, holds the identity asking for each ID (a
+// keepalive); a live lease bound to another identity is LeaseForeign.
+type LeaseCheck struct {
+	IDs        []uint64
+	Identities []string
+}
 
 // LeaseState says what the shard knows of a lease id.
 type LeaseState uint8
@@ -61,6 +66,7 @@ const (
 	LeaseUnknown LeaseState = 0 // never seen here (or tombstone expired)
 	LeaseAlive   LeaseState = 1
 	LeaseGone    LeaseState = 2 // expired or revoked: the id is refused
+	LeaseForeign LeaseState = 3 // alive, but bound to another identity
 )
 
 // StatsQuery (Lookup) returns Stats.
