@@ -3,6 +3,7 @@ package node_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"crypto/tls"
 	"encoding/binary"
 	"log/slog"
@@ -596,6 +597,39 @@ func TestLeasesBoundToIdentity(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestReadBudgetPushesBack: a client IP over its byte budget is not
+// refused, it is read more slowly (the reader pauses, TCP pushes back):
+// every request of a burst far over the budget is answered OK, the pauses
+// are counted, and the node keeps serving.
+func TestReadBudgetPushesBack(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 1, Shards: 1, Edit: func(cfg *node.Config) {
+		cfg.Router.MaxFrame = 8 << 10
+		cfg.Router.Security = router.Security{ByteRate: 256 << 10, ByteBurst: 16 << 10}
+	}})
+	w, hello := dialW(t, c.AllEndpoints()[0], nil, "", 0)
+	if hello.Code != wire.OK {
+		t.Fatalf("hello: %v", hello.Code)
+	}
+	before := router.ReadFloodStats().ReadsThrottled
+	value := bytes.Repeat([]byte("v"), 4000)
+	const n = 40 // 160 KB: ten times the bucket
+	for i := 0; i < n; i++ {
+		w.send(&wire.Request{Op: wire.OpKVPut, Path: fmt.Sprintf("/budget/ns/k%d", i), Value: value})
+	}
+	for i := 0; i < n; i++ {
+		r := w.recv(30 * time.Second)
+		if r == nil || r.Code != wire.OK {
+			t.Fatalf("answer %d: %+v", i, r)
+		}
+	}
+	if router.ReadFloodStats().ReadsThrottled == before {
+		t.Fatal("160 KB against a 16 KB bucket and the reader never paused")
+	}
+	if r := w.do(&wire.Request{Op: wire.OpKVGet, Path: "/budget/ns/k39"}); r.Code != wire.OK || len(r.Value) != len(value) {
+		t.Fatalf("after the burst: %v", r.Code)
+	}
 }
 
 // TestInflightLimitIsBackpressure documents MaxInflight: a connection with
