@@ -2,6 +2,7 @@ package router
 
 import (
 	"bufio"
+	"crypto/tls"
 	"net"
 	"sync"
 	"time"
@@ -142,11 +143,33 @@ func putReader(r *bufio.Reader) {
 	readerPool.Put(r)
 }
 
-// refuse answers a refused connection with one frame and closes it, from
-// the accept loop: the socket is new, so its send buffer takes the small
-// frame without blocking, and no goroutine is spent on it.
+// refuse answers a refused connection with one frame and closes it. A
+// plain TCP socket is new, so its send buffer takes the small frame without
+// blocking: that is done right in the accept loop, without a goroutine. A
+// TLS connection needs a handshake first (round trips the accept loop must
+// not wait for), so it gets a goroutine with a 1 s deadline, at most
+// maxRefusers at once; past that it is closed without an answer.
 func refuse(nc net.Conn, frame []byte) {
-	nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-	nc.Write(frame)
-	nc.Close()
+	if _, isTLS := nc.(*tls.Conn); !isTLS {
+		nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+		nc.Write(frame)
+		nc.Close()
+		return
+	}
+	select {
+	case refusers <- struct{}{}:
+	default:
+		nc.Close()
+		return
+	}
+	go func() {
+		defer func() { <-refusers }()
+		nc.SetDeadline(time.Now().Add(time.Second))
+		nc.Write(frame)
+		nc.Close()
+	}()
 }
+
+const maxRefusers = 256
+
+var refusers = make(chan struct{}, maxRefusers)

@@ -3,6 +3,7 @@ package router
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"net"
 	"testing"
@@ -117,5 +118,24 @@ func TestOversizedPrefixClosesBeforeBody(t *testing.T) {
 	<-done
 	if len(codes) != 2 || codes[0] != wire.OK || codes[1] != wire.TooLarge {
 		t.Fatalf("answers %v, want [ok, too large] and then the close", codes)
+	}
+}
+
+// TestTLSRefusalDoesNotBlockAccept: refusing a TLS connection whose client
+// never handshakes must not hold up the accept loop (the answer needs a
+// handshake, so it is written from a goroutine with a deadline).
+func TestTLSRefusalDoesNotBlockAccept(t *testing.T) {
+	s := newTestServer(t, Config{Security: Security{MaxConnsPerAddr: 1}})
+	a1, b1 := net.Pipe()
+	a2, b2 := net.Pipe()
+	defer b1.Close()
+	defer b2.Close()
+	if s.admitConn(tls.Server(a1, &tls.Config{})) == nil {
+		t.Fatal("first connection refused")
+	}
+	// A silent client: if admitConn waited for its handshake, this call
+	// would never return and the test would time out.
+	if s.admitConn(tls.Server(a2, &tls.Config{})) != nil {
+		t.Fatal("second connection from one address admitted over a limit of 1")
 	}
 }
