@@ -98,10 +98,6 @@ func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
 				out.Denied = append(out.Denied, id)
 			}
 		}
-		if out.Code == wire.Unauthorized && len(out.Denied) == 0 {
-			// Another caller's leases were refused; this one's were kept alive.
-			out.Code, out.Msg = wire.OK, ""
-		}
 		c.done(out)
 	}
 }

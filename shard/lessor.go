@@ -3,7 +3,6 @@ package shard
 import (
 	"container/heap"
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -417,10 +416,10 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 				resp.Leases = append(resp.Leases, id)
 			}
 		}
-		if len(resp.Denied) > 0 {
-			resp.Code = wire.Unauthorized
-			resp.Msg = fmt.Sprintf("leases %v belong to another identity, not %q: not kept alive", resp.Denied, ka.identity)
-		}
+		// Denied leases leave the code OK: one lease id can be bound to
+		// different identities on different shards (whoever used it there
+		// first), and one shard's refusal must not fail the owner's
+		// keepalive for the shards where the lease is hers.
 	}
 	l.mu.Unlock()
 	for b, ka := range batch {
