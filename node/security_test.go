@@ -3,9 +3,9 @@ package node_test
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"crypto/tls"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
