@@ -66,8 +66,10 @@ func (c *conn) serve() {
 }
 
 func (c *conn) readLoop() {
-	r := getReader(c.nc)
-	defer putReader(r)
+	// A small buffer until the handshake is done and nothing is buffered:
+	// connections that never say hello hold 4 KiB, not 64.
+	r, small := getReader(c.nc, true), true
+	defer func() { putReader(r, small) }()
 	var buf []byte
 	for {
 		var err error
@@ -105,6 +107,10 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.handle(req)
+		if small && c.hello && r.Buffered() == 0 {
+			putReader(r, true)
+			r, small = getReader(c.nc, false), false
+		}
 	}
 }
 

@@ -23,8 +23,8 @@ import (
 //     TCP pushes back on the sender and the node's reads go to others;
 //   - an oversized length prefix closes the connection before the body is
 //     read (MaxOversize = 0), instead of reading megabytes to stay in step;
-//   - connections that have not finished their handshake cost a small,
-//     pooled read buffer and are cut at HelloTimeout.
+//   - connections that have not finished their handshake cost a small
+//     (4 KiB), pooled read buffer and are cut at HelloTimeout.
 //
 // Forwarding connections of other nodes (FlagPeer, proven) are exempt from
 // the per-IP budgets: they carry many clients' requests.
@@ -129,18 +129,30 @@ func (p acceptPacer) wait(stop <-chan struct{}) bool {
 }
 
 // Read buffers are pooled: a flood of connections that never say anything
-// would otherwise allocate (and collect) 64 KiB each.
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+// would otherwise allocate (and collect) a buffer each. A connection reads
+// through a 4 KiB buffer until its handshake is done, then a 64 KiB one.
+var (
+	smallReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+	readers      = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+)
 
-func getReader(nc net.Conn) *bufio.Reader {
-	r := readerPool.Get().(*bufio.Reader)
+func getReader(nc net.Conn, small bool) *bufio.Reader {
+	pool := &readers
+	if small {
+		pool = &smallReaders
+	}
+	r := pool.Get().(*bufio.Reader)
 	r.Reset(nc)
 	return r
 }
 
-func putReader(r *bufio.Reader) {
+func putReader(r *bufio.Reader, small bool) {
 	r.Reset(nil)
-	readerPool.Put(r)
+	if small {
+		smallReaders.Put(r)
+	} else {
+		readers.Put(r)
+	}
 }
 
 // refuse answers a refused connection with one frame and closes it. A

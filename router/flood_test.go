@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,39 @@ func TestTLSRefusalDoesNotBlockAccept(t *testing.T) {
 	if s.admitConn(tls.Server(a2, &tls.Config{})) != nil {
 		t.Fatal("second connection from one address admitted over a limit of 1")
 	}
+}
+
+// TestReaderGrowsAfterHandshake: frames pipelined behind the hello, and
+// frames larger than the handshake's small buffer, are all read in order
+// across the switch to the large buffer.
+func TestReaderGrowsAfterHandshake(t *testing.T) {
+	s := newTestServer(t, Config{})
+	a, b := net.Pipe()
+	defer b.Close()
+	c := newConn(s, a, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); c.serve() }()
+	var burst []byte
+	burst, _ = wire.AppendFrame(burst, &wire.Request{ID: 1, Op: wire.OpHello, Rev: wire.ProtocolVersion})
+	for id := uint64(2); id <= 4; id++ { // pipelined: still buffered when the hello is handled
+		burst, _ = wire.AppendFrame(burst, &wire.Request{ID: id, Op: wire.OpUnwatch, Stream: 99})
+	}
+	big, _ := wire.AppendFrame(nil, &wire.Request{ID: 5, Op: wire.OpUnwatch, Stream: 99, Auth: strings.Repeat("x", 20<<10)})
+	go func() {
+		b.Write(burst)
+		b.Write(big)
+	}()
+	r := bufio.NewReader(b)
+	for want := uint64(1); want <= 5; want++ {
+		body, err := wire.ReadFrame(r, wire.DefaultMaxFrame, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", want, err)
+		}
+		var resp wire.Response
+		if err := wire.DecodeResponse(body, &resp); err != nil || resp.ID != want {
+			t.Fatalf("answer %+v (%v), want id %d", resp, err, want)
+		}
+	}
+	b.Close()
+	<-done
 }
