@@ -43,9 +43,9 @@ type Security struct {
 	ConnRate        float64       // new connections per second per client IP (default 500; <0 = unlimited)
 	ConnBurst       int           // (default 2 × ConnRate)
 	MaxOversize     int           // oversized frames skipped per connection before it is closed (default 0: the first closes it)
-	ByteRate        float64       // bytes per second read from one client IP (default 64 MiB/s; <0 = unlimited)
+	ByteRate        float64       // bytes per second read from one client IP (default 128 MiB/s; <0 = unlimited)
 	ByteBurst       int           // (default 16 MiB, at least MaxFrame)
-	FrameRate       float64       // frames per second read from one client IP (default 200000; <0 = unlimited)
+	FrameRate       float64       // frames per second read from one client IP (default 500000; <0 = unlimited)
 	FrameBurst      int           // (default FrameRate/10)
 	AcceptRate      float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
 	AcceptBurst     int           // (default AcceptRate)
@@ -75,13 +75,13 @@ func (sc *Security) fill(log *slog.Logger) {
 		sc.MaxOversize = 0
 	}
 	if sc.ByteRate == 0 {
-		sc.ByteRate = 64 << 20
+		sc.ByteRate = 128 << 20
 	}
 	if sc.ByteBurst <= 0 {
 		sc.ByteBurst = 16 << 20
 	}
 	if sc.FrameRate == 0 {
-		sc.FrameRate = 200_000
+		sc.FrameRate = 500_000
 	}
 	if sc.FrameBurst <= 0 {
 		sc.FrameBurst = max(1, int(sc.FrameRate/10))

@@ -43,8 +43,8 @@ func (s *serveSecurity) register(f *pflag.FlagSet) {
 	f.Float64Var(&s.rate, "rate", 0, "requests per second per identity, token bucket (0: unlimited)")
 	f.IntVar(&s.burst, "burst", 0, "token bucket depth (default: the rate)")
 	f.Float64Var(&s.acceptRate, "accept-rate", 2000, "connections accepted per second, all addresses; over it they wait in the kernel backlog (-1: unpaced)")
-	f.Float64Var(&s.ipByteRate, "ip-byte-rate", 64<<20, "bytes per second read from one client IP; over it its connections are not read (-1: unlimited)")
-	f.Float64Var(&s.ipFrameRate, "ip-frame-rate", 200_000, "frames per second read from one client IP (-1: unlimited)")
+	f.Float64Var(&s.ipByteRate, "ip-byte-rate", 128<<20, "bytes per second read from one client IP; over it its connections are not read (-1: unlimited)")
+	f.Float64Var(&s.ipFrameRate, "ip-frame-rate", 500_000, "frames per second read from one client IP (-1: unlimited)")
 }
 
 // apply fills the node config. Serving without TLS must be asked for.
