@@ -359,7 +359,7 @@ func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
 	if req.Lease != 0 {
 		ids = append([]uint64{req.Lease}, ids...)
 	}
-	ka := pendingKeepAlive{id: req.ID, ids: ids, received: l.s.clock.Now(), done: done}
+	ka := pendingKeepAlive{id: req.ID, ids: ids, identity: req.Identity, received: l.s.clock.Now(), done: done}
 	l.mu.Lock()
 	switch {
 	case !l.leader:
@@ -383,6 +383,7 @@ func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
 type pendingKeepAlive struct {
 	id       uint64
 	ids      []uint64
+	identity string // the sender's proven identity ("" = auth off): leases bound to another are not refreshed
 	received time.Time
 	done     func(*wire.Response)
 }
@@ -410,12 +411,10 @@ func (l *lessor) keepAliveRounds() {
 func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
 	l.cpMu.Lock()
 	defer l.cpMu.Unlock()
-	var all []uint64
-	for _, ka := range batch {
-		all = append(all, ka.ids...)
-	}
+	q := leaseCheck(batch)
+	all := q.IDs
 	ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
-	v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeaseCheck{IDs: all})
+	v, err := l.s.nh.SyncRead(ctx, l.s.id, q)
 	cancel()
 	if err != nil {
 		for _, ka := range batch {
@@ -439,6 +438,25 @@ func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
 // leaseNotCleared marks, inside the lessor only, a lease whose checkpoint
 // could not be cleared: its keepalive is answered Unavailable.
 const leaseNotCleared statemachine.LeaseState = 255
+
+// leaseCheck is the state machine query for a batch of keepalives; it asks
+// about owners only when some sender has an identity.
+func leaseCheck(batch []pendingKeepAlive) statemachine.LeaseCheck {
+	var q statemachine.LeaseCheck
+	checkOwners := false
+	for _, ka := range batch {
+		q.IDs = append(q.IDs, ka.ids...)
+		checkOwners = checkOwners || ka.identity != ""
+	}
+	if checkOwners {
+		for _, ka := range batch {
+			for range ka.ids {
+				q.Identities = append(q.Identities, ka.identity)
+			}
+		}
+	}
+	return q
+}
 
 func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachine.LeaseState, epoch uint64) {
 	resps := make([]*wire.Response, len(batch))
@@ -464,10 +482,18 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 				state = states[i]
 			}
 			i++
+			if state == statemachine.LeaseForeign {
+				resp.Denied = append(resp.Denied, id)
+				continue
+			}
 			if gone := l.refresh(id, state, ka.received); gone {
 				resp.Leases = append(resp.Leases, id)
 			}
 		}
+		// Denied leases leave the code OK: one lease id can be bound to
+		// different identities on different shards (whoever used it there
+		// first), and one shard's refusal must not fail the owner's
+		// keepalive for the shards where the lease is hers.
 	}
 	l.mu.Unlock()
 	for b, ka := range batch {

@@ -227,6 +227,53 @@ func isRead(op wire.Op) bool {
 }
 
 func (s *Shard) propose(req *wire.Request, done func(*wire.Response)) {
+	if s.worthPrecheck(req) {
+		go func() {
+			if resp := s.precheck(req); resp != nil {
+				done(resp)
+				return
+			}
+			s.proposeChecked(req, done)
+		}()
+		return
+	}
+	s.proposeChecked(req, done)
+}
+
+// worthPrecheck: an acquire on the leader of a shard whose replica has come
+// near a limit (statemachine/precheck.go) is checked before it is proposed.
+func (s *Shard) worthPrecheck(req *wire.Request) bool {
+	if req.Op != wire.OpAcquire && req.Op != wire.OpCampaign || !s.IsLeader() {
+		return false
+	}
+	m := s.sm.Load()
+	return m != nil && m.Crowded()
+}
+
+// precheck asks the local replica whether req is over a limit; it returns
+// the refusal, or nil to propose (also when the lookup itself fails: the
+// state machine decides then).
+func (s *Shard) precheck(req *wire.Request) *wire.Response {
+	v, err := s.nh.StaleRead(s.id, statemachine.LimitCheck{Req: req})
+	if err != nil {
+		return nil
+	}
+	res, ok := v.(statemachine.LimitResult)
+	if !ok || res.Err == nil {
+		return nil
+	}
+	prechecked.Add(1)
+	return &wire.Response{ID: req.ID, Code: res.Err.Code, Msg: res.Err.Detail}
+}
+
+// prechecked counts requests refused before they were proposed.
+var prechecked atomic.Int64
+
+// PrecheckRefusals returns how many requests this process refused for a
+// limit before proposing them.
+func PrecheckRefusals() int64 { return prechecked.Load() }
+
+func (s *Shard) proposeChecked(req *wire.Request, done func(*wire.Response)) {
 	blocking := (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone
 	if !blocking {
 		s.proposer.submit(req, done)

@@ -55,7 +55,12 @@ type LeaseInfo struct {
 }
 
 // LeaseCheck (Lookup) returns []LeaseState, one per ID, in order.
-type LeaseCheck struct{ IDs []uint64 }
+// Identities, when not nil, holds the identity asking for each ID (a
+// keepalive); a live lease bound to another identity is LeaseForeign.
+type LeaseCheck struct {
+	IDs        []uint64
+	Identities []string
+}
 
 // LeaseState says what the shard knows of a lease id.
 type LeaseState uint8
@@ -67,6 +72,7 @@ const (
 	// LeaseCheckpointed: alive, with a checkpoint the lessor must clear
 	// through the log before it acknowledges a keepalive for it.
 	LeaseCheckpointed LeaseState = 3
+	LeaseForeign      LeaseState = 4 // alive, but bound to another identity
 )
 
 // StatsQuery (Lookup) returns Stats.

@@ -19,9 +19,13 @@ func (s *StateMachine) Lookup(q interface{}) (interface{}, error) {
 	case LeasesQuery, *LeasesQuery:
 		return s.liveLeases(), nil
 	case LeaseCheck:
-		return s.checkLeases(q.IDs), nil
+		return s.checkLeases(q.IDs, q.Identities), nil
 	case *LeaseCheck:
-		return s.checkLeases(q.IDs), nil
+		return s.checkLeases(q.IDs, q.Identities), nil
+	case LimitCheck:
+		return LimitResult{s.precheck(q.Req)}, nil
+	case *LimitCheck:
+		return LimitResult{s.precheck(q.Req)}, nil
 	case StatsQuery, *StatsQuery:
 		return s.stats(), nil
 	case DumpQuery, *DumpQuery:
@@ -187,12 +191,14 @@ func (s *StateMachine) liveLeases() []LeaseInfo {
 	return out
 }
 
-func (s *StateMachine) checkLeases(ids []uint64) []LeaseState {
+func (s *StateMachine) checkLeases(ids []uint64, identities []string) []LeaseState {
 	out := make([]LeaseState, len(ids))
 	for i, id := range ids {
 		single := s.single(id) != nil
 		_, gone := s.tombs[id]
 		switch {
+		case i < len(identities) && !s.ownerOK(id, identities[i]):
+			out[i] = LeaseForeign
 		case s.leases[id] != nil || single:
 			out[i] = LeaseAlive
 			if _, cp := s.checkpoints[id]; cp {

@@ -94,6 +94,7 @@ type lease struct {
 	holders []*holder
 	waiters []*waiter
 	keys    []*lockNode
+	owner   string // identity that created it when auth is on ("" = unbound); owners.go
 }
 
 type kvEntry struct {

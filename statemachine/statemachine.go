@@ -27,6 +27,7 @@ type StateMachine struct {
 	lastFault string
 	lastTime  atomic.Int64  // mirrors now for readers outside Update (LastTime)
 	lastIndex atomic.Uint64 // mirrors applied (AppliedIndex)
+	crowded   crowdedFlag   // a local hint for pre-proposal limit checks (precheck.go)
 
 	// Scratch reused across entries; nothing here is replicated.
 	reqs    []wire.Request
