@@ -302,7 +302,8 @@ func appendBytes(b []byte, v []byte) []byte {
 // fastEncodable: responses whose fields appendResponse writes itself.
 func fastEncodable(r *wire.Response) bool {
 	return r.Hint == nil && len(r.Holders) == 0 && len(r.Waiters) == 0 && len(r.KVs) == 0 &&
-		len(r.Events) == 0 && len(r.Leases) == 0 && len(r.Ranges) == 0
+		len(r.Events) == 0 && len(r.Leases) == 0 && len(r.Ranges) == 0 &&
+		r.DelayUntil == 0 && r.RevokeAt == 0 && r.Permits == 0
 }
 
 // appendResponse writes r exactly as wire.Response.EncodeMsgpack does with a

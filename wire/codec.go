@@ -92,6 +92,12 @@ func (r *Request) fields(w *fieldWriter) {
 	w.value(22, len(r.Ranges) > 0, r.Ranges)
 	w.uint(23, r.Shard)
 	w.uint(24, r.Term)
+	w.value(30, len(r.Paths) > 0, r.Paths)
+	w.int(31, r.Grace)
+	w.str(32, r.Target)
+	w.uint(33, uint64(r.Permits))
+	w.int(34, r.LockDelay)
+	w.int(35, r.Priority)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -174,6 +180,18 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.Shard, err = dec.DecodeUint64()
 		case 24:
 			r.Term, err = dec.DecodeUint64()
+		case 30:
+			err = decodeList(dec, &r.Paths)
+		case 31:
+			r.Grace, err = dec.DecodeInt64()
+		case 32:
+			r.Target, err = dec.DecodeString()
+		case 33:
+			r.Permits, err = dec.DecodeUint32()
+		case 34:
+			r.LockDelay, err = dec.DecodeInt64()
+		case 35:
+			r.Priority, err = dec.DecodeInt64()
 		default:
 			err = dec.Skip()
 		}
@@ -209,6 +227,9 @@ func (r *Response) fields(w *fieldWriter) {
 	w.value(22, len(r.Grants) > 0, r.Grants)
 	w.value(23, r.Table != nil, r.Table)
 	w.value(24, r.Signed != nil, r.Signed)
+	w.int(30, r.DelayUntil)
+	w.int(31, r.RevokeAt)
+	w.uint(32, uint64(r.Permits))
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -294,6 +315,12 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case 24:
 			r.Signed = new(SignedGrant)
 			err = dec.Decode(r.Signed)
+		case 30:
+			r.DelayUntil, err = dec.DecodeInt64()
+		case 31:
+			r.RevokeAt, err = dec.DecodeInt64()
+		case 32:
+			r.Permits, err = dec.DecodeUint32()
 		default:
 			err = dec.Skip()
 		}

@@ -1,0 +1,87 @@
+package statemachine
+
+import (
+	"slices"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+var slicesDeleteFunc = slices.DeleteFunc[[]ownerKey, ownerKey]
+
+// Deadlock detection. A session owner (lease, owner) that waits for a path
+// waits for the owners of the holds that conflict with it there (on the
+// path, its ancestors and its descendants). Before a new waiter queues, the
+// shard follows these wait-for edges from the new waiter: if they lead back
+// to its own owner, queueing would close a cycle, and the new waiter (the
+// youngest in the cycle, since every other edge already existed) is refused
+// with Deadlock instead. Only waits inside the shard are seen; a cycle that
+// crosses shards is not. The search is bounded (deadlockBudget nodes): past
+// it the waiter queues as before.
+
+type ownerKey struct {
+	lease uint64
+	owner string
+}
+
+const deadlockBudget = 4096
+
+func (s *StateMachine) wouldDeadlock(n *lockNode, mode wire.Mode, lease uint64, owner string) bool {
+	if s.nWaiters == 0 {
+		return false // nobody waits: no edge can lead back
+	}
+	me := ownerKey{lease, owner}
+	seen := map[ownerKey]bool{}
+	budget := deadlockBudget
+	// The owner's own holds are not edges from the new waiter: waiting on
+	// oneself is the SelfConflict rule's business (and only refused when
+	// nothing else is in the way).
+	stack := s.blockers(n, mode, nil, &budget)
+	stack = slicesDeleteFunc(stack, func(o ownerKey) bool { return o == me })
+	for len(stack) > 0 && budget > 0 {
+		o := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if o == me {
+			return true
+		}
+		if seen[o] {
+			continue
+		}
+		seen[o] = true
+		l := s.leases[o.lease]
+		if l == nil {
+			continue
+		}
+		for _, w := range l.waiters {
+			if w.owner == o.owner {
+				stack = s.blockers(w.node, w.mode, stack, &budget)
+			}
+		}
+	}
+	return false
+}
+
+// blockers appends the session owners whose holds conflict with mode at n.
+func (s *StateMachine) blockers(n *lockNode, mode wire.Mode, dst []ownerKey, budget *int) []ownerKey {
+	add := func(h *holder) {
+		if !h.single && conflicts(h.mode, mode) {
+			dst = append(dst, ownerKey{h.lw, h.owner})
+		}
+	}
+	for p := n; p != nil; p = p.Parent() {
+		*budget--
+		forHolders(p, add)
+	}
+	if _, _, below := n.HeldConflicts(mode); below == 0 {
+		return dst
+	}
+	// enter must not depend on the walk's progress (a large child table is
+	// filtered before it is sorted), so the budget only stops the visits.
+	n.Walk(func(c *lockNode) bool { return c.HeldHere()+c.HeldBelow() > 0 }, func(c *lockNode) bool {
+		*budget--
+		if c != n {
+			forHolders(c, add)
+		}
+		return *budget > 0
+	})
+	return dst
+}
