@@ -118,10 +118,13 @@ func (s *StateMachine) startDelay(path string, ms int64, token uint64) {
 // delayedUntil returns the end of a lock-delay that blocks a grant on path:
 // one on path itself, on an ancestor (a hold there covers path) or on a
 // descendant (a hold on path would cover it). 0 when none is in force.
+// A delay lasts until OpDeadlines ends it (the leader proposes that once
+// replicated time reaches its end), so queued waiters are granted before
+// anyone who asks later.
 func (s *StateMachine) delayedUntil(path string) int64 {
 	var until int64
 	for p, u := range s.delays { // max over a set: order does not matter
-		if u > s.now && u > until && pathsRelated(p, path) {
+		if u > until && pathsRelated(p, path) {
 			until = u
 		}
 	}
@@ -151,6 +154,20 @@ func (s *StateMachine) semBlocked(path string, n *lockNode, permits uint32) bool
 	default:
 		return held >= limit || limit != permits
 	}
+}
+
+// queuedPermits reports whether a permit waiter is queued at n: nothing
+// may pass it there (a semaphore's queue is strictly FIFO).
+func (s *StateMachine) queuedPermits(n *lockNode) bool {
+	if n.Queued() == 0 || len(s.waitX) == 0 {
+		return false
+	}
+	for w := n.Val.ext.head; w != nil; w = w.next {
+		if x := s.waitX[w.arrival]; x != nil && x.permits > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // waitBlocked adds the semaphore and lock-delay rules to the hand-off's

@@ -58,7 +58,8 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 		if limit := s.sems[r.Path]; r.Permits > 0 && limit > 0 && limit != r.Permits {
 			return wire.Errorf(wire.InvalidArgument, "%s is a semaphore of %d permits, not %d", r.Path, limit, r.Permits)
 		}
-		blocked = s.semBlocked(r.Path, n, r.Permits) || (r.Permits > 0 && n.Queued() > 0)
+		blocked = s.semBlocked(r.Path, n, r.Permits) || (r.Permits > 0 && n.Queued() > 0) ||
+			(r.Permits == 0 && s.queuedPermits(n))
 	}
 	var delayed int64
 	if !blocked && len(s.delays) > 0 {

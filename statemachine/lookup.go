@@ -61,7 +61,7 @@ func (s *StateMachine) lockInfo(r *wire.Request, out *wire.Response) *wire.Error
 		return err
 	}
 	n := s.trie.Find(r.Path)
-	if until := s.delays[r.Path]; until > s.now {
+	if until := s.delays[r.Path]; until != 0 {
 		out.DelayUntil = until
 	}
 	if n == nil || (n.HeldHere() == 0 && n.Queued() == 0) {
