@@ -1,10 +1,10 @@
 package statemachine
 
 import (
-	"os"
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"testing"
 

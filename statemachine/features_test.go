@@ -46,11 +46,11 @@ func TestSemaphorePermits(t *testing.T) {
 	}
 	h.expect(sem("/pool/db", 3, 1, "d"), wire.Conflict)
 	h.expect(sem("/pool/db", 4, 1, "d"), wire.InvalidArgument)               // the count is fixed while held
-	h.expect(acq("/pool/db", wire.Shared, 1, "plain"), wire.Conflict)         // not a permit
+	h.expect(acq("/pool/db", wire.Shared, 1, "plain"), wire.Conflict)        // not a permit
 	h.expect(acq("/pool/db/x", wire.Exclusive, 1, "child"), wire.Conflict)   // a permit covers the subtree
 	h.expect(acq("/pool", wire.Exclusive, 2, "parent"), wire.Conflict)       // and blocks an exclusive parent
-	h.mustOK(acq("/pool/other", wire.Exclusive, 2, "sibling"))                // unrelated paths are free
-	q := h.expect(with(wait(sem("/pool/db", 3, 1, "d")), 9, 1), wire.Queued)  // FIFO waiter
+	h.mustOK(acq("/pool/other", wire.Exclusive, 2, "sibling"))               // unrelated paths are free
+	q := h.expect(with(wait(sem("/pool/db", 3, 1, "d")), 9, 1), wire.Queued) // FIFO waiter
 	_ = q
 	h.expect(with(wait(sem("/pool/db", 3, 1, "e")), 9, 2), wire.Queued)
 	first := lockInfo(h, "/pool/db").Holders[0]
@@ -110,8 +110,8 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 	h.mustOK(expire(held.Lease))
 	start := h.now
 	h.expect(acq("/svc/x", wire.Exclusive, 0, "b"), wire.LockDelayed)
-	h.expect(acq("/svc", wire.Exclusive, 0, "b"), wire.LockDelayed)     // an ancestor would cover it
-	h.mustOK(acq("/svc/y", wire.Exclusive, 0, "b"))                      // a sibling is free
+	h.expect(acq("/svc", wire.Exclusive, 0, "b"), wire.LockDelayed) // an ancestor would cover it
+	h.mustOK(acq("/svc/y", wire.Exclusive, 0, "b"))                 // a sibling is free
 	if info := lockInfo(h, "/svc/x"); info.DelayUntil != start+2000 {
 		t.Fatalf("lockinfo delay until %d, want %d", info.DelayUntil, start+2000)
 	}
@@ -227,11 +227,11 @@ func TestDeadlockRefusesYoungestWaiter(t *testing.T) {
 	h := newHarness(t)
 	h.mustOK(acq("/x", wire.Exclusive, 1, "p"))
 	h.mustOK(acq("/y", wire.Exclusive, 2, "q"))
-	h.expect(wait(acq("/y", wire.Exclusive, 1, "p")), wire.Queued) // p waits for q
+	h.expect(wait(acq("/y", wire.Exclusive, 1, "p")), wire.Queued)   // p waits for q
 	h.expect(wait(acq("/x", wire.Exclusive, 2, "q")), wire.Deadlock) // q would wait for p
 	// A three-way cycle through a subtree hold.
 	h.mustOK(acq("/z/deep", wire.Exclusive, 3, "r"))
-	h.expect(wait(acq("/z", wire.Exclusive, 2, "q")), wire.Queued) // q waits for r
+	h.expect(wait(acq("/z", wire.Exclusive, 2, "q")), wire.Queued)   // q waits for r
 	h.expect(wait(acq("/x", wire.Exclusive, 3, "r")), wire.Deadlock) // r -> p -> q -> r
 	// No cycle, no refusal: a third party simply queues.
 	h.expect(wait(acq("/x", wire.Exclusive, 4, "s")), wire.Queued)

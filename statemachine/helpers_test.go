@@ -1,10 +1,10 @@
 package statemachine
 
 import (
-	"fmt"
-	"strings"
 	"bytes"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
