@@ -60,6 +60,7 @@ type Shard struct {
 
 	proposer *proposer
 	lessor   *lessor
+	timer    deadlineTimer
 	parked   *parkedSet
 	feed     *feed
 
@@ -85,6 +86,7 @@ func newShard(h *Host, id uint64) *Shard {
 	}
 	s.feed = newFeed(s.cfg.FeedSize)
 	s.lessor = newLessor(s)
+	s.timer.s = s
 	return s
 }
 
@@ -114,6 +116,7 @@ func (s *Shard) lessorLoop() {
 			return
 		case <-t.C:
 			s.lessor.tick()
+			s.timer.tick()
 		}
 	}
 }

@@ -31,11 +31,20 @@ func (s *StateMachine) opAcquireMulti(r *wire.Request, out *wire.Response) *wire
 	if err := s.checkExtras(r, false); err != nil {
 		return err
 	}
+	// The first path routes the request: if this shard does not own it the
+	// router is told where it lives. A later path elsewhere means the set
+	// spans shards, which the client must split (not a routing error).
+	if err := s.checkPath(r.Paths[0]); err != nil {
+		return err
+	}
 	sorted := slices.Clone(r.Paths)
 	slices.Sort(sorted)
 	for i, p := range sorted {
-		if err := s.checkPath(p); err != nil {
+		if err := s.validPath(p); err != nil {
 			return err
+		}
+		if err := s.checkRange(p); err != nil {
+			return wire.Errorf(wire.SpansRanges, "%s is not served by the shard of %s: split the multi-lock by shard", p, r.Paths[0])
 		}
 		if i > 0 && pathsRelated(sorted[i-1], p) {
 			return wire.Errorf(wire.InvalidArgument, "paths %s and %s overlap", sorted[i-1], p)
