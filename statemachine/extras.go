@@ -191,7 +191,7 @@ func (s *StateMachine) waitBlocked(w *waiter) bool {
 // campaign goes ahead of queued campaigns with a lower priority.
 func (s *StateMachine) insertByPriority(e *nodeExt, w *waiter, prio int64) {
 	p := e.tail
-	if w.campaign && len(s.waitX) > 0 {
+	if w.campaign && (prio != 0 || len(s.waitX) > 0) {
 		for p != nil && p.campaign && s.priorityOf(p) < prio {
 			p = p.prev
 		}

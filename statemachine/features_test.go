@@ -200,6 +200,7 @@ func TestRevokeWithDeadline(t *testing.T) {
 func TestPriorityCampaignAndHandOver(t *testing.T) {
 	h := newHarness(t)
 	lead := h.mustOK(campaign("/el", 1, "a", "A"))
+	h.expect(with(wait(campaign("/el", 5, "z", "Z")), 7, 9), wire.Queued) // priority 0, first in line
 	low := wait(campaign("/el", 2, "b", "B"))
 	low.Priority = 1
 	h.expect(with(low, 7, 1), wire.Queued)
