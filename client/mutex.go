@@ -264,10 +264,12 @@ type RWMutex struct {
 // NewRWMutex returns an RWMutex on path owned by session s.
 func NewRWMutex(s *Session, path string, opts ...LockOption) *RWMutex {
 	cfg := lockConfigOf(opts)
-	return &RWMutex{
+	rw := &RWMutex{
 		r: newHold(s, path, cfg.owner+"/r", wire.Shared),
 		w: newHold(s, path, cfg.owner+"/w", wire.Exclusive),
 	}
+	rw.r.opts, rw.w.opts = cfg, cfg
+	return rw
 }
 
 // Lock acquires the lock exclusively; see Mutex.Lock.
