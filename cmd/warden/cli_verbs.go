@@ -16,7 +16,7 @@ import (
 
 func electCmd() *cobra.Command {
 	var (
-		ttl     time.Duration
+		ttl      time.Duration
 		observe  bool
 		priority int64
 		owner    string
