@@ -52,6 +52,9 @@ func (s *StateMachine) wouldDeadlock(n *lockNode, mode wire.Mode, lease uint64, 
 			continue
 		}
 		for _, w := range l.waiters {
+			if budget--; budget <= 0 {
+				break
+			}
 			if w.owner == o.owner {
 				stack = s.blockers(w.node, w.mode, stack, &budget)
 			}

@@ -30,10 +30,6 @@ type waitExtra struct {
 	priority  int64
 }
 
-func (x *waitExtra) zero() bool {
-	return x.permits == 0 && x.delay == 0 && !x.revocable && x.priority == 0
-}
-
 // maxLockDelay bounds a lock-delay: a path locked out longer than a lease
 // TTL would outlast the problem it guards against.
 func (s *StateMachine) checkExtras(r *wire.Request, campaign bool) *wire.Error {
@@ -53,11 +49,10 @@ func (s *StateMachine) checkExtras(r *wire.Request, campaign bool) *wire.Error {
 }
 
 func extraOf(r *wire.Request) *waitExtra {
-	x := &waitExtra{permits: r.Permits, delay: r.LockDelay, revocable: r.Has(wire.FlagRevocable), priority: r.Priority}
-	if x.zero() {
-		return nil
+	if r.Permits == 0 && r.LockDelay == 0 && !r.Has(wire.FlagRevocable) && r.Priority == 0 {
+		return nil // the common case allocates nothing
 	}
-	return x
+	return &waitExtra{permits: r.Permits, delay: r.LockDelay, revocable: r.Has(wire.FlagRevocable), priority: r.Priority}
 }
 
 // keepHoldExtra records a new holder's options, if it has any.
