@@ -29,8 +29,11 @@ func (s *StateMachine) wouldDeadlock(n *lockNode, mode wire.Mode, lease uint64, 
 	if s.nWaiters == 0 {
 		return false // nobody waits: no edge can lead back
 	}
+	if !s.mayChain(n, mode, lease, owner) {
+		return false
+	}
 	me := ownerKey{lease, owner}
-	seen := map[ownerKey]bool{}
+	var seen map[ownerKey]bool // made only when a chain goes past one edge
 	budget := deadlockBudget
 	// The owner's own holds are not edges from the new waiter: waiting on
 	// oneself is the SelfConflict rule's business (and only refused when
@@ -43,14 +46,14 @@ func (s *StateMachine) wouldDeadlock(n *lockNode, mode wire.Mode, lease uint64, 
 		if o == me {
 			return true
 		}
-		if seen[o] {
-			continue
+		l := s.leases[o.lease]
+		if l == nil || len(l.waiters) == 0 || seen[o] {
+			continue // an owner that waits for nothing ends the chain
+		}
+		if seen == nil {
+			seen = map[ownerKey]bool{}
 		}
 		seen[o] = true
-		l := s.leases[o.lease]
-		if l == nil {
-			continue
-		}
 		for _, w := range l.waiters {
 			if budget--; budget <= 0 {
 				break
@@ -61,6 +64,27 @@ func (s *StateMachine) wouldDeadlock(n *lockNode, mode wire.Mode, lease uint64, 
 		}
 	}
 	return false
+}
+
+// mayChain is the allocation-free common case: a cycle needs some blocker
+// that itself waits. Holders above or at n are checked directly; holds
+// below n send the request to the full search.
+func (s *StateMachine) mayChain(n *lockNode, mode wire.Mode, lease uint64, owner string) bool {
+	if _, _, below := n.HeldConflicts(mode); below > 0 {
+		return true
+	}
+	found := false
+	for p := n; p != nil && !found; p = p.Parent() {
+		forHolders(p, func(h *holder) {
+			if h.single || !conflicts(h.mode, mode) || (h.lw == lease && h.owner == owner) {
+				return
+			}
+			if l := s.leases[h.lw]; l != nil && len(l.waiters) > 0 {
+				found = true
+			}
+		})
+	}
+	return found
 }
 
 // blockers appends the session owners whose holds conflict with mode at n.
