@@ -159,6 +159,11 @@ func (c *Client) groupByShard(ctx context.Context, paths []string) ([][]string, 
 	if err != nil {
 		return nil, err
 	}
+	return orderPaths(t, paths)
+}
+
+// orderPaths is groupByShard's pure part.
+func orderPaths(t *wire.RouteTable, paths []string) ([][]string, error) {
 	type keyed struct {
 		start string
 		shard uint64
