@@ -34,6 +34,7 @@ type fileConfig struct {
 	NamespaceDepth int      `yaml:"namespace-depth"`
 	RTTMillis      int      `yaml:"rtt-ms"`
 	LogLevel       string   `yaml:"log-level"`
+	LockDelay      string   `yaml:"lock-delay"` // default lock-delay (a duration; the same on every node)
 }
 
 func serveCmd() *cobra.Command {
@@ -83,6 +84,7 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")
 	f.StringVar(&fc.LogLevel, "log-level", "warn", "debug, info, warn or error")
+	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	withObservability(cmd)
 	return cmd
 }
@@ -114,6 +116,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("namespace-depth", func() { fc.NamespaceDepth = int(pick(uint64(fromFile.NamespaceDepth), uint64(fc.NamespaceDepth))) })
 	set("rtt-ms", func() { fc.RTTMillis = int(pick(uint64(fromFile.RTTMillis), uint64(fc.RTTMillis))) })
 	set("log-level", func() { fc.LogLevel = pickS(fromFile.LogLevel, fc.LogLevel) })
+	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
 	return nil
 }
 
@@ -136,6 +139,13 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
 		DataShards: fc.Shards, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
 		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
+	}
+	if fc.LockDelay != "" {
+		d, err := time.ParseDuration(fc.LockDelay)
+		if err != nil || d < 0 {
+			return cfg, fmt.Errorf("--lock-delay %q: want a duration such as 15s", fc.LockDelay)
+		}
+		cfg.SM.LockDelay = d.Milliseconds()
 	}
 	if fc.SigningKey != "" {
 		key, err := loadSigningKey(fc.SigningKey)
