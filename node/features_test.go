@@ -201,7 +201,19 @@ func testLockDelay(t *testing.T, cl *client.Client) {
 	ctx := ctxT(t, 90*time.Second)
 	const path = "/delay/x"
 	events := cl.Watch(ctx, path)
-	time.Sleep(200 * time.Millisecond) // let the watch register
+	// The watch is registered once it sees a marker written after it.
+	if _, err := cl.Put(ctx, path, []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	for registered := false; !registered; {
+		wr := <-events
+		if wr.Err != nil {
+			t.Fatal(wr.Err)
+		}
+		for _, ev := range wr.Events {
+			registered = registered || ev.Kind == wire.EvKVPut
+		}
+	}
 	// A single-lock lease of 1 s that is never renewed: it expires.
 	held, err := cl.Acquire(ctx, path, time.Second, client.WithLockDelay(8*time.Second))
 	if err != nil {

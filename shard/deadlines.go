@@ -16,7 +16,7 @@ import (
 type deadlineTimer struct {
 	s        *Shard
 	inflight atomic.Bool
-	seen     int64 // last applied stamp seen, and when (monotonic)
+	seen     int64 // anchor of the replicated-time estimate, and when (monotonic)
 	seenAt   time.Time
 }
 
@@ -33,13 +33,13 @@ func (d *deadlineTimer) tick() {
 	if next == 0 {
 		return
 	}
-	// Estimate replicated time the way the proposer stamps it: the last
-	// applied stamp plus the real time since it changed.
+	// Estimate replicated time the way the proposer stamps it: an anchor
+	// advanced at real-time speed, re-anchored when applied time passes it.
 	last, now := m.LastTime(), time.Now()
-	if last != d.seen {
+	if d.seenAt.IsZero() || last > d.seen+now.Sub(d.seenAt).Milliseconds() {
 		d.seen, d.seenAt = last, now
 	}
-	if last+now.Sub(d.seenAt).Milliseconds() < next || !d.inflight.CompareAndSwap(false, true) {
+	if d.seen+now.Sub(d.seenAt).Milliseconds() < next || !d.inflight.CompareAndSwap(false, true) {
 		return
 	}
 	d.s.proposer.submit(&wire.Request{Op: wire.OpDeadlines}, func(r *wire.Response) {
