@@ -33,7 +33,7 @@ test-unit: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
 
 test-cluster: deps build
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./node/... ./cmd/...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./node/... ./cmd/... ./examples/...
 
 # Fault suite (chaos/, docs/faults.md). The short run (about 3 minutes:
 # kill, partition and pause the leader under the lock register and the

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -18,6 +19,12 @@ type LockInfo struct {
 	Path    string
 	Holders []Holder
 	Waiters []Waiter // in queue order
+	// Permits is the permit count when the path is a semaphore (else 0).
+	Permits int
+	// DelayUntil is when the path's lock-delay ends (zero: none).
+	DelayUntil time.Time
+	// RevokeAt is the earliest revocation deadline of a holder (zero: none).
+	RevokeAt time.Time
 }
 
 // LockInfo returns the holders and waiters of path.
@@ -28,7 +35,15 @@ func (c *Client) LockInfo(ctx context.Context, path string, opts ...OpOption) (L
 	if err != nil {
 		return LockInfo{}, err
 	}
-	return LockInfo{Path: path, Holders: resp.Holders, Waiters: resp.Waiters}, nil
+	return LockInfo{Path: path, Holders: resp.Holders, Waiters: resp.Waiters, Permits: int(resp.Permits),
+		DelayUntil: unixMilli(resp.DelayUntil), RevokeAt: unixMilli(resp.RevokeAt)}, nil
+}
+
+func unixMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // ListLocks returns the held locks under prefix, at most WithLimit(n).

@@ -184,7 +184,9 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 		if c.ctx.Err() != nil {
 			return nil, ErrClientClosed
 		}
-		if req.Seq != 0 {
+		if req.Seq != 0 && req.Client == c.id {
+			// Only this client's own numbering: a request sent with
+			// another client id (Do) keeps the AckSeq it came with.
 			req.AckSeq = c.seqs.ack()
 		}
 		cn, err := c.pickAvoiding(ctx, req, avoid)

@@ -93,6 +93,53 @@ Lock.Renew): useful for a lock that must outlive a process restart's
 session, or for tools. Mutex and RWMutex use a session's lease and need no
 renewal.
 
+# Semaphores, multi-locks, revocation, lock-delay, elections
+
+NewSemaphore gives N permits on a path: FIFO, each permit bound to the
+session and fenced by its own token. A permit is a shared hold, so the
+semaphore conflicts with exclusive locks on the path's ancestors and
+descendants.
+
+LockAll takes several paths all or nothing. It orders them globally (start
+key of the serving range, then path), tries each shard's group as one atomic
+command and, when it must wait, takes that group's paths one by one in the
+same order; so two LockAll calls never deadlock each other, and a failure
+releases everything already taken.
+
+RevokeLock asks a holder to release within a grace period (any caller, on a
+lock taken WithRevocable; ForceRevokeLock needs the admin permission and
+works on any lock). The holder hears of it through Mutex.RevokeRequests (or
+Client.RevokeRequests); if it still holds the lock at the deadline the
+service revokes it, and the next grant's token is higher, so fenced
+resources refuse the old holder.
+
+Lock-delay: after a lease expiry or a revocation the path is granted to
+nobody for the lock's delay (WithLockDelay, or the cluster default); a try
+gets ErrLockDelayed, LockInfo shows DelayUntil, and waiters are granted when
+it ends. A graceful release starts none.
+
+Elections: WithPriority ranks waiting candidates (a free leadership goes to
+the highest priority; a leader is never preempted), and Election.HandOver
+passes leadership to a named waiting candidate in one step, with no moment
+without a leader.
+
+A blocking acquire that would close a wait-for cycle inside a shard fails
+with ErrDeadlock instead of waiting forever. Edges run between owners
+(session lease + owner name): give the locks one unit of work takes the same
+WithOwner so its waits are seen as one.
+
+# Exactly-once retries, in detail
+
+Every mutating call is numbered (Client.ID, a sequence number) and retried
+with the same number on a retryable code, a timeout or a broken connection.
+The service keeps the first outcome of each number, replicated and in
+snapshots, until the client acknowledges it (AckSeq) or has been idle for ten
+minutes, and answers any retry, on any node, with that outcome: a put's
+version, a grant's token. A retried grant whose hold has ended since answers
+ErrCancelled, never a dead token. Client.Do sends a request with a
+caller-chosen Client and Seq unchanged, so an application that persists its
+own numbering can retry across process restarts.
+
 # Watches
 
 Client.Watch streams events (grants and releases with their cause, KV

@@ -25,15 +25,41 @@ type Election struct {
 	s     *Session
 	path  string
 	owner string
+	opts  lockConfig
 
 	mu    sync.Mutex
 	token uint64
 }
 
-// NewElection returns a candidate for the election at path. Only WithOwner
-// applies from opts.
+// NewElection returns a candidate for the election at path. WithOwner,
+// WithPriority, WithRevocable and WithLockDelay apply from opts.
 func NewElection(s *Session, path string, opts ...LockOption) *Election {
-	return &Election{s: s, path: path, owner: lockConfigOf(opts).owner}
+	cfg := lockConfigOf(opts)
+	return &Election{s: s, path: path, owner: cfg.owner, opts: cfg}
+}
+
+// Owner returns the candidate's owner name (the name HandOver takes).
+func (e *Election) Owner() string { return e.owner }
+
+// HandOver makes the waiting candidate with owner successor the leader, in
+// one step: there is no moment without a leader and no other candidate can
+// be elected in between. This candidate must lead; afterwards it does not
+// (it may campaign again). It fails with ErrNotFound when no such candidate
+// is waiting.
+func (e *Election) HandOver(ctx context.Context, successor string) error {
+	token := e.Token()
+	if token == 0 {
+		return notHeld("leadership of " + e.path)
+	}
+	c := e.s.c
+	req := &wire.Request{Op: wire.OpHandOver, Path: e.path, Token: token, Target: successor, Lease: e.s.lease,
+		Owner: e.owner, Client: c.id, Seq: c.seqs.begin()}
+	defer c.seqs.end(req.Seq)
+	_, err := c.call(ctx, req, c.cfg.requestTimeout)
+	if err == nil || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
+		e.lostLead(token)
+	}
+	return err
 }
 
 // Campaign waits until this candidate is elected, with value as its
@@ -50,6 +76,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) error {
 	c := e.s.c
 	req := &wire.Request{Op: wire.OpCampaign, Path: e.path, Lease: e.s.lease, TTL: millis(e.s.ttl),
 		Owner: e.owner, Value: value, Wait: waitFor(ctx, false)}
+	e.opts.apply(req)
 	resp, err := c.park(ctx, e.s, req, func(token uint64) error {
 		uctx, cancel := c.undoContext()
 		defer cancel()

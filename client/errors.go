@@ -37,6 +37,8 @@ var (
 	ErrUnauthorized    = wire.ErrUnauthorized
 	ErrInternal        = wire.ErrInternal
 	ErrClosed          = wire.ErrClosed
+	ErrDeadlock        = wire.ErrDeadlock    // waiting would close a wait-for cycle: release something and retry
+	ErrLockDelayed     = wire.ErrLockDelayed // try-acquire during the path's lock-delay
 )
 
 // Errors that originate in the client itself.

@@ -31,6 +31,7 @@ func (c *Client) Acquire(ctx context.Context, path string, ttl time.Duration, op
 	cfg := lockConfigOf(opts)
 	req := &wire.Request{Op: wire.OpAcquire, Path: path, Mode: cfg.mode, TTL: millis(ttl),
 		Wait: waitFor(ctx, cfg.try), Owner: cfg.owner}
+	cfg.apply(req)
 	resp, err := c.park(ctx, nil, req, func(token uint64) error {
 		uctx, cancel := c.undoContext()
 		defer cancel()

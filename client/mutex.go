@@ -23,7 +23,8 @@ type hold struct {
 	mode  wire.Mode
 	gate  chan struct{}
 
-	signed bool // ask for a signed grant (WithSignedToken)
+	signed bool       // ask for a signed grant (WithSignedToken)
+	opts   lockConfig // request options (revocable, lock-delay)
 
 	mu     sync.Mutex
 	token  uint64
@@ -82,9 +83,9 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	c := h.s.c
 	req := &wire.Request{Op: wire.OpAcquire, Path: h.path, Mode: h.mode, Lease: h.s.lease,
 		TTL: millis(h.s.ttl), Wait: waitFor(ctx, try), Owner: h.owner}
-	if h.signed {
-		req.Flags |= wire.FlagSigned
-	}
+	o := h.opts
+	o.signed = h.signed
+	o.apply(req)
 	resp, err := c.park(ctx, h.s, req, func(token uint64) error {
 		uctx, cancel := c.undoContext()
 		defer cancel()
@@ -194,7 +195,7 @@ func lockConfigOf(opts []LockOption) lockConfig {
 func NewMutex(s *Session, path string, opts ...LockOption) *Mutex {
 	cfg := lockConfigOf(opts)
 	h := newHold(s, path, cfg.owner, cfg.mode)
-	h.signed = cfg.signed
+	h.signed, h.opts = cfg.signed, cfg
 	return &Mutex{h: h}
 }
 
@@ -242,6 +243,14 @@ func (m *Mutex) Context() context.Context { return m.h.context() }
 // Path returns the locked path.
 func (m *Mutex) Path() string { return m.h.path }
 
+// RevokeRequests delivers the service's requests to revoke the current hold
+// (an admin's, or a waiter's if the Mutex was made WithRevocable), until ctx
+// ends. Release before the request's Deadline, or the service revokes the
+// lock then (and the token stops being accepted by fenced resources).
+func (m *Mutex) RevokeRequests(ctx context.Context) <-chan RevokeRequest {
+	return m.h.s.c.RevokeRequests(ctx, m.h.path, m.Token())
+}
+
 // RWMutex is a readers-writer lock on one path owned by a session: Lock
 // takes it exclusively, RLock shared. Readers of one RWMutex share a single
 // shared grant. Readers and the writer use distinct owners (owner+"/r",
@@ -255,10 +264,12 @@ type RWMutex struct {
 // NewRWMutex returns an RWMutex on path owned by session s.
 func NewRWMutex(s *Session, path string, opts ...LockOption) *RWMutex {
 	cfg := lockConfigOf(opts)
-	return &RWMutex{
+	rw := &RWMutex{
 		r: newHold(s, path, cfg.owner+"/r", wire.Shared),
 		w: newHold(s, path, cfg.owner+"/w", wire.Exclusive),
 	}
+	rw.r.opts, rw.w.opts = cfg, cfg
+	return rw
 }
 
 // Lock acquires the lock exclusively; see Mutex.Lock.

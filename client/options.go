@@ -146,11 +146,52 @@ func WithTTL(d time.Duration) SessionOption {
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	owner  string
-	mode   wire.Mode
-	try    bool
-	signed bool
+	owner     string
+	mode      wire.Mode
+	try       bool
+	signed    bool
+	revocable bool
+	lockDelay int64
+	priority  int64
 }
+
+// apply sets the request fields the options control.
+func (c *lockConfig) apply(req *wire.Request) {
+	if c.signed {
+		req.Flags |= wire.FlagSigned
+	}
+	if c.revocable {
+		req.Flags |= wire.FlagRevocable
+	}
+	req.LockDelay = c.lockDelay
+	if req.Op == wire.OpCampaign {
+		req.Priority = c.priority
+	}
+}
+
+// WithRevocable lets waiters (not only admins) ask the service to revoke the
+// lock: its holder is told (Client.RevokeRequests) and has the requested
+// grace to release before the service revokes it.
+func WithRevocable() LockOption { return func(c *lockConfig) { c.revocable = true } }
+
+// WithLockDelay sets the lock-delay of this lock: after its holder's lease
+// expires, or it is revoked, the path is granted to nobody for d (a graceful
+// release starts no delay). Without it the cluster's default applies; a
+// negative d turns lock-delay off for this lock.
+func WithLockDelay(d time.Duration) LockOption {
+	return func(c *lockConfig) {
+		if d < 0 {
+			c.lockDelay = wire.LockDelayNone
+		} else {
+			c.lockDelay = max(1, d.Milliseconds())
+		}
+	}
+}
+
+// WithPriority gives an Election candidate a priority: when leadership is
+// free, the waiting candidate with the highest priority is elected (ties in
+// campaign order). A leader is never preempted.
+func WithPriority(p int64) LockOption { return func(c *lockConfig) { c.priority = p } }
 
 // WithSignedToken asks for each grant to come with the cluster's Ed25519
 // signature over (path, token, shard, expiry), so resources can verify the

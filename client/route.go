@@ -81,7 +81,7 @@ func routable(req *wire.Request) bool {
 	switch req.Op {
 	case wire.OpAcquire, wire.OpRelease, wire.OpRenew, wire.OpCancel, wire.OpLockInfo,
 		wire.OpKVGet, wire.OpKVPut, wire.OpKVDelete, wire.OpCampaign, wire.OpProclaim,
-		wire.OpResign, wire.OpLeader:
+		wire.OpResign, wire.OpLeader, wire.OpAcquireMulti, wire.OpRevokeLock, wire.OpHandOver:
 		return true
 	}
 	return false

@@ -335,7 +335,13 @@ func (c *conn) leaseIdentity(req *wire.Request) string {
 // unwatch, and a cancel of one of this connection's own waits).
 func opPerm(req *wire.Request) auth.Perm {
 	switch req.Op {
-	case wire.OpAcquire, wire.OpRelease, wire.OpRenew, wire.OpCampaign, wire.OpProclaim, wire.OpResign:
+	case wire.OpAcquire, wire.OpRelease, wire.OpRenew, wire.OpCampaign, wire.OpProclaim, wire.OpResign,
+		wire.OpAcquireMulti, wire.OpHandOver:
+		return auth.Lock
+	case wire.OpRevokeLock:
+		if req.Has(wire.FlagForce) {
+			return auth.Admin // revoking a lock its holder did not offer
+		}
 		return auth.Lock
 	case wire.OpCancel:
 		if req.Path != "" {
@@ -362,6 +368,9 @@ func (c *conn) authorize(req *wire.Request) error {
 	perm := opPerm(req)
 	if perm == 0 {
 		return nil
+	}
+	if req.Op == wire.OpAcquireMulti {
+		return c.authorizeAll(req, perm)
 	}
 	// Validate first: the check walks the path's ancestors, which only
 	// means something for a normalised path.
@@ -478,4 +487,19 @@ func (d peerDialer) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	}
 	tc.SetDeadline(time.Time{})
 	return tc, nil
+}
+
+// authorizeAll checks every path of a multi-lock.
+func (c *conn) authorizeAll(req *wire.Request, perm auth.Perm) error {
+	for _, p := range req.Paths {
+		if err := hierarchy.Validate(p, c.s.cfg.Paths); err != nil {
+			return err
+		}
+		if !c.s.cfg.Security.Policy.Allowed(c.sec.identity, perm, p) {
+			c.s.cfg.Security.Audit.Info("auth: denied", "identity", c.sec.identity, "op", req.Op.String(), "path", p)
+			return wire.Errorf(wire.Unauthorized, "identity %q may not %v %s: needs %v on it or on a parent prefix",
+				c.sec.identity, req.Op, p, perm)
+		}
+	}
+	return nil
 }

@@ -36,6 +36,10 @@ func TestOpPermissions(t *testing.T) {
 		{wire.Request{Op: wire.OpStatus}, 0},
 		{wire.Request{Op: wire.OpRanges}, 0},
 		{wire.Request{Op: wire.OpKeepAlive}, 0},
+		{wire.Request{Op: wire.OpAcquireMulti}, auth.Lock},
+		{wire.Request{Op: wire.OpHandOver}, auth.Lock},
+		{wire.Request{Op: wire.OpRevokeLock}, auth.Lock},                         // a waiter, on a revocable lock
+		{wire.Request{Op: wire.OpRevokeLock, Flags: wire.FlagForce}, auth.Admin}, // any lock
 	} {
 		if got := opPerm(&tc.req); got != tc.want {
 			t.Errorf("%v: %v, want %v", tc.req.Op, got, tc.want)

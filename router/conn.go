@@ -321,6 +321,9 @@ func (c *conn) ackDone(req *wire.Request, done func(*wire.Response)) func(*wire.
 
 func (c *conn) routeData(req *wire.Request, done func(*wire.Response)) {
 	req.Shard = 0
+	if req.Op == wire.OpAcquireMulti && req.Path == "" && len(req.Paths) > 0 {
+		req.Path = req.Paths[0] // the first path routes the set
+	}
 	if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
 		done(errorResponse(req.ID, err))
 		return

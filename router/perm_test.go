@@ -42,6 +42,11 @@ var (
 		wire.OpResign:    {Op: wire.OpResign, Path: "/p/e", Token: 9},
 		wire.OpLeader:    {Op: wire.OpLeader, Path: "/p/e"},
 		wire.OpWatch:     {Op: wire.OpWatch, Path: "/p", Flags: wire.FlagPrefix},
+		// Every path of a multi-lock needs the permission, so one outside
+		// the caller's prefix refuses the whole request.
+		wire.OpAcquireMulti: {Op: wire.OpAcquireMulti, Paths: []string{"/p/x", "/p/y"}, TTL: 5000},
+		wire.OpRevokeLock:   {Op: wire.OpRevokeLock, Path: "/p/x", Grace: 100},
+		wire.OpHandOver:     {Op: wire.OpHandOver, Path: "/p/e", Token: 9, Target: "next"},
 	}
 	// leaseOps name a lease: any identity may send them, and the state
 	// machine (and the lessor) refuse them on a lease another identity

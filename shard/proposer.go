@@ -31,8 +31,8 @@ type inflight struct {
 
 type proposer struct {
 	s        *Shard
-	seen     int64     // the replica's last applied stamp, as last observed
-	seenAt   time.Time // when it was observed (monotonic)
+	seen     int64     // anchor: a replicated time (applied, or stamped by this proposer)
+	seenAt   time.Time // when it was that time (monotonic)
 	in       chan proposal
 	inflight chan *inflight
 	session  *client.Session
@@ -210,14 +210,20 @@ func (p *proposer) failCode(props []proposal, code wire.Code, msg string) {
 // stamp change: replicated time advances at the speed of real time, anchored
 // to the cluster's own history, and no clock skew can make it jump. Only a
 // shard's very first entry takes the wall clock.
+//
+// The anchor is this proposer's own estimate, re-anchored only when applied
+// time moves past it (another leader's stamps). Re-anchoring at every
+// applied change instead would drop the idle time between an entry's stamp
+// and the next proposal, and replicated time would fall behind real time by
+// every idle gap (a lock-delay or revocation deadline would then fire late).
 func (p *proposer) stamp() int64 {
 	last := p.s.lastTime()
 	now := time.Now()
 	if last == 0 {
 		return p.s.clock.Now().UnixMilli()
 	}
-	if last != p.seen {
+	if p.seenAt.IsZero() || last > p.seen+now.Sub(p.seenAt).Milliseconds() {
 		p.seen, p.seenAt = last, now
 	}
-	return last + now.Sub(p.seenAt).Milliseconds()
+	return p.seen + now.Sub(p.seenAt).Milliseconds()
 }

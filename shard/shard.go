@@ -73,6 +73,7 @@ type Shard struct {
 
 	proposer *proposer
 	lessor   *lessor
+	timer    deadlineTimer
 	parked   *parkedSet
 	feed     *feed
 
@@ -104,6 +105,7 @@ func newShard(h *Host, id uint64) *Shard {
 		}
 	}
 	s.lessor = newLessor(s)
+	s.timer.s = s
 	return s
 }
 
@@ -133,6 +135,7 @@ func (s *Shard) lessorLoop() {
 			return
 		case <-t.C:
 			s.lessor.tick()
+			s.timer.tick()
 		}
 	}
 }

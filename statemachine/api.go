@@ -25,6 +25,10 @@ type Config struct {
 	ClientIdleMs int64
 	// TombstoneMs is how long an ended lease id stays refused, default 1 hour.
 	TombstoneMs int64
+	// LockDelay is the default lock-delay in ms: how long a path stays
+	// ungrantable after its holder's lease expired or it was revoked. An
+	// acquire can set its own (Request.LockDelay). Default 0: off.
+	LockDelay int64
 }
 
 // SingleLeaseBit marks lease ids the state machine made for a single-lock

@@ -20,6 +20,7 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	if rec := c.records[r.Seq]; rec != nil {
 		rec.replay(out)
 		s.checkReplayedGrant(r, out)
+		s.refillMulti(r, out)
 		return
 	}
 	if r.Seq < c.floor {
@@ -96,6 +97,14 @@ func (s *StateMachine) dispatch(r *wire.Request, out *wire.Response) *wire.Error
 		return s.opSetRanges(r, out)
 	case wire.OpCheckpoint:
 		return s.opCheckpoint(r, out)
+	case wire.OpAcquireMulti:
+		return s.opAcquireMulti(r, out)
+	case wire.OpRevokeLock:
+		return s.opRevokeLock(r, out)
+	case wire.OpHandOver:
+		return s.opHandOver(r, out)
+	case wire.OpDeadlines:
+		return s.opDeadlines(r, out)
 	case wire.OpNoop:
 		// A new leader's lessor commits its term before it serves
 		// keepalives; expiries decided under an older term are refused

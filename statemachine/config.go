@@ -40,6 +40,7 @@ func (c Config) Validate() error {
 	check(c.SplitDepth >= 0, "SplitDepth must not be negative")
 	check(c.MaxWaiters >= 0 && c.MaxLeaseLock >= 0, "limits must not be negative")
 	check(c.ClientIdleMs >= 0 && c.TombstoneMs >= 0, "retention times must not be negative")
+	check(c.LockDelay >= 0 && c.LockDelay <= d.MaxTTL, "LockDelay %d is outside 0..MaxTTL", c.LockDelay)
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"testing"
 
@@ -31,7 +32,17 @@ func randomLog(t *testing.T, seed uint64, entries int) [][]byte {
 			t.Fatal(err)
 		}
 		log = append(log, cmd)
-		d.h.raw(cmd)
+		if os.Getenv("WARDEN_DEBUG") != "" {
+			for _, o := range ops {
+				t.Logf("entry %d now %d: %v %s %v mode=%v lease=%d owner=%s permits=%d delay=%d tok=%d wait=%d c=%d s=%d", i, d.h.now, o.Op, o.Path, o.Paths, o.Mode, o.Lease, o.Owner, o.Permits, o.LockDelay, o.Token, o.Wait, o.Client, o.Seq)
+			}
+		}
+		resps := d.h.raw(cmd)
+		if os.Getenv("WARDEN_DEBUG") != "" {
+			for _, r := range resps {
+				t.Logf("   -> %v %s tok=%d grants=%v", r.Code, r.Msg, r.Token, r.Grants)
+			}
+		}
 		d.m.entry(d.h.now, lockOpsOnly(ops)) // keeps the generator's picks realistic
 	}
 	return log
@@ -42,7 +53,8 @@ func lockOpsOnly(ops []*wire.Request) []*wire.Request {
 	for _, r := range ops {
 		switch r.Op {
 		case wire.OpKVPut, wire.OpKVDelete, wire.OpCampaign, wire.OpProclaim, wire.OpRaiseFence, wire.OpSession,
-			wire.OpCheckpoint:
+			wire.OpCheckpoint,
+			wire.OpAcquireMulti, wire.OpRevokeLock, wire.OpHandOver, wire.OpDeadlines:
 		default:
 			out = append(out, r)
 		}
@@ -52,8 +64,8 @@ func lockOpsOnly(ops []*wire.Request) []*wire.Request {
 
 func (d *driver) mixedOp() *wire.Request {
 	p := d.path()
-	switch d.rng.IntN(13) {
-	case 5:
+	switch d.rng.IntN(19) {
+	case 18:
 		// Checkpoint (or clear) a few leases, single-lock ones included.
 		cp := &wire.Request{Op: wire.OpCheckpoint}
 		for range 1 + d.rng.IntN(3) {
@@ -79,6 +91,29 @@ func (d *driver) mixedOp() *wire.Request {
 			return &wire.Request{Op: wire.OpRaiseFence, Token: d.h.sm.fence + 10}
 		}
 		return &wire.Request{Op: wire.OpSession, Lease: 1 + uint64(d.rng.IntN(6)), TTL: 4000}
+	case 5: // features (issue 9): their state must replay and snapshot identically too
+		r := d.acquire()
+		r.Permits, r.Mode = uint32(1+d.rng.IntN(3)), wire.Shared
+		return r
+	case 6:
+		return &wire.Request{Op: wire.OpAcquireMulti, Paths: []string{p, "/m/" + fmt.Sprint(d.rng.IntN(3))},
+			Lease: 1 + uint64(d.rng.IntN(4)), Owner: "m", TTL: 5000}
+	case 7:
+		return &wire.Request{Op: wire.OpRevokeLock, Path: p, Grace: int64(d.rng.IntN(600)),
+			Flags: wire.FlagForce * uint32(d.rng.IntN(2))}
+	case 8:
+		return &wire.Request{Op: wire.OpDeadlines}
+	case 9:
+		r := d.acquire()
+		r.LockDelay, r.Flags = int64(d.rng.IntN(800))-1, wire.FlagRevocable*uint32(d.rng.IntN(2))
+		return r
+	case 10:
+		c := campaign("/elect", 1+uint64(d.rng.IntN(4)), "c", "v")
+		c.Priority = int64(d.rng.IntN(3))
+		if d.rng.IntN(2) == 0 {
+			return &wire.Request{Op: wire.OpHandOver, Path: "/elect", Token: d.token(), Target: "c"}
+		}
+		return c
 	}
 	return d.next()
 }

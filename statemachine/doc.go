@@ -75,6 +75,18 @@ the resolution of one of their waits) are forgotten unless they have a
 queued request. OpCancel withdraws a queued acquire by (Client, Seq);
 if it was already granted it answers the grant.
 
+Beyond plain locks (extras.go, multi.go, revoke.go, deadlock.go).
+Semaphores: an acquire with Permits N is a shared hold, one of at most N at
+its path, FIFO at the path, never mixed with plain holds there. AcquireMulti
+grants every path of a set to one session owner in one command or none.
+RevokeLock sets a revocation deadline (FlagForce: admin; otherwise only on
+FlagRevocable holds); lock-delay makes a path ungrantable after an expiry or
+a forced revocation. Both are stamped deadlines that only OpDeadlines acts
+on, so time still comes from the log: NextDeadline tells the shard leader
+when to propose it. Campaign priorities order waiting candidates; HandOver
+moves leadership to a named candidate in one command. A blocking session
+request that would close a wait-for cycle is refused with Deadlock.
+
 Ranges. The shard owns the ranges of its last OpSetRanges (generations never
 go back). A data op whose span (hierarchy.Span) starts outside them gets
 WrongShard with a hint; one that starts inside but is not contained in one
@@ -87,7 +99,8 @@ Observer sees each entry's events.
 
 Snapshots. SaveSnapshot writes all replicated state (locks, holds, queues,
 leases, tombstones, KV, elections, fence counter and floor, revision, stamped
-time, applied index, exactly-once records, ranges) in a compact binary form;
+time, applied index, exactly-once records, ranges, and in tagged sections the
+per-lock extras, semaphores and lock-delays) in a compact binary form;
 RecoverFromSnapshot rebuilds exactly that state, so recover(save(s)) saves
 the same bytes and hashes the same.
 */

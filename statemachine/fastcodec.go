@@ -305,7 +305,7 @@ func appendBytes(b []byte, v []byte) []byte {
 func fastEncodable(r *wire.Response) bool {
 	return r.Hint == nil && len(r.Holders) == 0 && len(r.Waiters) == 0 && len(r.KVs) == 0 &&
 		len(r.Events) == 0 && len(r.Leases) == 0 && len(r.Ranges) == 0 && len(r.Denied) == 0 &&
-		r.Table == nil && r.Signed == nil
+		r.Table == nil && r.Signed == nil && r.DelayUntil == 0 && r.RevokeAt == 0 && r.Permits == 0
 }
 
 // appendResponse writes r exactly as wire.Response.EncodeMsgpack does with a

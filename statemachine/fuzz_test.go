@@ -67,7 +67,8 @@ func fuzzOp(b []byte) *wire.Request {
 	r.Identity = fuzzIdentities[b[1]>>6] // bound leases (owners.go)
 	ops := []wire.Op{wire.OpAcquire, wire.OpAcquire, wire.OpAcquire, wire.OpRelease, wire.OpRelease, wire.OpRenew,
 		wire.OpRevoke, wire.OpExpire, wire.OpCancel, wire.OpKVPut, wire.OpKVDelete, wire.OpCampaign, wire.OpProclaim,
-		wire.OpResign, wire.OpRaiseFence, wire.OpSession, wire.OpNoop, wire.Op(b[0])}
+		wire.OpResign, wire.OpRaiseFence, wire.OpSession, wire.OpNoop, wire.OpAcquireMulti, wire.OpRevokeLock,
+		wire.OpHandOver, wire.OpDeadlines, wire.Op(b[0])}
 	r.Op = ops[int(b[0])%len(ops)]
 	if r.Op == wire.OpKVPut || r.Op == wire.OpCampaign {
 		r.Value = b[:1+int(b[3])%3]
@@ -76,6 +77,25 @@ func fuzzOp(b []byte) *wire.Request {
 		if b[3]&1 != 0 {
 			r.Lease = SingleLeaseBit | r.Token
 		}
+	}
+	switch r.Op {
+	case wire.OpAcquire:
+		r.Permits = uint32(b[3] % 4 / 2 * 2) // 0 or 2
+		r.LockDelay = int64(b[3]%5) * 100
+		if b[3]&0x20 != 0 {
+			r.Flags |= wire.FlagRevocable
+		}
+	case wire.OpAcquireMulti:
+		r.Paths = []string{r.Path, fuzzPaths[int(b[3])%len(fuzzPaths)]}
+	case wire.OpRevokeLock:
+		r.Grace = int64(b[3]%3) * 200
+		if b[3]&0x10 != 0 {
+			r.Flags |= wire.FlagForce
+		}
+	case wire.OpHandOver:
+		r.Target = fmt.Sprint(b[3] >> 6)
+	case wire.OpCampaign:
+		r.Priority = int64(b[3] % 3)
 	}
 	if r.Op == wire.OpRaiseFence {
 		r.Token = uint64(b[3])

@@ -50,7 +50,7 @@ func (s *StateMachine) handoff(changed ...*lockNode) {
 	}
 	for len(hs.heap) > 0 {
 		w := hs.pop()
-		if w.node.HeldConflict(w.mode) || hs.blockedByEarlier(w) {
+		if w.node.HeldConflict(w.mode) || hs.blockedByEarlier(w) || s.waitBlocked(w) {
 			hs.overlay = append(hs.overlay, blocked{w: w})
 			continue
 		}

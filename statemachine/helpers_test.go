@@ -2,7 +2,9 @@ package statemachine
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -151,8 +153,58 @@ func checkInvariants(t testing.TB, s *StateMachine) {
 	}
 	checkNoConflictingHolders(t, holders)
 	checkCounters(t, nodes, holders, waiters)
-	checkNothingGrantable(t, holders, waiters)
+	checkNothingGrantable(t, s, holders, waiters)
 	checkLeaseLinks(t, s, holders, waiters)
+	checkExtras(t, s, holders, waiters)
+}
+
+// checkExtras: the side tables point at live holders and waiters, and no
+// semaphore has more holders than permits.
+func checkExtras(t testing.TB, s *StateMachine, hs []*holder, ws []*waiter) {
+	t.Helper()
+	for token, x := range s.holdX {
+		if !slices.Contains(hs, x.h) || x.h.token != token {
+			t.Fatalf("holder extras of token %d point at no live holder", token)
+		}
+	}
+	for a := range s.waitX {
+		if !slices.ContainsFunc(ws, func(w *waiter) bool { return w.arrival == a }) {
+			t.Fatalf("waiter extras of arrival %d have no waiter", a)
+		}
+	}
+	for p, limit := range s.sems {
+		n := s.trie.Find(p)
+		if n == nil || n.HeldHere() == 0 || n.HeldHere() > limit {
+			t.Fatalf("semaphore %s of %d permits has a bad holder count", p, limit)
+		}
+	}
+}
+
+// extraBlocked is the brute-force version of the semaphore and lock-delay
+// rules for waiter w.
+func extraBlocked(s *StateMachine, hs []*holder, w *waiter) bool {
+	path := w.node.Path()
+	var permits uint32
+	if x := s.waitX[w.arrival]; x != nil {
+		permits = x.permits
+	}
+	limit, here := s.sems[path], uint32(0)
+	for _, h := range hs {
+		if h.node == w.node {
+			here++
+		}
+	}
+	switch {
+	case permits == 0 && limit > 0, permits > 0 && limit == 0 && here > 0,
+		permits > 0 && limit > 0 && (here >= limit || limit != permits):
+		return true
+	}
+	for p, until := range s.delays {
+		if until != 0 && pathsRelated(p, path) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkNoConflictingHolders(t testing.TB, hs []*holder) {
@@ -215,12 +267,17 @@ func placement(x, n *lockNode) int {
 
 // checkNothingGrantable: in arrival order, every waiter conflicts with a
 // holder or with an earlier waiter (FIFO, no barging, no lost wake-up).
-func checkNothingGrantable(t testing.TB, hs []*holder, ws []*waiter) {
+func checkNothingGrantable(t testing.TB, s *StateMachine, hs []*holder, ws []*waiter) {
 	t.Helper()
 	ws = slices.Clone(ws)
 	slices.SortFunc(ws, func(a, b *waiter) int { return cmpU64(a.arrival, b.arrival) })
 	for i, w := range ws {
-		blocked := false
+		blocked := extraBlocked(s, hs, w)
+		// A queue with a permit waiter in it is strictly FIFO.
+		permitsOf := func(x *waiter) bool { e := s.waitX[x.arrival]; return e != nil && e.permits > 0 }
+		blocked = blocked || slices.ContainsFunc(ws[:i], func(e *waiter) bool {
+			return e.node == w.node && (permitsOf(e) || permitsOf(w))
+		})
 		for _, h := range hs {
 			if hierarchy.Related(h.node, w.node) && conflicts(h.mode, w.mode) {
 				blocked = true
@@ -233,7 +290,14 @@ func checkNothingGrantable(t testing.TB, hs []*holder, ws []*waiter) {
 			}
 		}
 		if !blocked {
-			t.Fatalf("waiter %s %v (client %d seq %d) could be granted but is queued", w.node.Path(), w.mode, w.client, w.seq)
+			var dump []string
+			for _, h := range hs {
+				dump = append(dump, fmt.Sprintf("H %s %v tok=%d", h.node.Path(), h.mode, h.token))
+			}
+			for _, e := range ws {
+				dump = append(dump, fmt.Sprintf("W %s %v arr=%d x=%+v", e.node.Path(), e.mode, e.arrival, s.waitX[e.arrival]))
+			}
+			t.Fatalf("waiter %s %v (client %d seq %d) could be granted but is queued; delays %v sems %v\n%s", w.node.Path(), w.mode, w.client, w.seq, s.delays, s.sems, strings.Join(dump, "\n"))
 		}
 	}
 }

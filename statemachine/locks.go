@@ -21,6 +21,12 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 	} else if err := checkMode(mode); err != nil {
 		return err
 	}
+	if err := s.checkExtras(r, campaign); err != nil {
+		return err
+	}
+	if r.Permits > 0 {
+		mode = wire.Shared // a permit is a shared hold: it conflicts with exclusive locks above and below
+	}
 	if err := s.checkPath(r.Path); err != nil {
 		return err
 	}
@@ -38,15 +44,36 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 	n := s.trie.Ensure(r.Path)
 	defer s.tidy(n)
 	if h := ownHold(n, r.Lease, r.Owner); h != nil {
+		if mode == wire.Exclusive && len(s.sems) > 0 && s.sems[r.Path] > 0 {
+			return wire.Errorf(wire.InvalidArgument, "a semaphore permit cannot be upgraded to an exclusive lock")
+		}
 		return s.reenter(h, mode, campaign, r.Path, out)
 	}
 	above, at, below := n.HeldConflicts(mode)
 	if above+at+below > 0 && s.selfConflict(n, mode, l, r.Owner, at) {
 		return wire.Errorf(wire.SelfConflict, "the owner already holds a conflicting lock on an ancestor or descendant of %s", r.Path)
 	}
-	if above+at+below > 0 || n.QueuedConflict(mode) {
+	blocked := above+at+below > 0 || n.QueuedConflict(mode)
+	if !blocked && (r.Permits > 0 || len(s.sems) > 0) {
+		if limit := s.sems[r.Path]; r.Permits > 0 && limit > 0 && limit != r.Permits {
+			return wire.Errorf(wire.InvalidArgument, "%s is a semaphore of %d permits, not %d", r.Path, limit, r.Permits)
+		}
+		blocked = s.semBlocked(r.Path, n, r.Permits) || (r.Permits > 0 && n.Queued() > 0) ||
+			(r.Permits == 0 && s.queuedPermits(n))
+	}
+	var delayed int64
+	if !blocked && len(s.delays) > 0 {
+		delayed = s.delayedUntil(r.Path)
+	}
+	if blocked || delayed > 0 {
 		if r.Wait == wire.WaitNone {
+			if delayed > 0 {
+				return wire.Errorf(wire.LockDelayed, "%s is in lock-delay until %d (unix ms)", r.Path, delayed)
+			}
 			return wire.Errorf(wire.Conflict, "%s is locked or has conflicting waiters", r.Path)
+		}
+		if l != nil && s.wouldDeadlock(n, mode, l.id, r.Owner) {
+			return wire.Errorf(wire.Deadlock, "waiting for %s would close a wait-for cycle (owner %q of lease %d)", r.Path, r.Owner, l.id)
 		}
 		return s.enqueue(n, mode, r, l, campaign, out)
 	}
@@ -57,6 +84,7 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 	// The request's strings point into the entry: what is kept is cloned.
 	h := s.grant(grantArgs{node: n, path: r.Path, mode: mode, lease: r.Lease, owner: strings.Clone(r.Owner), ttl: r.TTL,
 		campaign: campaign, value: r.Value, cause: wire.CauseDirect, client: r.Client, seq: r.Seq})
+	s.keepHoldExtra(h, extraOf(r), r.Path)
 	fillGrant(out, h)
 	return nil
 }
@@ -89,7 +117,11 @@ func (s *StateMachine) upgrade(h *holder, path string, out *wire.Response) *wire
 	s.trie.AddHeld(n, wire.Shared, -1)
 	s.trie.AddHeld(n, wire.Exclusive, 1)
 	h.mode = wire.Exclusive
+	old := h.token
 	h.token = s.nextToken()
+	if len(s.holdX) > 0 {
+		s.movedToken(old, h)
+	}
 	h.count++
 	s.emit(wire.Event{Kind: wire.EvAcquired, Cause: wire.CauseDirect, Path: path, Mode: h.mode,
 		Token: h.token, Lease: h.leaseID(), Owner: h.owner})
@@ -263,6 +295,9 @@ func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
 	removeHolder(n, h)
 	s.trie.AddHeld(n, hv.mode, -1)
 	s.nLocks--
+	if len(s.holdX) > 0 || len(s.sems) > 0 || s.cfg.LockDelay > 0 {
+		s.dropHoldExtra(&hv, n, cause, path)
+	}
 	s.emit(wire.Event{Kind: wire.EvReleased, Cause: cause, Path: path, Mode: hv.mode, Token: hv.token,
 		Lease: leaseID, Owner: hv.owner})
 	if hv.single {

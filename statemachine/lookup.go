@@ -67,10 +67,23 @@ func (s *StateMachine) lockInfo(r *wire.Request, out *wire.Response) *wire.Error
 		return err
 	}
 	n := s.trie.Find(r.Path)
+	if until := s.delays[r.Path]; until != 0 {
+		out.DelayUntil = until
+	}
 	if n == nil || (n.HeldHere() == 0 && n.Queued() == 0) {
+		if out.DelayUntil != 0 {
+			out.Path = r.Path
+			return nil
+		}
 		return wire.Errorf(wire.NotFound, "%s is neither held nor awaited", r.Path)
 	}
 	out.Path = r.Path
+	out.Permits = s.sems[r.Path]
+	forHolders(n, func(h *holder) {
+		if x := s.holdX[h.token]; x != nil && x.revokeAt != 0 && (out.RevokeAt == 0 || x.revokeAt < out.RevokeAt) {
+			out.RevokeAt = x.revokeAt
+		}
+	})
 	out.Holders = appendHolders(nil, n, r.Path)
 	if len(out.Holders) > 0 {
 		out.Mode = out.Holders[0].Mode

@@ -216,6 +216,9 @@ func (m *model) acquire(r *wire.Request) (mResp, *mWaiter) {
 		if r.Wait == wire.WaitNone {
 			return mResp{code: wire.Conflict}, nil
 		}
+		if r.Lease != 0 && m.cycle(r.Path, r.Mode, r.Lease, r.Owner) {
+			return mResp{code: wire.Deadlock}, nil
+		}
 		m.arrivals++
 		w := &mWaiter{path: r.Path, mode: r.Mode, lease: r.Lease, owner: r.Owner, client: r.Client, seq: r.Seq,
 			arrival: m.arrivals}
@@ -390,4 +393,54 @@ func (m *model) handoff() []wire.Grant {
 	}
 	m.waiters = still
 	return grants
+}
+
+type mOwner struct {
+	lease uint64
+	owner string
+}
+
+// cycle: would a waiter of (lease, owner) for path reach its own owner by
+// following "waits for a conflicting session holder" edges? Its own holds
+// are not edges from the new waiter.
+func (m *model) cycle(path string, mode wire.Mode, lease uint64, owner string) bool {
+	me := mOwner{lease, owner}
+	blockers := func(p string, md wire.Mode) []mOwner {
+		var out []mOwner
+		for _, h := range m.holders {
+			if h.lease&SingleLeaseBit == 0 && related(h.path, p) && conflicts(h.mode, md) {
+				out = append(out, mOwner{h.lease, h.owner})
+			}
+		}
+		return out
+	}
+	seen := map[mOwner]bool{me: true}
+	var stack []mOwner
+	for _, o := range blockers(path, mode) {
+		if o != me {
+			stack = append(stack, o)
+		}
+	}
+	for len(stack) > 0 {
+		o := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[o] {
+			if o == me {
+				return true
+			}
+			continue
+		}
+		seen[o] = true
+		for _, w := range m.waiters {
+			if w.lease == o.lease && w.owner == o.owner {
+				for _, b := range blockers(w.path, w.mode) {
+					if b == me {
+						return true
+					}
+					stack = append(stack, b)
+				}
+			}
+		}
+	}
+	return false
 }

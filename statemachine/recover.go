@@ -23,6 +23,7 @@ func (s *StateMachine) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, st
 		return r.err
 	}
 	s.state = rec.state
+	s.nextDeadline.Store(s.computeNextDeadline())
 	s.lastTime.Store(s.now)
 	s.lastIndex.Store(s.applied)
 	return nil

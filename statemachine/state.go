@@ -138,6 +138,11 @@ type state struct {
 	nLocks      int
 	nWaiters    int
 	nKVs        int
+
+	holdX  map[uint64]*holdExtra // by token (extras.go)
+	waitX  map[uint64]*waitExtra // by waiter arrival
+	sems   map[string]uint32     // semaphore path -> permits, while held
+	delays map[string]int64      // path -> stamped ms its lock-delay ends
 }
 
 func newState() state {
@@ -147,6 +152,10 @@ func newState() state {
 		tombs:       map[uint64]int64{},
 		clients:     map[uint64]*client{},
 		checkpoints: map[uint64]int64{},
+		holdX:       map[uint64]*holdExtra{},
+		waitX:       map[uint64]*waitExtra{},
+		sems:        map[string]uint32{},
+		delays:      map[string]int64{},
 	}
 }
 

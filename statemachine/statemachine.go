@@ -40,6 +40,9 @@ type StateMachine struct {
 	hand    handoffScratch
 	changed []*lockNode
 	queued  *waiter // the waiter the current op queued, for its dedup record
+
+	timersChanged bool         // a revocation deadline or lock-delay was added or removed
+	nextDeadline  atomic.Int64 // earliest of them (NextDeadline)
 }
 
 // New returns an empty state machine. Zero fields of cfg take their defaults;
@@ -78,6 +81,10 @@ func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 		s.applySafe(&s.reqs[i], &resp)
 		s.appendResult(&resp)
 	}
+	if s.timersChanged {
+		s.timersChanged = false
+		s.nextDeadline.Store(s.computeNextDeadline())
+	}
 	if s.observer != nil && len(s.events) > 0 {
 		s.observer.Applied(e.Index, s.events)
 	}
@@ -101,6 +108,12 @@ func (s *StateMachine) AppliedIndex() uint64 { return s.lastIndex.Load() }
 // the first). Safe to call from any goroutine: the proposer anchors its
 // stamps on it, so no leader's wall clock can move replicated time.
 func (s *StateMachine) LastTime() int64 { return s.lastTime.Load() }
+
+// NextDeadline is the stamped time (unix ms) of the earliest pending
+// revocation deadline or lock-delay end, 0 when there is none. Safe from
+// any goroutine: the shard leader's timer proposes OpDeadlines once
+// replicated time reaches it.
+func (s *StateMachine) NextDeadline() int64 { return s.nextDeadline.Load() }
 
 // applySafe turns a panic (a bug) into an Internal answer for that op. Every
 // replica runs the same code on the same input, so they fault alike and stay

@@ -22,12 +22,7 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 		w.value = leaderValue(r.Value)
 	}
 	e := n.Val.extension()
-	if e.tail == nil {
-		e.head = w
-	} else {
-		e.tail.next, w.prev = w, e.tail
-	}
-	e.tail = w
+	s.insertByPriority(e, w, r.Priority)
 	s.trie.AddQueued(n, mode, 1)
 	s.nWaiters++
 	if l != nil {
@@ -35,6 +30,9 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 	}
 	w.arrival = s.emit(wire.Event{Kind: wire.EvQueued, Path: r.Path, Mode: mode, Lease: r.Lease,
 		Owner: r.Owner, Client: r.Client, Seq: r.Seq, Value: w.value})
+	if x := extraOf(r); x != nil {
+		s.waitX[w.arrival] = x
+	}
 	s.queued = w
 	out.Code, out.Lease, out.Mode = wire.Queued, r.Lease, mode
 	return nil
@@ -59,6 +57,9 @@ func (s *StateMachine) unqueue(w *waiter) {
 	}
 	s.trie.AddQueued(w.node, w.mode, -1)
 	s.nWaiters--
+	if len(s.waitX) > 0 {
+		delete(s.waitX, w.arrival)
+	}
 	if l := s.leases[w.lease]; w.lease != 0 && l != nil {
 		l.removeWaiter(w)
 	}
@@ -79,10 +80,12 @@ func (s *StateMachine) dropWaiter(w *waiter, cause wire.Cause) {
 
 // grantWaiter hands the lock to w.
 func (s *StateMachine) grantWaiter(w *waiter) {
+	x := s.waitX[w.arrival]
 	s.unqueue(w)
 	path := w.node.Path()
 	h := s.grant(grantArgs{node: w.node, path: path, mode: w.mode, lease: w.lease, owner: w.owner,
 		ttl: w.ttl, campaign: w.campaign, value: w.value, cause: wire.CauseHandOff, client: w.client, seq: w.seq})
+	s.keepHoldExtra(h, x, path)
 	s.grants = append(s.grants, wire.Grant{Client: w.client, Seq: w.seq, Path: path,
 		Token: h.token, Lease: h.leaseID(), Mode: h.mode})
 	s.resolve(w, outcome{code: wire.OK, token: h.token, lease: h.leaseID(), mode: h.mode, count: 1})

@@ -36,6 +36,9 @@ const (
 	Unauthorized    Code = 24
 	Internal        Code = 25
 	Closed          Code = 26 // the server or connection is shutting down
+
+	Deadlock    Code = 30 // waiting would close a cycle in the shard's wait-for graph; the request did not queue
+	LockDelayed Code = 31 // the path is in lock-delay after a non-graceful end (try-acquire); Msg says until when
 )
 
 var codeNames = map[Code]string{
@@ -47,7 +50,7 @@ var codeNames = map[Code]string{
 	Cancelled: "cancelled", Compacted: "compacted", RangeMoving: "range moving",
 	Ambiguous: "ambiguous", SpansRanges: "spans ranges", SelfConflict: "self conflict",
 	UpgradeConflict: "upgrade conflict", TooMany: "too many", Unauthorized: "unauthorized",
-	Internal: "internal", Closed: "closed",
+	Internal: "internal", Closed: "closed", Deadlock: "deadlock", LockDelayed: "lock delayed",
 }
 
 func (c Code) String() string {
@@ -122,6 +125,8 @@ var (
 	ErrUnauthorized    = &Error{Code: Unauthorized}
 	ErrInternal        = &Error{Code: Internal}
 	ErrClosed          = &Error{Code: Closed}
+	ErrDeadlock        = &Error{Code: Deadlock}
+	ErrLockDelayed     = &Error{Code: LockDelayed}
 )
 
 // AsError returns the response's error, or nil when Code is OK or Queued.

@@ -94,6 +94,12 @@ func (r *Request) fields(w *fieldWriter) {
 	w.uint(24, r.Term)
 	w.value(65, len(r.Remaining) > 0, r.Remaining)
 	w.str(70, r.Identity)
+	w.value(30, len(r.Paths) > 0, r.Paths)
+	w.int(31, r.Grace)
+	w.str(32, r.Target)
+	w.uint(33, uint64(r.Permits))
+	w.int(34, r.LockDelay)
+	w.int(35, r.Priority)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -180,6 +186,18 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = decodeList(dec, &r.Remaining)
 		case 70:
 			r.Identity, err = dec.DecodeString()
+		case 30:
+			err = decodeList(dec, &r.Paths)
+		case 31:
+			r.Grace, err = dec.DecodeInt64()
+		case 32:
+			r.Target, err = dec.DecodeString()
+		case 33:
+			r.Permits, err = dec.DecodeUint32()
+		case 34:
+			r.LockDelay, err = dec.DecodeInt64()
+		case 35:
+			r.Priority, err = dec.DecodeInt64()
 		default:
 			err = dec.Skip()
 		}
@@ -216,6 +234,9 @@ func (r *Response) fields(w *fieldWriter) {
 	w.value(23, r.Table != nil, r.Table)
 	w.value(24, r.Signed != nil, r.Signed)
 	w.value(70, len(r.Denied) > 0, r.Denied)
+	w.int(30, r.DelayUntil)
+	w.int(31, r.RevokeAt)
+	w.uint(32, uint64(r.Permits))
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -303,6 +324,12 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = dec.Decode(r.Signed)
 		case 70:
 			err = decodeList(dec, &r.Denied)
+		case 30:
+			r.DelayUntil, err = dec.DecodeInt64()
+		case 31:
+			r.RevokeAt, err = dec.DecodeInt64()
+		case 32:
+			r.Permits, err = dec.DecodeUint32()
 		default:
 			err = dec.Skip()
 		}

@@ -19,6 +19,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{"kv", Request{ID: 1, Op: OpKVPut, Path: "/a", Value: []byte("v"), Version: 3, Flags: FlagHasExpect}},
 		{"lists", Request{Op: OpSetRanges, Leases: []uint64{1, 2},
 			Ranges: []Range{{Start: "a", End: "b", Shard: 2, Gen: 1}}}},
+		{"features", Request{Op: OpAcquireMulti, Paths: []string{"/a/x", "/b/y"}, Grace: 1500, Target: "node-b",
+			Permits: 3, LockDelay: LockDelayNone, Priority: -2, Flags: FlagRevocable | FlagForce}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,7 +47,8 @@ func TestResponseRoundTrip(t *testing.T) {
 	resp := Response{ID: 9, Code: Conflict, Msg: "held", Token: 42, Hint: &Hint{Shard: 3, Gen: 2, Leader: "n1"},
 		Holders: []Holder{{Owner: "o", Lease: 5, Mode: Shared, Token: 7, Count: 2, Path: "/a"}},
 		Events:  []Event{{Rev: 1, Kind: EvReleased, Cause: CauseExpired, Path: "/a", Token: 7}},
-		Grants:  []Grant{{Client: 1, Seq: 2, Path: "/a", Token: 8}}, KVs: []KV{{Key: "/k", Value: []byte{1}}}}
+		Grants:  []Grant{{Client: 1, Seq: 2, Path: "/a", Token: 8}}, KVs: []KV{{Key: "/k", Value: []byte{1}}},
+		DelayUntil: 1_700_000_000_000, RevokeAt: 1_700_000_001_000, Permits: 4}
 	b, err := MarshalResponse(&resp)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,14 @@ const (
 	FlagPrevKV    uint32 = 1 << 3 // watch events carry the previous value
 	FlagSigned    uint32 = 1 << 4 // reserved: ask for a signed fencing token
 	FlagPeer      uint32 = 1 << 5 // Hello: the connection is a node's forwarding connection
+
+	FlagRevocable uint32 = 1 << 8 // Acquire/Campaign: waiters (not only admins) may ask for this lock's revocation
+	FlagForce     uint32 = 1 << 9 // RevokeLock: an admin revocation (needs the admin permission on the path)
 )
+
+// LockDelayNone in Request.LockDelay turns lock-delay off for one lock
+// (0 means "the shard's default").
+const LockDelayNone int64 = -1
 
 // Wait values for Acquire and Campaign.
 const (
@@ -54,6 +61,13 @@ type Request struct {
 	// request, so the state machine can bind leases to their creator.
 	// Forwarding (peer) connections carry it from the first router.
 	Identity string
+
+	Paths     []string // AcquireMulti: the paths, all served by one shard
+	Grace     int64    // RevokeLock: ms the holder has to release before it is revoked (0: now)
+	Target    string   // HandOver: the owner of the queued candidate that becomes leader
+	Permits   uint32   // Acquire: N > 0 makes the path a counting semaphore of N permits
+	LockDelay int64    // Acquire/Campaign: ms the path stays ungrantable after a non-graceful end (0: default, -1: none)
+	Priority  int64    // Campaign: higher-priority candidates win a free leadership first
 }
 
 // Has reports whether flag f is set.
@@ -86,6 +100,10 @@ type Response struct {
 	Table   *RouteTable  // OpRanges: ranges and shard leaders
 	Signed  *SignedGrant // a grant's signature, when asked for with FlagSigned
 	Denied  []uint64     // keepalive: leases bound to another identity (not refreshed)
+
+	DelayUntil int64  // LockInfo: stamped unix ms until which the path is in lock-delay (0: none)
+	RevokeAt   int64  // LockInfo: earliest pending revocation deadline of a holder (unix ms, 0: none)
+	Permits    uint32 // LockInfo: the semaphore's permit count (0: not a semaphore)
 }
 
 // Hint tells the router where a key lives now.
@@ -166,6 +184,10 @@ const (
 	EvLeaseEnd EventKind = 9 // a lease ended (Cause: Expired, Revoked)
 	EvFence    EventKind = 10
 	EvRenewed  EventKind = 11 // a single-lock lease's TTL changed
+
+	EvRevokeRequested EventKind = 30 // the holder (Token) is asked to release; TTL = grace ms, then it is revoked
+	EvDelayStarted    EventKind = 31 // Path is in lock-delay for TTL ms (after an expiry or revocation)
+	EvDelayEnded      EventKind = 32 // Path's lock-delay is over
 )
 
 // Cause says why an event happened.
@@ -183,14 +205,24 @@ const (
 	CauseProclaim  Cause = 8
 	CauseUser      Cause = 9 // kv put/delete by a client
 	CauseMoved     Cause = 10
+	CauseForced    Cause = 30 // revoked at its revocation deadline
+	CauseHandover  Cause = 31 // leadership handed to a named successor
+	CauseAdmin     Cause = 32 // an admin asked for the revocation
+	CauseWaiter    Cause = 33 // a waiter asked for the revocation
 )
 
 var causeNames = [...]string{"", "direct", "handoff", "released", "expired", "revoked",
 	"cancelled", "resigned", "proclaimed", "user", "moved"}
 
+var moreCauseNames = map[Cause]string{CauseForced: "forced", CauseHandover: "handover",
+	CauseAdmin: "admin", CauseWaiter: "waiter"}
+
 func (c Cause) String() string {
 	if int(c) < len(causeNames) {
 		return causeNames[c]
+	}
+	if s, ok := moreCauseNames[c]; ok {
+		return s
 	}
 	return "cause?"
 }
@@ -198,9 +230,15 @@ func (c Cause) String() string {
 var kindNames = [...]string{"", "acquired", "released", "queued", "dequeued", "put", "delete",
 	"leader", "lease", "lease-end", "fence", "renewed"}
 
+var moreKindNames = map[EventKind]string{EvRevokeRequested: "revoke-requested",
+	EvDelayStarted: "delay-started", EvDelayEnded: "delay-ended"}
+
 func (k EventKind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
+	}
+	if s, ok := moreKindNames[k]; ok {
+		return s
 	}
 	return "event?"
 }

@@ -30,6 +30,11 @@ const (
 	OpStatus    Op = 20 // cluster status (nodes, shards, leaders)
 	OpRanges    Op = 21 // the range table
 	OpSession   Op = 22 // create a session: TTL; answers Lease
+
+	// Features (issue 9).
+	OpAcquireMulti Op = 23 // Paths (all in one shard), Mode, Lease, Owner: all or nothing, try only; answers Holders
+	OpRevokeLock   Op = 24 // Path, Token (0: every holder), Grace; FlagForce for an admin revocation
+	OpHandOver     Op = 25 // Path (election), Token (the leader's), Target (successor's owner): leadership moves in one command
 )
 
 // Internal operations: proposed by the shard layer itself, refused when they
@@ -39,6 +44,8 @@ const (
 	OpRaiseFence Op = 101 // Token: raise the shard's fence floor to at least Token
 	OpSetRanges  Op = 102 // Ranges: the ranges this shard owns (and their generation)
 	OpNoop       Op = 103 // carries only the leader's clock (keeps stamped time moving)
+	OpDeadlines  Op = 110 // the leader saw a revocation deadline or a lock-delay end pass: apply what is due at the stamped time
+
 	// OpCheckpoint (faults range 135–139): Leases, Remaining, Term. The
 	// lessor records how much time each listed lease has left (ms), or
 	// clears the record (a negative value), so that a new leader does not
@@ -55,6 +62,7 @@ func (op Op) Mutating() bool {
 	switch op {
 	case OpAcquire, OpRelease, OpRenew, OpRevoke, OpCancel, OpKVPut, OpKVDelete,
 		OpCampaign, OpProclaim, OpResign, OpSession,
+		OpAcquireMulti, OpRevokeLock, OpHandOver, OpDeadlines,
 		OpExpire, OpRaiseFence, OpSetRanges, OpNoop, OpCheckpoint:
 		return true
 	}
@@ -69,6 +77,7 @@ var opNames = map[Op]string{
 	OpLeader: "leader", OpWatch: "watch", OpUnwatch: "unwatch", OpStatus: "status",
 	OpRanges: "ranges", OpSession: "session", OpExpire: "expire", OpRaiseFence: "raisefence",
 	OpSetRanges: "setranges", OpNoop: "noop", OpCheckpoint: "checkpoint",
+	OpAcquireMulti: "acquire.multi", OpRevokeLock: "revokelock", OpHandOver: "handover", OpDeadlines: "deadlines",
 }
 
 func (op Op) String() string {

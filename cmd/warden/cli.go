@@ -40,6 +40,7 @@ func addClientCommands(root *cobra.Command) {
 	pf.DurationVar(&gf.timeout, "timeout", 10*time.Second, "per-request timeout")
 	addClientSecurityFlags(pf)
 	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd())
+	root.AddCommand(semCmd(), lockAllCmd())
 	root.AddCommand(benchCmd())
 	root.AddCommand(snapshotCmd(), restoreCmd(), auditCmd())
 }

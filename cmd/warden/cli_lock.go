@@ -23,6 +23,8 @@ func lockCmd() *cobra.Command {
 		shared bool
 		owner  string
 		grace  time.Duration
+		delay  time.Duration
+		revoc  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lock <path> [-- command args...]",
@@ -47,6 +49,12 @@ Exit codes: the command's own; 2 if the lock was not granted (--try, or
 			if owner != "" {
 				opts = append(opts, client.WithOwner(owner))
 			}
+			if delay != 0 {
+				opts = append(opts, client.WithLockDelay(delay))
+			}
+			if revoc {
+				opts = append(opts, client.WithRevocable())
+			}
 			m := client.NewRWMutex(s, args[0], opts...)
 			if err := acquire(ctx, m, shared, try, wait); err != nil {
 				return fail(err)
@@ -54,6 +62,13 @@ Exit codes: the command's own; 2 if the lock was not granted (--try, or
 			token := m.Token()
 			if shared {
 				token = m.RToken()
+			}
+			if revoc || delay != 0 {
+				go func() { // tell the operator (and the command's log) about revocation requests
+					for r := range c.RevokeRequests(ctx, args[0], token) {
+						fmt.Fprintf(os.Stderr, "warden: revocation of %s requested; release before %s\n", args[0], r.Deadline.Format(time.RFC3339))
+					}
+				}()
 			}
 			lost := m.Context()
 			if shared {
@@ -96,6 +111,8 @@ Exit codes: the command's own; 2 if the lock was not granted (--try, or
 	f.BoolVar(&shared, "shared", false, "take a shared (read) lock")
 	f.StringVar(&owner, "owner", "", "owner name within the session (same owner = reentrant)")
 	f.DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	f.DurationVar(&delay, "lock-delay", 0, "keep the path ungrantable this long if the lock is lost or revoked (<0: none; 0: cluster default)")
+	f.BoolVar(&revoc, "revocable", false, "let waiters ask for the lock's revocation (warden locks revoke)")
 	return cmd
 }
 

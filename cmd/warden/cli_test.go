@@ -171,6 +171,41 @@ func TestCLIAgainstServeProcesses(t *testing.T) {
 			t.Fatalf("try under a held lock: exit %d, want 2", code)
 		}
 	})
+	t.Run("sem, lock-all, locks info and revoke", func(t *testing.T) {
+		out, errOut, code := pc.run(t, "sem", "/cli/sem/pool", "2", "--", "sh", "-c", `echo "$WARDEN_LOCK_TOKEN"`)
+		if tok, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || tok == 0 {
+			t.Fatalf("sem: exit %d, child saw %q (%s)", code, out, errOut)
+		}
+		out, errOut, code = pc.run(t, "lock-all", "/cli/ma/x", "/cli/mb/y", "--", "sh", "-c", `echo "$WARDEN_LOCK_TOKENS"`)
+		if code != 0 || !strings.Contains(out, "/cli/ma/x=") || !strings.Contains(out, "/cli/mb/y=") {
+			t.Fatalf("lock-all: exit %d, child saw %q (%s)", code, out, errOut)
+		}
+		holder := exec.Command(wardenBin, "--endpoints", pc.endpoints, "lock", "--revocable", "/cli/rev/x", "--", "sleep", "30")
+		if err := holder.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { holder.Process.Kill(); holder.Wait() }()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out, _, code := pc.run(t, "locks", "info", "/cli/rev/x", "-o", "json")
+			if code == 0 && strings.Contains(out, `"Token"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("held lock never shown: %s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, _, code := pc.run(t, "lock", "--try", "/cli/rev/x", "--", "true"); code != 2 {
+			t.Fatalf("try on the held lock: exit %d, want 2", code)
+		}
+		if _, e, code := pc.run(t, "locks", "revoke", "/cli/rev/x", "--grace", "0"); code != 0 {
+			t.Fatalf("revoke: exit %d: %s", code, e)
+		}
+		if _, e, code := pc.run(t, "lock", "--try", "/cli/rev/x", "--", "true"); code != 0 {
+			t.Fatalf("try after the revocation: exit %d (%s), want 0", code, e)
+		}
+	})
 	t.Run("kv", func(t *testing.T) {
 		if _, e, code := pc.run(t, "kv", "put", "/cli/kv/a", "v1"); code != 0 {
 			t.Fatalf("put: %d %s", code, e)

@@ -16,8 +16,10 @@ import (
 
 func electCmd() *cobra.Command {
 	var (
-		ttl     time.Duration
-		observe bool
+		ttl      time.Duration
+		observe  bool
+		priority int64
+		owner    string
 	)
 	cmd := &cobra.Command{
 		Use:   "elect <path> [value] [-- command args...]",
@@ -42,7 +44,7 @@ interrupted. With --observe it prints every leader change.`,
 				return fail(err)
 			}
 			defer s.Close(context.Background())
-			e := client.NewElection(s, args[0])
+			e := client.NewElection(s, args[0], client.WithPriority(priority), client.WithOwner(owner))
 			if err := e.Campaign(ctx, []byte(value)); err != nil {
 				return fail(err)
 			}
@@ -73,6 +75,9 @@ interrupted. With --observe it prints every leader change.`,
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
 	cmd.Flags().BoolVar(&observe, "observe", false, "print leader changes instead of campaigning")
+	cmd.Flags().Int64Var(&priority, "priority", 0, "candidate priority: the highest waiting one wins a free leadership")
+	cmd.Flags().StringVar(&owner, "owner", "", "candidate name (what `elect handover` names; default random)")
+	cmd.AddCommand(electHandOverCmd())
 	return cmd
 }
 
@@ -274,7 +279,7 @@ func locksCmd() *cobra.Command {
 			return w.Flush()
 		}),
 	}
-	locks.AddCommand(ls)
+	locks.AddCommand(ls, locksInfoCmd(), locksRevokeCmd())
 	return locks
 }
 

@@ -37,6 +37,7 @@ type fileConfig struct {
 	AuditRetention string   `yaml:"audit-retention"` // e.g. 168h
 	AuditMaxBytes  int64    `yaml:"audit-max-bytes"`
 	NoAudit        bool     `yaml:"no-audit"`
+	LockDelay      string   `yaml:"lock-delay"` // default lock-delay (a duration; the same on every node)
 }
 
 func serveCmd() *cobra.Command {
@@ -89,6 +90,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.AuditRetention, "audit-retention", "168h", "how long the audit trail and watch history are kept")
 	f.Int64Var(&fc.AuditMaxBytes, "audit-max-bytes", 1<<30, "size the audit store is trimmed to, oldest records first")
 	f.BoolVar(&fc.NoAudit, "no-audit", false, "keep no audit trail (watches then resume only from the in-memory ring)")
+	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	withObservability(cmd)
 	return cmd
 }
@@ -123,6 +125,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("audit-retention", func() { fc.AuditRetention = pickS(fromFile.AuditRetention, fc.AuditRetention) })
 	set("audit-max-bytes", func() { fc.AuditMaxBytes = int64(pick(uint64(fromFile.AuditMaxBytes), uint64(fc.AuditMaxBytes))) })
 	set("no-audit", func() { fc.NoAudit = fc.NoAudit || fromFile.NoAudit })
+	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
 	return nil
 }
 
@@ -153,6 +156,13 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 			return cfg, fmt.Errorf("audit-retention %q: want a positive duration such as 168h", fc.AuditRetention)
 		}
 		cfg.Audit.MaxAge = d
+	}
+	if fc.LockDelay != "" {
+		d, err := time.ParseDuration(fc.LockDelay)
+		if err != nil || d < 0 {
+			return cfg, fmt.Errorf("--lock-delay %q: want a duration such as 15s", fc.LockDelay)
+		}
+		cfg.SM.LockDelay = d.Milliseconds()
 	}
 	if fc.SigningKey != "" {
 		key, err := loadSigningKey(fc.SigningKey)

@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// Semaphore is a counting semaphore of N permits on one path, owned by a
+// session. Each Acquire takes one permit with its own fencing token; waiters
+// are served in FIFO order and a permit ends with its session. A permit is a
+// shared hold on the path, so the semaphore conflicts with exclusive locks on
+// the path's ancestors and descendants (a parent lock waits until every
+// permit is back) but not with other semaphores or shared locks elsewhere.
+// The path must be used as a semaphore of the same N by everyone while any
+// permit is out; a plain lock on the same path conflicts with permits.
+type Semaphore struct {
+	s       *Session
+	path    string
+	permits uint32
+	opts    lockConfig
+}
+
+// Permit is one permit of a Semaphore.
+type Permit struct {
+	sem   *Semaphore
+	owner string
+	token uint64
+}
+
+// NewSemaphore returns a semaphore of permits (>= 1) on path. It does not
+// talk to the service. WithRevocable and WithLockDelay apply to each permit.
+func NewSemaphore(s *Session, path string, permits int, opts ...LockOption) *Semaphore {
+	return &Semaphore{s: s, path: path, permits: uint32(max(permits, 0)), opts: lockConfigOf(opts)}
+}
+
+// Acquire takes a permit, waiting in FIFO order until one is free or ctx (or
+// the session) ends; see Mutex.Lock for how a wait is withdrawn.
+func (m *Semaphore) Acquire(ctx context.Context) (*Permit, error) { return m.acquire(ctx, false) }
+
+// TryAcquire takes a permit only if one is free now (else ErrConflict).
+func (m *Semaphore) TryAcquire(ctx context.Context) (*Permit, error) { return m.acquire(ctx, true) }
+
+func (m *Semaphore) acquire(ctx context.Context, try bool) (*Permit, error) {
+	if err := m.s.Err(); err != nil {
+		return nil, err
+	}
+	owner := randomOwner() // one owner per permit: two permits of a process are two holders
+	c := m.s.c
+	req := &wire.Request{Op: wire.OpAcquire, Path: m.path, Mode: wire.Shared, Permits: m.permits, Lease: m.s.lease,
+		TTL: millis(m.s.ttl), Wait: waitFor(ctx, try), Owner: owner}
+	m.opts.apply(req)
+	resp, err := c.park(ctx, m.s, req, func(token uint64) error {
+		uctx, cancel := c.undoContext()
+		defer cancel()
+		return c.release(uctx, m.path, token, m.s.lease, owner)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Permit{sem: m, owner: owner, token: resp.Token}, nil
+}
+
+// Token returns the permit's fencing token.
+func (p *Permit) Token() uint64 { return p.token }
+
+// Path returns the semaphore's path.
+func (p *Permit) Path() string { return p.sem.path }
+
+// Release gives the permit back (the next waiter gets it in the same step).
+func (p *Permit) Release(ctx context.Context) error {
+	return p.sem.s.c.release(ctx, p.sem.path, p.token, p.sem.s.lease, p.owner)
+}

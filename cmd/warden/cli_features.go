@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/wire"
+)
+
+// Verbs for semaphores, multi-locks, revocation, lock introspection and
+// election hand-over.
+
+func semCmd() *cobra.Command {
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "sem <path> <permits> [-- command args...]",
+		Short: "Hold one permit of a counting semaphore while a command runs",
+		Long: `sem takes one of <permits> permits on <path> (FIFO) and runs the command
+with WARDEN_LOCK_TOKEN set to the permit's fencing token, or holds the permit
+until interrupted. Exit codes as for lock.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return &exitError{code: exitFailure, err: fmt.Errorf("permits must be a positive number, not %q", args[1])}
+			}
+			s, err := c.NewSession(ctx, client.WithTTL(ttl))
+			if err != nil {
+				return fail(err)
+			}
+			defer s.Close(context.Background())
+			p, err := client.NewSemaphore(s, args[0], n).Acquire(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			defer func() {
+				rctx, cancel := context.WithTimeout(context.Background(), gf.timeout)
+				p.Release(rctx)
+				cancel()
+			}()
+			return holdWhile(ctx, s, cmd, args, 2, args[0], p.Token())
+		}),
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
+	return cmd
+}
+
+func lockAllCmd() *cobra.Command {
+	var (
+		ttl time.Duration
+		try bool
+	)
+	cmd := &cobra.Command{
+		Use:   "lock-all <path>... [-- command args...]",
+		Short: "Hold several locks, all or nothing, while a command runs",
+		Long: `lock-all takes every path (in the cluster's global order, atomically per
+shard; never deadlocking with other lock-all callers) and runs the command with
+WARDEN_LOCK_TOKENS set to "path=token,..." or holds them until interrupted.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
+			paths := args
+			if d := cmd.ArgsLenAtDash(); d >= 0 {
+				paths = args[:d]
+			}
+			s, err := c.NewSession(ctx, client.WithTTL(ttl))
+			if err != nil {
+				return fail(err)
+			}
+			defer s.Close(context.Background())
+			var opts []client.LockOption
+			if try {
+				opts = append(opts, client.WithTry())
+			}
+			m, err := client.LockAll(ctx, s, paths, opts...)
+			if err != nil {
+				return fail(err)
+			}
+			defer func() {
+				rctx, cancel := context.WithTimeout(context.Background(), gf.timeout)
+				m.Unlock(rctx)
+				cancel()
+			}()
+			var pairs []string
+			for _, p := range m.Paths() {
+				pairs = append(pairs, fmt.Sprintf("%s=%d", p, m.Tokens()[p]))
+			}
+			os.Setenv("WARDEN_LOCK_TOKENS", strings.Join(pairs, ","))
+			return holdWhile(ctx, s, cmd, args, len(paths), strings.Join(paths, ","), 0)
+		}),
+	}
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
+	cmd.Flags().BoolVar(&try, "try", false, "fail at once (exit 2) if any path is held")
+	return cmd
+}
+
+// holdWhile runs the command after the dash (args[first:] when there is
+// one) while the session lives, or waits for an interrupt.
+func holdWhile(ctx context.Context, s *client.Session, cmd *cobra.Command, args []string, first int, what string, token uint64) error {
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 || dash >= len(args) || dash < first {
+		fmt.Printf("holding %s token=%d lease=%d (Ctrl-C releases)\n", what, token, s.Lease())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.Done():
+			return &exitError{code: exitLost, err: fmt.Errorf("lost: session ended")}
+		}
+	}
+	code, err := runHolding(ctx, s.Context(), what, token, s.Lease(), args[dash:], 2*time.Second)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+func locksInfoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "info <path>", Short: "Show a lock's holders, waiters, semaphore permits, lock-delay and pending revocation",
+		Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			info, err := c.LockInfo(ctx, args[0])
+			if err != nil {
+				return fail(err)
+			}
+			if gf.output == "json" {
+				return printJSON(os.Stdout, info)
+			}
+			fmt.Printf("path %s", info.Path)
+			if info.Permits > 0 {
+				fmt.Printf("  semaphore of %d permits", info.Permits)
+			}
+			if !info.DelayUntil.IsZero() {
+				fmt.Printf("  lock-delay until %s", info.DelayUntil.Format(time.RFC3339Nano))
+			}
+			if !info.RevokeAt.IsZero() {
+				fmt.Printf("  revocation due %s", info.RevokeAt.Format(time.RFC3339Nano))
+			}
+			fmt.Println()
+			w := table(os.Stdout)
+			fmt.Fprintln(w, "ROLE\tMODE\tTOKEN\tLEASE\tOWNER")
+			for _, h := range info.Holders {
+				fmt.Fprintf(w, "holder\t%s\t%d\t%d\t%s\n", h.Mode, h.Token, h.Lease, h.Owner)
+			}
+			for _, q := range info.Waiters {
+				fmt.Fprintf(w, "waiter\t%s\t-\t%d\t%s\n", q.Mode, q.Lease, q.Owner)
+			}
+			return w.Flush()
+		}),
+	}
+}
+
+func locksRevokeCmd() *cobra.Command {
+	var (
+		token uint64
+		grace time.Duration
+		force bool
+	)
+	cmd := &cobra.Command{
+		Use:   "revoke <path>",
+		Short: "Ask a lock's holder to release within --grace; revoke it at the deadline",
+		Long: `revoke asks the holder of <path> (--token, default every holder) to release
+within --grace. The holder's client is notified; if it still holds the lock at
+the deadline the service revokes it, starts its lock-delay and raises the
+fence. Without --force (which needs the admin permission) only locks taken as
+revocable can be revoked.`,
+		Args: cobra.ExactArgs(1),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			var err error
+			if force {
+				err = c.ForceRevokeLock(ctx, args[0], token, grace)
+			} else {
+				err = c.RevokeLock(ctx, args[0], token, grace)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Printf("revocation of %s requested (grace %v)\n", args[0], grace)
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&token, "token", 0, "the holder's token (0: every holder)")
+	f.DurationVar(&grace, "grace", 5*time.Second, "time the holder has to release (0: revoke now)")
+	f.BoolVar(&force, "force", false, "admin revocation: works on any lock")
+	return cmd
+}
+
+func electHandOverCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "handover <path> <successor-owner>",
+		Short: "Hand leadership of an election to a waiting candidate, with no gap",
+		Args:  cobra.ExactArgs(2),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			li, err := c.Leader(ctx, args[0])
+			if err != nil {
+				return fail(err)
+			}
+			resp, err := c.Do(ctx, wireHandOver{path: args[0], token: li.Token, target: args[1]}.request())
+			if err != nil {
+				return fail(err)
+			}
+			fmt.Printf("%s: %s leads now, token=%d\n", args[0], resp.Owner, resp.Token)
+			return nil
+		}),
+	}
+}
+
+type wireHandOver struct {
+	path, target string
+	token        uint64
+}
+
+func (h wireHandOver) request() *wire.Request {
+	return &wire.Request{Op: wire.OpHandOver, Path: h.path, Token: h.token, Target: h.target}
+}
