@@ -24,6 +24,8 @@ func (s *StateMachine) Lookup(q interface{}) (interface{}, error) {
 		return s.checkLeases(q.IDs), nil
 	case StatsQuery, *StatsQuery:
 		return s.stats(), nil
+	case ExportQuery:
+		return s.exportRange(q)
 	}
 	return nil, wire.Errorf(wire.UnknownOp, "unknown query type %T", q)
 }

@@ -125,6 +125,7 @@ type state struct {
 	ranges   []wire.Range
 	rangeGen uint64
 	ownsAll  bool // ranges is the one range ["", "")
+	frozen   []frozenRange // owned ranges frozen for a move (move.go)
 	fence    uint64
 	floor    uint64
 	rev      uint64

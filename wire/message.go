@@ -11,6 +11,7 @@ const (
 	FlagPrevKV    uint32 = 1 << 3 // watch events carry the previous value
 	FlagSigned    uint32 = 1 << 4 // reserved: ask for a signed fencing token
 	FlagPeer      uint32 = 1 << 5 // Hello: the connection is a node's forwarding connection
+	FlagMoveFinal uint32 = 1 << 12 // InstallRange: the last chunk; the destination takes ownership
 )
 
 // Wait values for Acquire and Campaign.

@@ -30,6 +30,12 @@ const (
 	OpStatus    Op = 20 // cluster status (nodes, shards, leaders)
 	OpRanges    Op = 21 // the range table
 	OpSession   Op = 22 // create a session: TTL; answers Lease
+
+	// Range administration (placement-ranges): answered by the meta group.
+	OpRangeSplit Op = 40 // Path (a namespace) or Value (an 8-byte route key): split the range holding it there
+	OpRangeMerge Op = 41 // Value: start key of a range; merges it with the next range (same shard)
+	OpRangeMove  Op = 42 // Value: start key of a range, Shard: target shard; starts a move
+	OpRangeList  Op = 43 // ranges with their shard, generation, load and any move in flight (Response.Value, msgpack)
 )
 
 // Internal operations: proposed by the shard layer itself, refused when they
@@ -39,6 +45,13 @@ const (
 	OpRaiseFence Op = 101 // Token: raise the shard's fence floor to at least Token
 	OpSetRanges  Op = 102 // Ranges: the ranges this shard owns (and their generation)
 	OpNoop       Op = 103 // carries only the leader's clock (keeps stamped time moving)
+
+	// Range moves (see statemachine/move.go). Ranges[0] names the range,
+	// Gen the move id.
+	OpFreezeRange   Op = 120 // source: refuse (RangeMoving) every op touching the range
+	OpInstallRange  Op = 121 // destination: Value is one chunk of the range's exported state; FlagMoveFinal: take ownership
+	OpDropRange     Op = 122 // source after the switch (or destination on rollback): forget the range and its state
+	OpUnfreezeRange Op = 123 // source on rollback: serve the range again
 )
 
 // Internal reports whether op may only be proposed by the server itself.
@@ -50,7 +63,8 @@ func (op Op) Mutating() bool {
 	switch op {
 	case OpAcquire, OpRelease, OpRenew, OpRevoke, OpCancel, OpKVPut, OpKVDelete,
 		OpCampaign, OpProclaim, OpResign, OpSession,
-		OpExpire, OpRaiseFence, OpSetRanges, OpNoop:
+		OpExpire, OpRaiseFence, OpSetRanges, OpNoop,
+		OpFreezeRange, OpInstallRange, OpDropRange, OpUnfreezeRange:
 		return true
 	}
 	return false
@@ -64,6 +78,8 @@ var opNames = map[Op]string{
 	OpLeader: "leader", OpWatch: "watch", OpUnwatch: "unwatch", OpStatus: "status",
 	OpRanges: "ranges", OpSession: "session", OpExpire: "expire", OpRaiseFence: "raisefence",
 	OpSetRanges: "setranges", OpNoop: "noop",
+	OpRangeSplit: "range.split", OpRangeMerge: "range.merge", OpRangeMove: "range.move", OpRangeList: "range.list",
+	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
 }
 
 func (op Op) String() string {
