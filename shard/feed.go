@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
@@ -131,6 +132,29 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 	f.nextID++
 	f.subs[f.nextID] = s
 	return f.nextID, f.last, nil
+}
+
+// Ender is implemented by subscribers that can be told why their watch
+// ended (End must not block).
+type Ender interface {
+	End(code wire.Code, msg string)
+}
+
+// endRange ends the watches whose path lies in the key range [start, end)
+// at the given namespace depth: the range moved to another shard.
+func (f *feed) endRange(start, end string, depth int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, s := range f.subs {
+		k, _ := wire.Span(s.path, depth)
+		if wire.PathDepth(s.path) < depth || k < start || (end != "" && k >= end) {
+			continue
+		}
+		delete(f.subs, id)
+		if e, ok := s.sub.(Ender); ok {
+			e.End(wire.RangeMoving, fmt.Sprintf("the range holding %s moved to another shard; watch again from revision %d", s.path, f.last+1))
+		}
+	}
 }
 
 func (f *feed) unsubscribe(id uint64) {

@@ -43,6 +43,11 @@ type HostConfig struct {
 	SnapshotEntries uint64        // entries between snapshots (default 20000)
 	DeploymentID    uint64
 	NoLeaderBalance bool // leave shard leaders wherever elections put them
+	// Ranges tunes automatic splits and range rebalancing (autosplit.go).
+	Ranges RangePolicy
+	// MoveHook, for tests, hears each range-move step the driver finished
+	// on this node; stop is closed when the host is closing.
+	MoveHook func(move uint64, step placement.MoveStep, stop <-chan struct{})
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	LogDBShards  uint64 // write-ahead logs per node (default 1)
 	StepWorkers  uint64 // Raft step and commit workers (default 2)
@@ -333,6 +338,7 @@ func (h *Host) placementLoop() {
 		if err == nil && t != nil {
 			h.reconcileRanges(ctx, t)
 			h.balanceLeaders(t)
+			h.driveMoves(t)
 		}
 		cancel()
 	}
@@ -380,8 +386,8 @@ func (h *Host) metaPropose(ctx context.Context, cmd []byte) error {
 func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
 	for _, id := range h.ids {
 		s := h.shards[id]
-		if !s.IsLeader() {
-			continue
+		if !s.IsLeader() || t.Moving(id) {
+			continue // a move's driver sets the ranges of the shards it involves
 		}
 		v, err := h.nh.StaleRead(id, statemachine.StatsQuery{})
 		if err != nil {

@@ -15,6 +15,9 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 		s.fail(r, out, err)
 		return
 	}
+	if r.Path != "" {
+		s.countOp(r.Path)
+	}
 	if r.Client == 0 || !dedupable(r.Op) {
 		s.exec(r, out)
 		return

@@ -24,6 +24,8 @@ func (s *StateMachine) Lookup(q interface{}) (interface{}, error) {
 		return s.checkLeases(q.IDs), nil
 	case StatsQuery, *StatsQuery:
 		return s.stats(), nil
+	case RangeLoadQuery:
+		return RangeLoad{Ranges: slices.Clone(s.ranges), Ops: slices.Clone(s.rangeOps)}, nil
 	case ExportQuery:
 		return s.exportRange(q)
 	}

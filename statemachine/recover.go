@@ -23,6 +23,7 @@ func (s *StateMachine) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, st
 		return r.err
 	}
 	s.state = rec.state
+	s.rangeOps = make([]uint64, len(s.ranges))
 	s.lastTime.Store(s.now)
 	s.lastIndex.Store(s.applied)
 	return nil

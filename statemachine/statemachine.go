@@ -39,6 +39,9 @@ type StateMachine struct {
 	hand    handoffScratch
 	changed []*lockNode
 	queued  *waiter // the waiter the current op queued, for its dedup record
+	// rangeOps counts applied ops per owned range (parallel to ranges):
+	// load figures for placement, not replicated.
+	rangeOps []uint64
 }
 
 // New returns an empty state machine. Zero fields of cfg take their defaults;
