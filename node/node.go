@@ -13,6 +13,7 @@ import (
 
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
@@ -50,6 +51,11 @@ type Config struct {
 	// SigningKey is the cluster's Ed25519 key for signed fencing tokens
 	// (nil: grants are never signed).
 	SigningKey ed25519.PrivateKey
+
+	// Ranges tunes automatic range splits and rebalancing (off by default);
+	// MoveHook is a test hook on every range-move step (shard.HostConfig).
+	Ranges   shard.RangePolicy
+	MoveHook func(move uint64, step placement.MoveStep, stop <-chan struct{})
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -114,7 +120,7 @@ func Start(cfg Config) (*Node, error) {
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
-		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,
+		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Ranges: cfg.Ranges, MoveHook: cfg.MoveHook,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 	})
 	if err != nil {
