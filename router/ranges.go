@@ -39,12 +39,22 @@ func (c *conn) rangeAdmin(req *wire.Request, done func(*wire.Response)) {
 		return
 	}
 	if req.Op == wire.OpRangeList {
-		b, err := msgpack.Marshal(c.s.RangeRows())
-		if err != nil {
-			done(&wire.Response{Code: wire.Internal, Msg: err.Error()})
-			return
-		}
-		done(&wire.Response{Value: b})
+		go func() {
+			// The meta group's current table, not this node's cached copy.
+			ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.RequestTimeout)
+			_, err := h.RefreshTable(ctx)
+			cancel()
+			if err != nil {
+				done(&wire.Response{Code: wire.Unavailable, Msg: "cannot read the range table: " + err.Error()})
+				return
+			}
+			b, err := msgpack.Marshal(c.s.RangeRows())
+			if err != nil {
+				done(&wire.Response{Code: wire.Internal, Msg: err.Error()})
+				return
+			}
+			done(&wire.Response{Value: b})
+		}()
 		return
 	}
 	if pol := c.s.cfg.Security.Policy; pol != nil && !pol.Allowed(c.sec.identity, auth.Admin, "/") {

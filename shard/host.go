@@ -398,7 +398,7 @@ func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
 			continue
 		}
 		done := make(chan *wire.Response, 1)
-		s.Submit(&wire.Request{Op: wire.OpSetRanges, Ranges: t.RangesOf(id)}, func(r *wire.Response) { done <- r })
+		s.Submit(&wire.Request{Op: wire.OpSetRanges, Gen: t.Gen, Ranges: t.RangesOf(id)}, func(r *wire.Response) { done <- r })
 		select {
 		case r := <-done:
 			if r.Code != wire.OK {
