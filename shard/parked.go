@@ -37,10 +37,7 @@ func (ps *parkedSet) add(k clientSeq, p *parkedReq) {
 		if old.timer != nil {
 			old.timer.Stop()
 		}
-		// Retryable: the older attempt may be the one whose caller is
-		// still listening (a router's retry can overtake the client's
-		// own); a retry of it finds the outcome in the exactly-once record.
-		defer old.done(&wire.Response{ID: old.id, Code: wire.Unavailable, Msg: "superseded by a retry of the same request; retry"})
+		defer old.done(&wire.Response{ID: old.id, Code: wire.Cancelled, Msg: "superseded by a retry of the same request"})
 	}
 	ps.m[k] = p
 	ps.mu.Unlock()
