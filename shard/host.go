@@ -133,7 +133,8 @@ type Host struct {
 	leaders     map[uint64]uint64    // shard → leader replica id
 	leaderSince map[uint64]time.Time // shard → when its leadership last changed
 
-	lastBalance time.Time // placement loop only
+	lastBalance time.Time    // placement loop only
+	sampler     rangeSampler // placement loop only (autosplit.go)
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -339,6 +340,7 @@ func (h *Host) placementLoop() {
 			h.reconcileRanges(ctx, t)
 			h.balanceLeaders(t)
 			h.driveMoves(t)
+			h.placeRanges(t)
 		}
 		cancel()
 	}
