@@ -16,6 +16,7 @@ import (
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -395,4 +396,44 @@ func waitQueued(t *testing.T, cl *client.Client, path string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("the waiter never queued")
+}
+
+// TestPlacementLoopSplitsHotRanges turns on automatic splitting with a low
+// threshold: the meta leader's placement loop must split a busy range (at a
+// namespace boundary) while a lock held in it stays held.
+func TestPlacementLoopSplitsHotRanges(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2, Edit: func(cfg *node.Config) {
+		cfg.Ranges = shard.RangePolicy{AutoSplit: true, SplitOpsPerSec: 20, Every: time.Second}
+	}})
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := cl.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := client.NewMutex(s, "/hot/keep")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		k := client.NewMutex(s, fmt.Sprintf("/hot/n%d/x", i%50))
+		if err := k.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			rows, err := cl.RangeList(ctx)
+			if err == nil && len(rows) > 2 {
+				t.Logf("%d ranges after %d lock/unlock pairs", len(rows), i)
+				break
+			}
+		}
+	}
+	info, err := cl.LockInfo(ctx, "/hot/keep")
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != m.Token() {
+		t.Fatalf("the lock held across the splits: %+v %v", info, err)
+	}
 }
