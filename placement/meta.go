@@ -13,9 +13,9 @@ import (
 
 // metaCommand is one change to the table.
 type metaCommand struct {
-	Kind  string `msgpack:"k"` // "init", "node"
-	Table *Table `msgpack:"t,omitempty"`
-	Node  *Node  `msgpack:"n,omitempty"`
+	Kind  string        `msgpack:"k"` // "init", "node"
+	Table *Table        `msgpack:"t,omitempty"`
+	Node  *Node         `msgpack:"n,omitempty"`
 	Range *RangeCommand `msgpack:"r,omitempty"` // Kind "range" (ranges.go)
 }
 

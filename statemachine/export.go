@@ -20,11 +20,11 @@ type ExportQuery struct {
 // trie's layout. A move sends it in chunks (Chunks), each a RangeExport of
 // its own, installed by OpInstallRange.
 type RangeExport struct {
-	Fence   uint64      `msgpack:"f"` // the source's fence (or floor): the destination's floor is raised to it
-	Rev     uint64      `msgpack:"r"` // the source's revision: the destination's is raised to it (FIFO arrival order)
-	Leases  []ExLease   `msgpack:"l,omitempty"`
-	Nodes   []ExNode    `msgpack:"n,omitempty"`
-	Clients []ExClient  `msgpack:"c,omitempty"`
+	Fence   uint64          `msgpack:"f"` // the source's fence (or floor): the destination's floor is raised to it
+	Rev     uint64          `msgpack:"r"` // the source's revision: the destination's is raised to it (FIFO arrival order)
+	Leases  []ExLease       `msgpack:"l,omitempty"`
+	Nodes   []ExNode        `msgpack:"n,omitempty"`
+	Clients []ExClient      `msgpack:"c,omitempty"`
 	size    int             // estimated encoded size (chunking)
 	leased  map[uint64]bool // leases already in this chunk
 }

@@ -5,12 +5,12 @@ const ProtocolVersion = 1
 
 // Request flags.
 const (
-	FlagPrefix    uint32 = 1 << 0 // Path is a prefix (watch, list)
-	FlagHasExpect uint32 = 1 << 1 // Version is an expected version (compare-and-set; 0 = must not exist)
-	FlagStale     uint32 = 1 << 2 // a follower (possibly stale) read is acceptable
-	FlagPrevKV    uint32 = 1 << 3 // watch events carry the previous value
-	FlagSigned    uint32 = 1 << 4 // reserved: ask for a signed fencing token
-	FlagPeer      uint32 = 1 << 5 // Hello: the connection is a node's forwarding connection
+	FlagPrefix    uint32 = 1 << 0  // Path is a prefix (watch, list)
+	FlagHasExpect uint32 = 1 << 1  // Version is an expected version (compare-and-set; 0 = must not exist)
+	FlagStale     uint32 = 1 << 2  // a follower (possibly stale) read is acceptable
+	FlagPrevKV    uint32 = 1 << 3  // watch events carry the previous value
+	FlagSigned    uint32 = 1 << 4  // reserved: ask for a signed fencing token
+	FlagPeer      uint32 = 1 << 5  // Hello: the connection is a node's forwarding connection
 	FlagMoveFinal uint32 = 1 << 12 // InstallRange: the last chunk; the destination takes ownership
 )
 

@@ -312,4 +312,3 @@ func statusCmd() *cobra.Command {
 		}),
 	}
 }
-
