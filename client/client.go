@@ -201,7 +201,7 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 		switch {
 		case err == nil && resp.Code.Retryable():
 			lastErr = resp.AsError()
-			if c.direct != nil && (resp.Code == wire.NotLeader || resp.Code == wire.WrongShard) {
+			if c.direct != nil && (resp.Code == wire.NotLeader || resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving) {
 				c.direct.stale()
 			}
 			c.cfg.logger.Debug("warden: retrying", "op", req.Op, "code", resp.Code, "attempt", attempt)

@@ -14,6 +14,7 @@ import (
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
@@ -56,6 +57,10 @@ type Config struct {
 	// DataDir/audit unless Audit.Dir is set); NoAudit turns it off.
 	Audit   audit.Options
 	NoAudit bool
+	// Ranges tunes automatic range splits and rebalancing (off by default);
+	// MoveHook is a test hook on every range-move step (shard.HostConfig).
+	Ranges   shard.RangePolicy
+	MoveHook func(move uint64, step placement.MoveStep, stop <-chan struct{})
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -146,6 +151,7 @@ func Start(cfg Config) (*Node, error) {
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
+		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 	})
 	if err != nil {

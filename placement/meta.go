@@ -13,9 +13,10 @@ import (
 
 // metaCommand is one change to the table.
 type metaCommand struct {
-	Kind  string `msgpack:"k"` // "init", "node"
-	Table *Table `msgpack:"t,omitempty"`
-	Node  *Node  `msgpack:"n,omitempty"`
+	Kind  string        `msgpack:"k"` // "init", "node"
+	Table *Table        `msgpack:"t,omitempty"`
+	Node  *Node         `msgpack:"n,omitempty"`
+	Range *RangeCommand `msgpack:"r,omitempty"` // Kind "range" (ranges.go)
 }
 
 // TableQuery (Lookup) returns a *Table copy.
@@ -70,6 +71,8 @@ func (m *Meta) Update(e sm.Entry) (sm.Result, error) {
 		}
 		m.table.Nodes = append(m.table.Nodes, *c.Node)
 		return sm.Result{Value: 1}, nil
+	case "range":
+		return m.applyRange(c.Range), nil
 	}
 	return sm.Result{}, nil
 }

@@ -34,6 +34,10 @@ type Table struct {
 	Ranges         []wire.Range `msgpack:"ranges"`
 	Shards         []ShardInfo  `msgpack:"shards"`
 	Nodes          []Node       `msgpack:"nodes"`
+	// Moves are the range moves in flight (ranges.go), NextMove the id the
+	// next one gets.
+	Moves    []Move `msgpack:"moves,omitempty"`
+	NextMove uint64 `msgpack:"next_move,omitempty"`
 }
 
 // EvenRanges cuts the hashed key space into one range per shard.
@@ -116,6 +120,7 @@ func (t *Table) Clone() *Table {
 	c := *t
 	c.Ranges = append([]wire.Range(nil), t.Ranges...)
 	c.Nodes = append([]Node(nil), t.Nodes...)
+	c.Moves = append([]Move(nil), t.Moves...)
 	c.Shards = make([]ShardInfo, len(t.Shards))
 	for i, s := range t.Shards {
 		c.Shards[i] = ShardInfo{ID: s.ID, Replicas: append([]uint64(nil), s.Replicas...)}

@@ -255,6 +255,10 @@ func (c *conn) handle(req *wire.Request) {
 		}
 		return
 	}
+	if isRangeAdmin(req.Op) {
+		c.rangeAdmin(req, done)
+		return
+	}
 	switch req.Op {
 	case wire.OpHello:
 		c.helloFrom(req, done)

@@ -35,7 +35,7 @@ func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int
 		go func() {
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
 			defer cancel()
-			if resp.Code == wire.WrongShard || resp.Code == wire.Unavailable && s.cache.table() == nil {
+			if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && s.cache.table() == nil {
 				s.cache.refresh(ctx)
 			}
 			if !sleepCtx(ctx, jitter(attempt)) {

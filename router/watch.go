@@ -25,6 +25,14 @@ func (cs *connSub) Send(events []wire.Event) bool {
 	return false
 }
 
+// End implements shard.Ender: the watched range moved away.
+func (cs *connSub) End(code wire.Code, msg string) {
+	cs.c.mu.Lock()
+	delete(cs.c.watches, cs.stream)
+	cs.c.mu.Unlock()
+	cs.c.send(&wire.Response{Stream: cs.stream, Code: code, Msg: msg})
+}
+
 // watch starts a stream whose id is the request id. The first answer is OK
 // with the revision the watch starts after; events follow as pushes.
 func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
@@ -45,13 +46,13 @@ const maxReplay = 100000
 type feed struct {
 	history History // nil: only the ring
 	mu      sync.Mutex
-	max    int // capacity the ring may grow to
-	ring   []wire.Event
-	start  int    // index of the oldest event in ring
-	n      int    // events in ring
-	last   uint64 // revision of the newest event seen
-	nextID uint64
-	subs   map[uint64]*subscription
+	max     int // capacity the ring may grow to
+	ring    []wire.Event
+	start   int    // index of the oldest event in ring
+	n       int    // events in ring
+	last    uint64 // revision of the newest event seen
+	nextID  uint64
+	subs    map[uint64]*subscription
 }
 
 // newFeed makes a feed retaining up to capacity events. The ring starts
@@ -193,6 +194,29 @@ func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 		return f.last, nil
 	}
 	return max(f.last, next-1), nil
+}
+
+// Ender is implemented by subscribers that can be told why their watch
+// ended (End must not block).
+type Ender interface {
+	End(code wire.Code, msg string)
+}
+
+// endRange ends the watches whose path lies in the key range [start, end)
+// at the given namespace depth: the range moved to another shard.
+func (f *feed) endRange(start, end string, depth int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, s := range f.subs {
+		k, _ := wire.Span(s.path, depth)
+		if wire.PathDepth(s.path) < depth || k < start || (end != "" && k >= end) {
+			continue
+		}
+		delete(f.subs, id)
+		if e, ok := s.sub.(Ender); ok {
+			e.End(wire.RangeMoving, fmt.Sprintf("the range holding %s moved to another shard; watch again from revision %d", s.path, f.last+1))
+		}
+	}
 }
 
 func (f *feed) unsubscribe(id uint64) {

@@ -43,6 +43,11 @@ type HostConfig struct {
 	SnapshotEntries uint64        // entries between snapshots (default 20000)
 	DeploymentID    uint64
 	NoLeaderBalance bool // leave shard leaders wherever elections put them
+	// Ranges tunes automatic splits and range rebalancing (autosplit.go).
+	Ranges RangePolicy
+	// MoveHook, for tests, hears each range-move step the driver finished
+	// on this node; stop is closed when the host is closing.
+	MoveHook func(move uint64, step placement.MoveStep, stop <-chan struct{})
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	LogDBShards  uint64 // write-ahead logs per node (default 1)
 	StepWorkers  uint64 // Raft step and commit workers (default 2)
@@ -155,7 +160,8 @@ type Host struct {
 	leaders     map[uint64]uint64    // shard → leader replica id
 	leaderSince map[uint64]time.Time // shard → when its leadership last changed
 
-	lastBalance time.Time // placement loop only
+	lastBalance time.Time    // placement loop only
+	sampler     rangeSampler // placement loop only (autosplit.go)
 
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64
@@ -377,6 +383,8 @@ func (h *Host) placementLoop() {
 		if err == nil && t != nil {
 			h.reconcileRanges(ctx, t)
 			h.balanceLeaders(t)
+			h.driveMoves(t)
+			h.placeRanges(t)
 		}
 		cancel()
 	}
@@ -428,8 +436,8 @@ func (h *Host) metaPropose(ctx context.Context, cmd []byte) error {
 func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
 	for _, id := range h.ids {
 		s := h.shards[id]
-		if !s.IsLeader() || h.restoring(id) {
-			continue
+		if !s.IsLeader() || h.restoring(id) || t.Moving(id) {
+			continue // restoring; or a move's driver sets the ranges of the shards it involves
 		}
 		v, err := h.nh.StaleRead(id, statemachine.StatsQuery{})
 		if err != nil {
@@ -440,7 +448,7 @@ func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
 			continue
 		}
 		done := make(chan *wire.Response, 1)
-		s.Submit(&wire.Request{Op: wire.OpSetRanges, Ranges: t.RangesOf(id)}, func(r *wire.Response) { done <- r })
+		s.Submit(&wire.Request{Op: wire.OpSetRanges, Gen: t.Gen, Ranges: t.RangesOf(id)}, func(r *wire.Response) { done <- r })
 		select {
 		case r := <-done:
 			if r.Code != wire.OK {

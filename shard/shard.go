@@ -187,12 +187,23 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 			// Withdrawn anywhere (a cancel through another node, the lease
 			// ending): the request parked here is answered now.
 			code := wire.Cancelled
-			if ev.Cause == wire.CauseExpired || ev.Cause == wire.CauseRevoked {
+			switch ev.Cause {
+			case wire.CauseExpired, wire.CauseRevoked:
 				code = wire.SessionExpired
+			case wire.CauseMoved:
+				// The range moved with the waiter in it: the retry finds
+				// it queued (or granted) at the new owner.
+				code = wire.RangeMoving
 			}
 			s.parked.deliver(clientSeq{ev.Client, ev.Seq}, &wire.Response{Code: code, Msg: "the wait ended: " + ev.Cause.String()})
 		}
 	}
+}
+
+// RangeDropped implements statemachine.RangeObserver: watches on the range
+// end with RangeMoving (resume on the new owner).
+func (s *Shard) RangeDropped(start, end string) {
+	s.feed.endRange(start, end, s.host.cfg.NamespaceDepth)
 }
 
 func (s *Shard) notLeader(id uint64) *wire.Response {

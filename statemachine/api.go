@@ -99,3 +99,13 @@ type Stats struct {
 	// Always 0 unless something is wrong; not replicated.
 	Faults uint64
 }
+
+// RangeLoadQuery (Lookup) returns RangeLoad.
+type RangeLoadQuery struct{}
+
+// RangeLoad counts the ops applied per owned range since this replica
+// started (Ops is parallel to Ranges). Load figures, not replicated state.
+type RangeLoad struct {
+	Ranges []wire.Range
+	Ops    []uint64
+}

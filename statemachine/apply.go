@@ -11,6 +11,13 @@ import (
 // client id.
 func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	out.ID = r.ID
+	if err := s.routeCheck(r); err != nil {
+		s.fail(r, out, err)
+		return
+	}
+	if r.Path != "" {
+		s.countOp(r.Path)
+	}
 	if r.Client == 0 || !dedupable(r.Op) {
 		s.exec(r, out)
 		return
@@ -52,16 +59,19 @@ func (s *StateMachine) exec(r *wire.Request, out *wire.Response) {
 	s.grants = s.grants[:0]
 	err := s.dispatch(r, out)
 	if err != nil {
-		id := out.ID
-		*out = wire.Response{ID: id, Code: err.Code, Msg: err.Detail}
-		if err.Code == wire.WrongShard {
-			out.Hint = &wire.Hint{Shard: s.cfg.ShardID, Gen: s.rangeGen}
-		}
+		s.fail(r, out, err)
 		return
 	}
 	out.Rev = s.rev
 	if len(s.grants) > 0 {
 		out.Grants = s.grants // encoded before the next op reuses it
+	}
+}
+
+func (s *StateMachine) fail(r *wire.Request, out *wire.Response, err *wire.Error) {
+	*out = wire.Response{ID: r.ID, Code: err.Code, Msg: err.Detail}
+	if err.Code == wire.WrongShard {
+		out.Hint = &wire.Hint{Shard: s.cfg.ShardID, Gen: s.rangeGen}
 	}
 }
 
@@ -105,6 +115,14 @@ func (s *StateMachine) dispatch(r *wire.Request, out *wire.Response) *wire.Error
 		return s.opHandOver(r, out)
 	case wire.OpDeadlines:
 		return s.opDeadlines(r, out)
+	case wire.OpFreezeRange:
+		return s.opFreezeRange(r, out)
+	case wire.OpInstallRange:
+		return s.opInstallRange(r, out)
+	case wire.OpDropRange:
+		return s.opDropRange(r, out)
+	case wire.OpUnfreezeRange:
+		return s.opUnfreezeRange(r, out)
 	case wire.OpNoop:
 		// A new leader's lessor commits its term before it serves
 		// keepalives; expiries decided under an older term are refused
@@ -123,7 +141,10 @@ func (s *StateMachine) checkPath(p string) *wire.Error {
 	if err := s.validPath(p); err != nil {
 		return err
 	}
-	return s.checkRange(p)
+	if err := s.checkRange(p); err != nil {
+		return err
+	}
+	return s.pathFrozen(p)
 }
 
 func (s *StateMachine) validPath(p string) *wire.Error {

@@ -104,6 +104,9 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		if staleExpiry(r, h.singleRev()) {
 			return renewedSince(r)
 		}
+		if err := s.nodeFrozen(h.node); err != nil {
+			return err
+		}
 		s.endSingle(h, cause)
 		return nil
 	}
@@ -116,6 +119,9 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	}
 	if staleExpiry(r, l.rev) {
 		return renewedSince(r)
+	}
+	if err := s.leaseFrozen(l); err != nil {
+		return err
 	}
 	changed := s.changed[:0]
 	// Waiters go first so that the hand-off below never grants to them.

@@ -30,6 +30,10 @@ func (s *StateMachine) Lookup(q interface{}) (interface{}, error) {
 		return s.stats(), nil
 	case DumpQuery, *DumpQuery:
 		return s.dump()
+	case RangeLoadQuery:
+		return RangeLoad{Ranges: slices.Clone(s.ranges), Ops: slices.Clone(s.rangeOps)}, nil
+	case ExportQuery:
+		return s.exportRange(q)
 	}
 	return nil, wire.Errorf(wire.UnknownOp, "unknown query type %T", q)
 }

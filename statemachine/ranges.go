@@ -29,6 +29,27 @@ func (s *StateMachine) checkRange(p string) *wire.Error {
 	return nil
 }
 
+// countOp adds an applied op on path to its range's load counter.
+func (s *StateMachine) countOp(p string) {
+	if len(s.rangeOps) == 0 {
+		return
+	}
+	if s.ownsAll {
+		s.rangeOps[0]++
+		return
+	}
+	start, _ := hierarchy.Span(p, s.cfg.SplitDepth)
+	i, found := slices.BinarySearchFunc(s.ranges, start, func(r wire.Range, k string) int {
+		return strings.Compare(r.Start, k)
+	})
+	if !found {
+		i--
+	}
+	if i >= 0 && i < len(s.rangeOps) {
+		s.rangeOps[i]++
+	}
+}
+
 // opSetRanges replaces the ranges this shard owns (those of the request
 // that name this shard). Generations never go back, so a late duplicate of
 // an older table cannot undo a newer one.
@@ -58,6 +79,15 @@ func (s *StateMachine) opSetRanges(r *wire.Request, out *wire.Response) *wire.Er
 }
 
 func (s *StateMachine) setRanges(rs []wire.Range, gen uint64) {
+	ops := make([]uint64, len(rs))
+	for i, r := range rs {
+		for j, old := range s.ranges {
+			if old.Start == r.Start && j < len(s.rangeOps) {
+				ops[i] = s.rangeOps[j]
+			}
+		}
+	}
+	s.rangeOps = ops
 	s.ranges, s.rangeGen = rs, gen
 	s.ownsAll = len(rs) == 1 && rs[0].Start == "" && rs[0].End == ""
 }

@@ -24,6 +24,7 @@ func (s *StateMachine) RecoverFromSnapshot(rd io.Reader, _ []sm.SnapshotFile, st
 	}
 	s.state = rec.state
 	s.nextDeadline.Store(s.computeNextDeadline())
+	s.rangeOps = make([]uint64, len(s.ranges))
 	s.lastTime.Store(s.now)
 	s.lastIndex.Store(s.applied)
 	return nil

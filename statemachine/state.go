@@ -128,7 +128,8 @@ type state struct {
 	lru         clientList // by last use, oldest first
 	ranges      []wire.Range
 	rangeGen    uint64
-	ownsAll     bool // ranges is the one range ["", "")
+	ownsAll     bool          // ranges is the one range ["", "")
+	frozen      []frozenRange // owned ranges frozen for a move (move.go)
 	fence       uint64
 	floor       uint64
 	rev         uint64

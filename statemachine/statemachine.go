@@ -43,6 +43,9 @@ type StateMachine struct {
 
 	timersChanged bool         // a revocation deadline or lock-delay was added or removed
 	nextDeadline  atomic.Int64 // earliest of them (NextDeadline)
+	// rangeOps counts applied ops per owned range (parallel to ranges):
+	// load figures for placement, not replicated.
+	rangeOps []uint64
 }
 
 // New returns an empty state machine. Zero fields of cfg take their defaults;

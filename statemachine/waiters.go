@@ -101,6 +101,9 @@ func (s *StateMachine) opCancel(r *wire.Request, out *wire.Response) *wire.Error
 		return wire.Errorf(wire.NotFound, "no acquire from client %d with seq %d", r.Client, r.Seq)
 	}
 	if w := rec.w; w != nil {
+		if err := s.nodeFrozen(w.node); err != nil {
+			return err
+		}
 		n := w.node
 		s.dropWaiter(w, wire.CauseCancelled)
 		s.handoff(n)

@@ -12,8 +12,9 @@ const (
 	FlagSigned    uint32 = 1 << 4 // reserved: ask for a signed fencing token
 	FlagPeer      uint32 = 1 << 5 // Hello: the connection is a node's forwarding connection
 
-	FlagRevocable uint32 = 1 << 8 // Acquire/Campaign: waiters (not only admins) may ask for this lock's revocation
-	FlagForce     uint32 = 1 << 9 // RevokeLock: an admin revocation (needs the admin permission on the path)
+	FlagRevocable uint32 = 1 << 8  // Acquire/Campaign: waiters (not only admins) may ask for this lock's revocation
+	FlagForce     uint32 = 1 << 9  // RevokeLock: an admin revocation (needs the admin permission on the path)
+	FlagMoveFinal uint32 = 1 << 12 // InstallRange: the last chunk; the destination takes ownership
 )
 
 // LockDelayNone in Request.LockDelay turns lock-delay off for one lock

@@ -35,6 +35,12 @@ const (
 	OpAcquireMulti Op = 23 // Paths (all in one shard), Mode, Lease, Owner: all or nothing, try only; answers Holders
 	OpRevokeLock   Op = 24 // Path, Token (0: every holder), Grace; FlagForce for an admin revocation
 	OpHandOver     Op = 25 // Path (election), Token (the leader's), Target (successor's owner): leadership moves in one command
+
+	// Range administration (placement-ranges): answered by the meta group.
+	OpRangeSplit Op = 40 // Path (a namespace) or Value (an 8-byte route key): split the range holding it there
+	OpRangeMerge Op = 41 // Value: start key of a range; merges it with the next range (same shard)
+	OpRangeMove  Op = 42 // Value: start key of a range, Shard: target shard; starts a move
+	OpRangeList  Op = 43 // ranges with their shard, generation, load and any move in flight (Response.Value, msgpack)
 )
 
 // Internal operations: proposed by the shard layer itself, refused when they
@@ -51,6 +57,13 @@ const (
 	// clears the record (a negative value), so that a new leader does not
 	// give a lease that nobody keeps alive another full TTL.
 	OpCheckpoint Op = 135
+
+	// Range moves (see statemachine/move.go). Ranges[0] names the range,
+	// Gen the move id.
+	OpFreezeRange   Op = 120 // source: refuse (RangeMoving) every op touching the range
+	OpInstallRange  Op = 121 // destination: Value is one chunk of the range's exported state; FlagMoveFinal: take ownership
+	OpDropRange     Op = 122 // source after the switch (or destination on rollback): forget the range and its state
+	OpUnfreezeRange Op = 123 // source on rollback: serve the range again
 )
 
 // Internal reports whether op may only be proposed by the server itself.
@@ -63,7 +76,8 @@ func (op Op) Mutating() bool {
 	case OpAcquire, OpRelease, OpRenew, OpRevoke, OpCancel, OpKVPut, OpKVDelete,
 		OpCampaign, OpProclaim, OpResign, OpSession,
 		OpAcquireMulti, OpRevokeLock, OpHandOver, OpDeadlines,
-		OpExpire, OpRaiseFence, OpSetRanges, OpNoop, OpCheckpoint:
+		OpExpire, OpRaiseFence, OpSetRanges, OpNoop, OpCheckpoint,
+		OpFreezeRange, OpInstallRange, OpDropRange, OpUnfreezeRange:
 		return true
 	}
 	return false
@@ -78,6 +92,8 @@ var opNames = map[Op]string{
 	OpRanges: "ranges", OpSession: "session", OpExpire: "expire", OpRaiseFence: "raisefence",
 	OpSetRanges: "setranges", OpNoop: "noop", OpCheckpoint: "checkpoint",
 	OpAcquireMulti: "acquire.multi", OpRevokeLock: "revokelock", OpHandOver: "handover", OpDeadlines: "deadlines",
+	OpRangeSplit: "range.split", OpRangeMerge: "range.merge", OpRangeMove: "range.move", OpRangeList: "range.list",
+	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
 }
 
 func (op Op) String() string {

@@ -39,7 +39,7 @@ func addClientCommands(root *cobra.Command) {
 	pf.StringVarP(&gf.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&gf.timeout, "timeout", 10*time.Second, "per-request timeout")
 	addClientSecurityFlags(pf)
-	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd())
+	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd(), rangeCmd())
 	root.AddCommand(semCmd(), lockAllCmd())
 	root.AddCommand(benchCmd())
 	root.AddCommand(snapshotCmd(), restoreCmd(), auditCmd())

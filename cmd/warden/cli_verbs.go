@@ -317,38 +317,3 @@ func statusCmd() *cobra.Command {
 		}),
 	}
 }
-
-func rangesCmd() *cobra.Command {
-	return &cobra.Command{
-		Use: "ranges", Short: "Show the range table (hashed namespace key ranges → shard)",
-		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
-			rs, err := c.Ranges(ctx)
-			if err != nil {
-				return fail(err)
-			}
-			if gf.output == "json" {
-				type r struct {
-					Start string `json:"start"`
-					End   string `json:"end"`
-					Shard uint64 `json:"shard"`
-					Gen   uint64 `json:"gen"`
-				}
-				var out []r
-				for _, x := range rs {
-					out = append(out, r{fmt.Sprintf("%x", x.Start), fmt.Sprintf("%x", x.End), x.Shard, x.Gen})
-				}
-				return printJSON(os.Stdout, out)
-			}
-			w := table(os.Stdout)
-			fmt.Fprintln(w, "START\tEND\tSHARD\tGEN")
-			for _, x := range rs {
-				end := fmt.Sprintf("%x", x.End)
-				if x.End == "" {
-					end = "(end)"
-				}
-				fmt.Fprintf(w, "%x\t%s\t%d\t%d\n", x.Start, end, x.Shard, x.Gen)
-			}
-			return w.Flush()
-		}),
-	}
-}
