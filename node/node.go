@@ -33,6 +33,10 @@ type Config struct {
 	RaftListen string // where Raft listens, when a proxy sits in front ("" = RaftAddr)
 	AdminAddr  string // admin HTTP address ("" = off)
 	Members    []Member
+	// Join lists client addresses of running nodes: this node joins their
+	// cluster (registers, becomes a non-voting meta member, then receives
+	// replicas by moves) instead of bootstrapping one. Members is ignored.
+	Join []string
 
 	DataShards     int           // default 8
 	NamespaceDepth int           // default 2
@@ -66,6 +70,9 @@ type Node struct {
 	Admin  *admin.Server // nil when AdminAddr is ""
 	ln     net.Listener
 	done   chan error
+
+	joinDone chan error    // nil unless the node joins a running cluster
+	closing  chan struct{} // closed by Close
 }
 
 // Start starts the host and the router and returns once the client port
@@ -82,8 +89,8 @@ func Start(cfg Config) (*Node, error) {
 	for _, m := range cfg.Members {
 		members[m.ID] = m.RaftAddr
 	}
-	if len(members) == 0 {
-		members[cfg.ID] = cfg.RaftAddr
+	if len(members) == 0 || len(cfg.Join) > 0 {
+		members = map[uint64]string{cfg.ID: cfg.RaftAddr}
 	}
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = members[cfg.ID]
@@ -116,6 +123,7 @@ func Start(cfg Config) (*Node, error) {
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
+		Join: len(cfg.Join) > 0,
 	})
 	if err != nil {
 		ln.Close()
@@ -132,8 +140,12 @@ func Start(cfg Config) (*Node, error) {
 	if rc.Paths.MaxDepth == 0 {
 		rc.Paths = cfg.SM.Paths
 	}
-	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), ln: ln, done: make(chan error, 1)}
+	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), ln: ln, done: make(chan error, 1), closing: make(chan struct{})}
 	go func() { n.done <- n.Router.Serve(ln) }()
+	if len(cfg.Join) > 0 {
+		n.joinDone = make(chan error, 1)
+		go func() { n.joinDone <- n.join() }()
+	}
 	if adminLn != nil {
 		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, DataDir: cfg.DataDir, Clock: cfg.Clock, Log: cfg.Log})
 		if err != nil {
@@ -150,6 +162,7 @@ func (n *Node) ClientAddr() string { return n.ln.Addr().String() }
 
 // Close stops the router, then the replicas.
 func (n *Node) Close() {
+	close(n.closing)
 	if n.Admin != nil {
 		n.Admin.Close()
 	}

@@ -144,6 +144,7 @@ type nodeCommand struct {
 	ID     uint64       `msgpack:"id,omitempty"`
 	State  string       `msgpack:"state,omitempty"`
 	Move   *ReplicaMove `msgpack:"move,omitempty"`
+	Member bool         `msgpack:"member,omitempty"` // join: the node already runs its meta replica, Node.MetaReplica
 	Expect MoveStep     `msgpack:"expect,omitempty"`
 }
 
@@ -156,6 +157,13 @@ func encodeNodes(c nodeCommand) []byte {
 // one (keeping its state). The result's Value is its meta replica id: fresh
 // for a new node, the recorded one for a node registered before.
 func JoinCommand(n Node) []byte { return encodeNodes(nodeCommand{Op: "join", Node: &n}) }
+
+// RegisterCommand registers a node that already runs a meta replica (an
+// initial member, or a joined node registering again): its
+// Node.MetaReplica is taken as it is.
+func RegisterCommand(n Node) []byte {
+	return encodeNodes(nodeCommand{Op: "join", Node: &n, Member: true})
+}
 
 // NodeStateCommand sets a node's state ("" active, NodeDraining).
 func NodeStateCommand(id uint64, state string) []byte {
@@ -190,7 +198,7 @@ func (m *Meta) applyNodes(c *nodeCommand) sm.Result {
 	}
 	switch c.Op {
 	case "join":
-		return t.join(c.Node)
+		return t.join(c.Node, c.Member)
 	case "state":
 		for i := range t.Nodes {
 			if t.Nodes[i].ID == c.ID {
@@ -209,7 +217,7 @@ func (m *Meta) applyNodes(c *nodeCommand) sm.Result {
 	return refused("unknown node command %q", c.Op)
 }
 
-func (t *Table) join(n *Node) sm.Result {
+func (t *Table) join(n *Node, member bool) sm.Result {
 	if n == nil || n.ID == 0 || n.ID > MaxNodeID || n.RaftAddr == "" {
 		return refused("a joining node needs an id in 1..%d and a raft address", MaxNodeID)
 	}
@@ -218,7 +226,10 @@ func (t *Table) join(n *Node) sm.Result {
 			if old.RaftAddr != n.RaftAddr {
 				return refused("node %d is registered with raft address %s, not %s", n.ID, old.RaftAddr, n.RaftAddr)
 			}
-			n.MetaReplica, n.State = old.MetaReplica, old.State
+			if !member {
+				n.MetaReplica = old.MetaReplica
+			}
+			n.State = old.State
 			t.Nodes[i] = *n
 			return sm.Result{Value: old.MetaRID()}
 		}
@@ -227,9 +238,11 @@ func (t *Table) join(n *Node) sm.Result {
 		}
 	}
 	n.State = ""
-	n.MetaReplica = t.newRID(n.ID)
+	if !member {
+		n.MetaReplica = t.newRID(n.ID)
+	}
 	t.Nodes = append(t.Nodes, *n)
-	return sm.Result{Value: n.MetaReplica}
+	return sm.Result{Value: n.MetaRID()}
 }
 
 func (t *Table) newRID(node uint64) uint64 {

@@ -287,6 +287,8 @@ func opPerm(req *wire.Request) auth.Perm {
 		return auth.Watch
 	case wire.OpKVPut, wire.OpKVDelete:
 		return auth.KVWrite
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove:
+		return auth.Admin
 	}
 	return 0
 }
@@ -305,10 +307,14 @@ func (c *conn) authorize(req *wire.Request) error {
 	}
 	// Validate first: the check walks the path's ancestors, which only
 	// means something for a normalised path.
-	if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
+	path := req.Path
+	if path == "" && perm == auth.Admin {
+		path = "/" // cluster-wide admin operations need admin on the root
+	}
+	if err := hierarchy.Validate(path, c.s.cfg.Paths); err != nil {
 		return err
 	}
-	if pol.Allowed(c.sec.identity, perm, req.Path) {
+	if pol.Allowed(c.sec.identity, perm, path) {
 		return nil
 	}
 	c.s.cfg.Security.Audit.Info("auth: denied", "identity", c.sec.identity, "op", req.Op.String(), "path", req.Path)

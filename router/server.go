@@ -83,10 +83,12 @@ func New(cfg Config) *Server {
 		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame,
 			dialer: peerDialer{tls: cfg.Security.PeerTLS, secret: cfg.Security.PeerSecret}}}
 	s.cache = newRangeCache(s)
+	s.stop = make(chan struct{})
+	s.wg.Add(1)
 	if cfg.Host == nil {
-		s.stop = make(chan struct{})
-		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.refreshLoop() }()
+	} else {
+		go func() { defer s.wg.Done(); s.remoteLeaderLoop() }() // nodes.go
 	}
 	return s
 }

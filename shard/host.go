@@ -501,11 +501,17 @@ func (h *Host) initialTable() []byte {
 
 func (h *Host) register(ctx context.Context, t *placement.Table) error {
 	self := h.self()
-	if n, ok := t.Node(self.ID); ok && n.RaftAddr == self.RaftAddr && n.ClientAddr == self.ClientAddr && n.AdminAddr == self.AdminAddr {
+	h.placeMu.Lock()
+	if m := h.man.Meta; m != nil && m.RID != self.ID {
+		self.MetaReplica = m.RID
+	}
+	h.placeMu.Unlock()
+	if n, ok := t.Node(self.ID); ok && n.RaftAddr == self.RaftAddr && n.ClientAddr == self.ClientAddr &&
+		n.AdminAddr == self.AdminAddr && n.MetaReplica == self.MetaReplica {
 		return nil
 	}
-	// Join keeps a registered node's state and meta replica id.
-	_, err := h.metaProposeResult(ctx, placement.JoinCommand(self))
+	// Registering keeps the node's state (draining or not).
+	_, err := h.metaProposeResult(ctx, placement.RegisterCommand(self))
 	return err
 }
 

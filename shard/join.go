@@ -152,11 +152,18 @@ func (h *Host) RemoveNode(ctx context.Context, id uint64) error {
 	}
 	_, voter := mem.Nodes[rid]
 	_, learner := mem.NonVotings[rid]
+	h.log.Info("removing node from the meta group", "node", id, "rid", rid, "voter", voter, "learner", learner, "voters", len(mem.Nodes))
+	if voter {
+		if err := h.moveMetaLeadership(ctx, id, mem.Nodes); err != nil {
+			return err
+		}
+	}
 	if voter || learner {
 		if err := h.nh.SyncRequestDeleteReplica(ctx, placement.MetaShard, rid, mem.ConfigChangeID); err != nil {
 			return fmt.Errorf("shard: remove node %d from the meta group: %w", id, err)
 		}
 	}
+	h.log.Info("node left the meta group", "node", id)
 	_, err = h.metaProposeResult(ctx, placement.RemoveNodeCommand(id))
 	if err == nil {
 		h.log.Info("node removed", "node", id)
@@ -182,4 +189,25 @@ func (h *Host) promoteMetaReplacement(ctx context.Context, t *placement.Table, l
 		return nil
 	}
 	return &PlacementError{Msg: fmt.Sprintf("node %d is one of %d meta group voters and no other node can replace it: add a node first", leaving, voters)}
+}
+
+// moveMetaLeadership hands the meta group's leadership away from node
+// `leaving` before its replica is deleted: a leader that applies its own
+// removal steps down at once, and the others must elect a new one before
+// the change (and the caller's wait for it) completes.
+func (h *Host) moveMetaLeadership(ctx context.Context, leaving uint64, voters map[uint64]string) error {
+	for h.Leader(placement.MetaShard) == leaving {
+		for rid := range voters {
+			if placement.NodeOf(rid) != leaving {
+				h.nh.RequestLeaderTransfer(placement.MetaShard, rid)
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("shard: move the meta leadership off node %d: %w", leaving, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
 }

@@ -30,6 +30,13 @@ const (
 	OpStatus    Op = 20 // cluster status (nodes, shards, leaders)
 	OpRanges    Op = 21 // the range table
 	OpSession   Op = 22 // create a session: TTL; answers Lease
+
+	// Machines (admin): Value carries a JSON argument, answers carry JSON
+	// in Value. See docs/protocol.md.
+	OpNodeJoin    Op = 45 // Value {node}: register a joining node; answers {"meta_rid"}
+	OpNodeAdmin   Op = 46 // Value {"action": "activate"|"drain"|"remove", "node"}
+	OpShards      Op = 47 // per shard: replicas, roles, applied index, leader, move under way
+	OpReplicaMove Op = 48 // Value {"shard", "from", "to"} or {"shard", "abort": true}
 )
 
 // Internal operations: proposed by the shard layer itself, refused when they
@@ -64,6 +71,7 @@ var opNames = map[Op]string{
 	OpLeader: "leader", OpWatch: "watch", OpUnwatch: "unwatch", OpStatus: "status",
 	OpRanges: "ranges", OpSession: "session", OpExpire: "expire", OpRaiseFence: "raisefence",
 	OpSetRanges: "setranges", OpNoop: "noop",
+	OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
 }
 
 func (op Op) String() string {
