@@ -134,6 +134,7 @@ type Host struct {
 	placeMu     sync.Mutex // starting and stopping replicas, the manifest
 	man         *manifest
 	metaStarted atomic.Bool
+	holdMovesAt atomic.Uint32 // test hook (replicas.go)
 
 	mu          sync.RWMutex
 	table       *placement.Table

@@ -38,6 +38,9 @@ const stepTimeout = 5 * time.Second
 func (h *Host) reconcileReplicas(ctx context.Context, t *placement.Table) {
 	self := h.cfg.NodeID
 	for _, m := range t.Moves {
+		if uint32(m.Step) == h.holdMovesAt.Load() {
+			continue // test hook: the move waits here
+		}
 		if m.To == self {
 			h.targetDuty(ctx, t, m)
 		}
@@ -307,3 +310,8 @@ func (e *PlacementError) Error() string { return "placement: " + e.Msg }
 func (h *Host) self() placement.Node {
 	return placement.Node{ID: h.cfg.NodeID, RaftAddr: h.cfg.RaftAddr, ClientAddr: h.cfg.ClientAddr, AdminAddr: h.cfg.AdminAddr}
 }
+
+// HoldMovesAt makes this node do nothing for replica moves at the given
+// step (0: hold none). Tests use it to stop a move at a chosen step, then
+// crash a node there.
+func (h *Host) HoldMovesAt(step placement.MoveStep) { h.holdMovesAt.Store(uint32(step)) }
