@@ -30,6 +30,7 @@ type fileConfig struct {
 	SigningKey     string   `yaml:"signing-key"`
 	Admin          string   `yaml:"admin"`
 	Members        []string `yaml:"members"` // "id=raft-address"
+	Join           []string `yaml:"join"`    // client addresses of running nodes
 	Shards         int      `yaml:"shards"`
 	NamespaceDepth int      `yaml:"namespace-depth"`
 	RTTMillis      int      `yaml:"rtt-ms"`
@@ -41,6 +42,7 @@ func serveCmd() *cobra.Command {
 		cfgPath string
 		fc      fileConfig
 		members string
+		join    string
 		sec     serveSecurity
 	)
 	cmd := &cobra.Command{
@@ -48,7 +50,11 @@ func serveCmd() *cobra.Command {
 		Short: "Run one node of a cluster",
 		Example: `  warden serve --id 1 --data-dir /var/lib/warden \
     --listen 10.0.0.1:7070 --raft 10.0.0.1:7170 \
-    --members 1=10.0.0.1:7170,2=10.0.0.2:7170,3=10.0.0.3:7170`,
+    --members 1=10.0.0.1:7170,2=10.0.0.2:7170,3=10.0.0.3:7170
+
+  # a fourth machine joins the running cluster
+  warden serve --id 4 --data-dir /var/lib/warden \
+    --listen 10.0.0.4:7070 --raft 10.0.0.4:7170 --join 10.0.0.1:7070,10.0.0.2:7070`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfgPath != "" {
 				if err := loadFileConfig(cfgPath, &fc, cmd); err != nil {
@@ -57,6 +63,9 @@ func serveCmd() *cobra.Command {
 			}
 			if members != "" {
 				fc.Members = strings.Split(members, ",")
+			}
+			if join != "" {
+				fc.Join = strings.Split(join, ",")
 			}
 			cfg, err := nodeConfig(fc)
 			if err != nil {
@@ -78,6 +87,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.RaftListen, "raft-listen", "", "address Raft listens on when it differs from --raft (a proxy in front)")
 	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off)")
 	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
+	f.StringVar(&join, "join", "", "join a running cluster through these node client addresses (host:port,...) instead of creating one")
 	sec.register(f)
 	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
@@ -110,6 +120,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("signing-key", func() { fc.SigningKey = pickS(fromFile.SigningKey, fc.SigningKey) })
 	set("admin", func() { fc.Admin = pickS(fromFile.Admin, fc.Admin) })
 	set("members", func() { fc.Members = fromFile.Members })
+	set("join", func() { fc.Join = fromFile.Join })
 	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
 	set("namespace-depth", func() { fc.NamespaceDepth = int(pick(uint64(fromFile.NamespaceDepth), uint64(fc.NamespaceDepth))) })
 	set("rtt-ms", func() { fc.RTTMillis = int(pick(uint64(fromFile.RTTMillis), uint64(fc.RTTMillis))) })
@@ -157,6 +168,11 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	}
 	if len(cfg.Members) == 0 {
 		cfg.Members = []node.Member{{ID: fc.ID, RaftAddr: fc.Raft}}
+	}
+	for _, a := range fc.Join {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Join = append(cfg.Join, a)
+		}
 	}
 	return cfg, nil
 }
