@@ -135,6 +135,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.apiSessions(ctx)
 	case path == "/v1/elections":
 		s.apiElections(ctx)
+	case path == "/v1/shards":
+		s.apiShards(ctx)
 	default:
 		ctx.Error("not found", fasthttp.StatusNotFound)
 	}
