@@ -39,6 +39,7 @@ type Config struct {
 	Join []string
 
 	DataShards     int           // default 8
+	Replicas       int           // replicas per data shard at creation (0 = on every member)
 	NamespaceDepth int           // default 2
 	RTT            time.Duration // default 10 ms
 	ElectionRTT    uint64        // default 15 ticks
@@ -123,7 +124,7 @@ func Start(cfg Config) (*Node, error) {
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
-		Join: len(cfg.Join) > 0,
+		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		ln.Close()

@@ -59,6 +59,11 @@ type HostConfig struct {
 	MutualTLS                 bool
 	CAFile, CertFile, KeyFile string
 
+	// Replicas is the replication factor of the data shards a new cluster
+	// is created with (0 = every initial member holds every shard). Shard
+	// i's replicas are Replicas consecutive members from member i on.
+	Replicas int
+
 	// Join: this node joins a running cluster instead of bootstrapping one.
 	// It starts no replica until JoinCluster has registered it (join.go);
 	// Members and DataShards are then ignored.
@@ -230,8 +235,15 @@ func (h *Host) bootstrap() error {
 		return err
 	}
 	for _, id := range h.bootIDs() {
+		initial := map[uint64]dragonboat.Target{}
+		for _, n := range h.bootReplicas(id) {
+			initial[n] = members[n]
+		}
+		if _, mine := initial[self]; !mine {
+			continue
+		}
 		r := localReplica{Shard: id, RID: self}
-		if err := h.startData(r, members, false); err != nil {
+		if err := h.startData(r, initial, false); err != nil {
 			return err
 		}
 		h.man.set(r)
@@ -261,6 +273,25 @@ func (h *Host) restart(man *manifest) error {
 		}
 	}
 	return man.save(h.cfg.DataDir)
+}
+
+// bootReplicas are the nodes holding shard id's replicas in a new cluster.
+func (h *Host) bootReplicas(id uint64) []uint64 {
+	var all []uint64
+	for n := range h.cfg.Members {
+		all = append(all, n)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	rf := h.cfg.Replicas
+	if rf <= 0 || rf > len(all) {
+		return all
+	}
+	var out []uint64
+	for j := 0; j < rf; j++ {
+		out = append(out, all[(int(id-2)+j)%len(all)])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // bootIDs are the data shards a new cluster is created with.
@@ -486,15 +517,10 @@ func (h *Host) isFirstMember() bool {
 }
 
 func (h *Host) initialTable() []byte {
-	var replicas []uint64
-	for id := range h.cfg.Members {
-		replicas = append(replicas, id)
-	}
-	sort.Slice(replicas, func(i, j int) bool { return replicas[i] < replicas[j] })
 	ids := h.bootIDs()
 	t := &placement.Table{Gen: 1, NamespaceDepth: h.cfg.NamespaceDepth, Ranges: placement.EvenRanges(ids, 1)}
 	for _, id := range ids {
-		t.Shards = append(t.Shards, placement.ShardInfo{ID: id, Replicas: replicas})
+		t.Shards = append(t.Shards, placement.ShardInfo{ID: id, Replicas: h.bootReplicas(id)})
 	}
 	cmd, _ := placement.InitCommand(t)
 	return cmd

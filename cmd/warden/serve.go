@@ -32,6 +32,7 @@ type fileConfig struct {
 	Members        []string `yaml:"members"` // "id=raft-address"
 	Join           []string `yaml:"join"`    // client addresses of running nodes
 	Shards         int      `yaml:"shards"`
+	Replicas       int      `yaml:"replicas"`
 	NamespaceDepth int      `yaml:"namespace-depth"`
 	RTTMillis      int      `yaml:"rtt-ms"`
 	LogLevel       string   `yaml:"log-level"`
@@ -90,6 +91,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&join, "join", "", "join a running cluster through these node client addresses (host:port,...) instead of creating one")
 	sec.register(f)
 	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
+	f.IntVar(&fc.Replicas, "replicas", 0, "replicas per data shard at cluster creation (0: on every initial member)")
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")
 	f.StringVar(&fc.LogLevel, "log-level", "warn", "debug, info, warn or error")
@@ -122,6 +124,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("members", func() { fc.Members = fromFile.Members })
 	set("join", func() { fc.Join = fromFile.Join })
 	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
+	set("replicas", func() { fc.Replicas = int(pick(uint64(fromFile.Replicas), uint64(fc.Replicas))) })
 	set("namespace-depth", func() { fc.NamespaceDepth = int(pick(uint64(fromFile.NamespaceDepth), uint64(fc.NamespaceDepth))) })
 	set("rtt-ms", func() { fc.RTTMillis = int(pick(uint64(fromFile.RTTMillis), uint64(fc.RTTMillis))) })
 	set("log-level", func() { fc.LogLevel = pickS(fromFile.LogLevel, fc.LogLevel) })
@@ -145,7 +148,7 @@ func pickS(v, def string) string {
 func nodeConfig(fc fileConfig) (node.Config, error) {
 	cfg := node.Config{
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
-		DataShards: fc.Shards, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
+		DataShards: fc.Shards, Replicas: fc.Replicas, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
 		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
 	}
 	if fc.SigningKey != "" {
