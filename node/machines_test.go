@@ -60,6 +60,20 @@ func TestReplicaMoveDrainRemoveUnderTraffic(t *testing.T) {
 	}
 	moved := r.Shard
 	from := c.Cfgs[leaderIndex(t, c, moved)].ID
+	// A watch served by the source's own replica: it must survive the move
+	// (ended with a retryable code, resumed through another replica).
+	watchPath := pathOnShard(t, table, moved)
+	wcl, err := client.New(ctx, []string{c.Cfgs[from-1].ClientAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wcl.Close()
+	wch := wcl.Watch(ctx, watchPath, client.WithPrefix())
+	if _, err := wcl.Put(ctx, watchPath+"/k", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, wch, "before")
+
 	if err := admin.MoveReplica(ctx, moved, from, fourID); err != nil {
 		t.Fatalf("move shard %d from %d to %d: %v", moved, from, fourID, err)
 	}
@@ -76,6 +90,11 @@ func TestReplicaMoveDrainRemoveUnderTraffic(t *testing.T) {
 		}
 		return nil
 	})
+
+	if _, err := wcl.Put(ctx, watchPath+"/k", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, wch, "after")
 
 	// Drain the node that gave the replica up, then remove it.
 	if err := admin.NodeDrain(ctx, from); err != nil {
@@ -231,4 +250,42 @@ func waitPlacement(t *testing.T, c *nodetest.Cluster, what string, cond func(*pl
 		}
 		return cond(tab)
 	})
+}
+
+// pathOnShard returns a namespace path the table places on shard.
+func pathOnShard(t *testing.T, tab *placement.Table, shard uint64) string {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		p := fmt.Sprintf("/watched/n%d", i)
+		if r, err := tab.Locate(p); err == nil && r.Shard == shard {
+			return p
+		}
+	}
+	t.Fatalf("no namespace found on shard %d", shard)
+	return ""
+}
+
+// expectEvent reads watch responses until one carries value (errors are
+// the client's resumptions, reported but not fatal).
+func expectEvent(t *testing.T, ch <-chan client.WatchResponse, value string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case wr, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed before the %q event", value)
+			}
+			if wr.Err != nil {
+				t.Logf("watch: %v", wr.Err)
+			}
+			for _, ev := range wr.Events {
+				if string(ev.Value) == value {
+					return
+				}
+			}
+		case <-timeout:
+			t.Fatalf("no watch event with %q", value)
+		}
+	}
 }

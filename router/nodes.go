@@ -337,3 +337,13 @@ func (s *Server) forwardPlacement(ctx context.Context, h *shard.Host, req *wire.
 	}
 	return lastErr
 }
+
+// End implements shard.Ender: the local replica this watch read from was
+// removed (moved to another node). The client resumes from its last
+// revision (Closed is retryable).
+func (cs *connSub) End(code wire.Code, msg string) {
+	cs.c.mu.Lock()
+	delete(cs.c.watches, cs.stream)
+	cs.c.mu.Unlock()
+	cs.c.send(&wire.Response{Stream: cs.stream, Code: code, Msg: msg})
+}
