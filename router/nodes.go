@@ -265,11 +265,15 @@ func (s *Server) AskJoin(ctx context.Context, addrs []string, n placement.Node) 
 }
 
 // remoteLeaderLoop keeps, on a node, the leaders of the shards it holds no
-// replica of: a node that joined, or whose replica moved away, asks a node
-// holding a replica (OpRanges) instead of sending every request through a
-// follower.
+// replica of: a node that joined, or whose replica moved away, asks nodes
+// holding replicas (OpRanges: each answers for all its local shards, so one
+// request per node covers many shards) instead of sending every request
+// through a follower. Shards without a known leader are looked up every
+// second, all of them every remoteLeaderRefresh; NotLeader hints update
+// them in between.
 func (s *Server) remoteLeaderLoop() {
 	h := s.cfg.Host
+	var lastFull time.Time
 	for {
 		select {
 		case <-s.stop:
@@ -280,31 +284,53 @@ func (s *Server) remoteLeaderLoop() {
 		if t == nil {
 			continue
 		}
+		full := time.Since(lastFull) >= remoteLeaderRefresh
+		if full {
+			lastFull = time.Now()
+		}
+		ask := map[string][]uint64{} // node address → shards to learn from it
 		for _, si := range t.Shards {
 			if _, local := h.Shard(si.ID); local {
 				continue
 			}
-			s.learnLeaderOf(t, si.ID)
+			if addr, _ := s.cache.leaderAddr(si.ID); addr != "" && !full {
+				continue
+			}
+			if addr := s.cache.anyReplicaAddr(si.ID); addr != "" {
+				ask[addr] = append(ask[addr], si.ID)
+			}
+		}
+		for addr, shards := range ask {
+			s.learnLeadersFrom(t, addr, shards)
 		}
 	}
 }
 
-func (s *Server) learnLeaderOf(t *placement.Table, shardID uint64) {
-	addr := s.cache.anyReplicaAddr(shardID)
-	if addr == "" {
-		return
-	}
+const remoteLeaderRefresh = 10 * time.Second
+
+func (s *Server) learnLeadersFrom(t *placement.Table, addr string, shards []uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
 	defer cancel()
 	info, err := s.cache.fetchFrom(ctx, addr)
 	if err != nil {
 		return
 	}
-	if n, ok := t.Node(info.Leaders[shardID]); ok && n.ClientAddr != "" {
-		s.cache.learn(&wire.Hint{Shard: shardID, Leader: n.ClientAddr})
+	for _, id := range shards {
+		if n, ok := t.Node(info.Leaders[id]); ok && n.ClientAddr != "" {
+			s.cache.learn(&wire.Hint{Shard: id, Leader: n.ClientAddr})
+		}
 	}
 }
 
+// End implements shard.Ender: the local replica this watch read from was
+// removed (moved to another node). The client resumes from its last
+// revision (Closed is retryable).
+func (cs *connSub) End(code wire.Code, msg string) {
+	cs.c.mu.Lock()
+	delete(cs.c.watches, cs.stream)
+	cs.c.mu.Unlock()
+	cs.c.send(&wire.Response{Stream: cs.stream, Code: code, Msg: msg})
+}
 // forwardPlacement sends a placement request to another registered node.
 func (s *Server) forwardPlacement(ctx context.Context, h *shard.Host, req *wire.Request) error {
 	t := h.Table()
@@ -336,14 +362,4 @@ func (s *Server) forwardPlacement(ctx context.Context, h *shard.Host, req *wire.
 		}
 	}
 	return lastErr
-}
-
-// End implements shard.Ender: the local replica this watch read from was
-// removed (moved to another node). The client resumes from its last
-// revision (Closed is retryable).
-func (cs *connSub) End(code wire.Code, msg string) {
-	cs.c.mu.Lock()
-	delete(cs.c.watches, cs.stream)
-	cs.c.mu.Unlock()
-	cs.c.send(&wire.Response{Stream: cs.stream, Code: code, Msg: msg})
 }
