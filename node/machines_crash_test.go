@@ -2,13 +2,18 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/statemachine"
+	"github.com/wardenlock/warden/wire"
 )
 
 // A replica move stopped at each of its steps, with the node driving it
@@ -175,6 +180,83 @@ func checkKept(t *testing.T, ctx context.Context, c *nodetest.Cluster, kept map[
 		}
 		if len(info.Holders) != 1 || info.Holders[0].Token != tok {
 			t.Fatalf("%s: holders %+v, want token %d", p, info.Holders, tok)
+		}
+	}
+}
+
+// A joined node that received a replica restarts with it (its manifest
+// lists the replica and its non-voting meta replica), catches up on what
+// it missed while down, and still does not vote in the meta group.
+func TestJoinedNodeRestartsWithItsReplicas(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := newClient(t, c)
+	four := c.AddNode()
+	fourID := c.Cfgs[four].ID
+	const shard = 2
+	if err := cl.MoveReplica(ctx, shard, 1, fourID); err != nil {
+		t.Fatal(err)
+	}
+	waitPlacement(t, c, "move done", func(tab *placement.Table) error {
+		if si, _ := tab.Shard(shard); len(tab.Moves) > 0 || !si.Has(fourID) {
+			return fmt.Errorf("replicas %v moves %v", si.Replicas, tab.Moves)
+		}
+		return nil
+	})
+	c.WaitFor(time.Minute, "manifest marks the replica a voter", func() error {
+		b, err := os.ReadFile(filepath.Join(c.Cfgs[four].DataDir, "replicas.json"))
+		if err != nil {
+			return err
+		}
+		var man struct {
+			Meta   *struct{ NonVoting bool `json:"non_voting"` } `json:"meta"`
+			Shards []struct {
+				Shard     uint64 `json:"shard"`
+				NonVoting bool   `json:"non_voting"`
+			} `json:"shards"`
+		}
+		if err := json.Unmarshal(b, &man); err != nil {
+			return err
+		}
+		if man.Meta == nil || !man.Meta.NonVoting || len(man.Shards) != 1 || man.Shards[0].Shard != shard || man.Shards[0].NonVoting {
+			return fmt.Errorf("manifest %s", b)
+		}
+		return nil
+	})
+	c.StopNode(four)
+	kept := holdLocks(t, ctx, cl, 5) // written while node 4 is down
+	c.StartNode(four)
+	h := c.Nodes[four].Host
+	if _, ok := h.Shard(shard); !ok {
+		t.Fatal("the restarted node does not run its replica")
+	}
+	c.WaitFor(time.Minute, "restarted replica caught up", func() error {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		_, err := h.NodeHost().SyncRead(rctx, shard, statemachine.StatsQuery{})
+		return err
+	})
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	mem, err := h.NodeHost().SyncGetShardMembership(rctx, placement.MetaShard)
+	rcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rid := range mem.Nodes {
+		if placement.NodeOf(rid) == fourID {
+			t.Fatal("the joined node became a meta voter by restarting")
+		}
+	}
+	// Its own state machine has the locks written while it was down.
+	for p, tok := range kept {
+		resp, err := h.NodeHost().StaleRead(shard, &wire.Request{Op: wire.OpLockInfo, Path: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*wire.Response)
+		if len(r.Holders) != 1 || r.Holders[0].Token != tok {
+			t.Fatalf("%s on the restarted replica: %+v, want token %d", p, r.Holders, tok)
 		}
 	}
 }

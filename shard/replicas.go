@@ -52,7 +52,7 @@ func (h *Host) reconcileReplicas(ctx context.Context, t *placement.Table) {
 		}
 	}
 	h.dropUnwanted(ctx, t)
-	h.syncRoles()
+	h.syncRoles(ctx)
 	h.leaveDrainingLeaderships(t)
 	if h.Leader(placement.MetaShard) == self {
 		for _, mv := range t.DrainMoves(maxMoves) {
@@ -235,29 +235,59 @@ func (h *Host) addLocal(r localReplica, join bool) error {
 }
 
 // syncRoles records in the manifest the learners (data or meta) that were
-// promoted to voters, so a restart starts them as voters.
-func (h *Host) syncRoles() {
-	info := h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true})
+// promoted to voters, so a restart starts them as voters. A replica that
+// joined as non-voting has its own AddNonVoting in its log: restarted as a
+// voter it would replay that entry and dragonboat panics ("is not a
+// nonVoting"); restarted as non-voting, replaying the log promotes it again.
+// So the manifest flips only after a local snapshot taken past the
+// promotion, from which a restart begins with the replica already a voter.
+func (h *Host) syncRoles(ctx context.Context) {
 	h.placeMu.Lock()
-	defer h.placeMu.Unlock()
-	changed := false
-	for _, si := range info.ShardInfoList {
-		if si.Pending || len(si.Replicas) == 0 || si.IsNonVoting {
+	learners := map[uint64]uint64{} // shard → rid recorded as non-voting
+	if m := h.man.Meta; m != nil && m.NonVoting {
+		learners[placement.MetaShard] = m.RID
+	}
+	for _, r := range h.man.Shards {
+		if r.NonVoting {
+			learners[r.Shard] = r.RID
+		}
+	}
+	h.placeMu.Unlock()
+	if len(learners) == 0 {
+		return
+	}
+	var promoted []uint64
+	for _, si := range h.nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true}).ShardInfoList {
+		rid, ok := learners[si.ShardID]
+		if !ok || rid != si.ReplicaID || si.Pending || len(si.Replicas) == 0 || si.IsNonVoting {
 			continue
 		}
-		if m := h.man.Meta; si.ShardID == placement.MetaShard && m != nil && m.RID == si.ReplicaID && m.NonVoting {
-			m.NonVoting, changed = false, true
+		sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+		_, err := h.nh.SyncRequestSnapshot(sctx, si.ShardID, dragonboat.SnapshotOption{})
+		cancel()
+		if err != nil && !errors.Is(err, dragonboat.ErrRejected) {
+			h.log.Warn("snapshot after promotion failed", "shard", si.ShardID, "err", err)
+			continue
+		}
+		promoted = append(promoted, si.ShardID)
+	}
+	if len(promoted) == 0 {
+		return
+	}
+	h.placeMu.Lock()
+	defer h.placeMu.Unlock()
+	for _, shard := range promoted {
+		if m := h.man.Meta; shard == placement.MetaShard && m != nil {
+			m.NonVoting = false
 		}
 		for i, r := range h.man.Shards {
-			if r.Shard == si.ShardID && r.RID == si.ReplicaID && r.NonVoting {
-				h.man.Shards[i].NonVoting, changed = false, true
+			if r.Shard == shard {
+				h.man.Shards[i].NonVoting = false
 			}
 		}
 	}
-	if changed {
-		if err := h.man.save(h.cfg.DataDir); err != nil {
-			h.log.Warn("saving the replica manifest failed", "err", err)
-		}
+	if err := h.man.save(h.cfg.DataDir); err != nil {
+		h.log.Warn("saving the replica manifest failed", "err", err)
 	}
 }
 
