@@ -210,7 +210,9 @@ func TestJoinedNodeRestartsWithItsReplicas(t *testing.T) {
 			return err
 		}
 		var man struct {
-			Meta   *struct{ NonVoting bool `json:"non_voting"` } `json:"meta"`
+			Meta *struct {
+				NonVoting bool `json:"non_voting"`
+			} `json:"meta"`
 			Shards []struct {
 				Shard     uint64 `json:"shard"`
 				NonVoting bool   `json:"non_voting"`

@@ -331,6 +331,7 @@ func (cs *connSub) End(code wire.Code, msg string) {
 	cs.c.mu.Unlock()
 	cs.c.send(&wire.Response{Stream: cs.stream, Code: code, Msg: msg})
 }
+
 // forwardPlacement sends a placement request to another registered node.
 func (s *Server) forwardPlacement(ctx context.Context, h *shard.Host, req *wire.Request) error {
 	t := h.Table()
