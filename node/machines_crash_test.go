@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lni/dragonboat/v4"
+
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/statemachine"
@@ -239,12 +241,16 @@ func TestJoinedNodeRestartsWithItsReplicas(t *testing.T) {
 		_, err := h.NodeHost().SyncRead(rctx, shard, statemachine.StatsQuery{})
 		return err
 	})
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-	mem, err := h.NodeHost().SyncGetShardMembership(rctx, placement.MetaShard)
-	rcancel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Right after a restart the replica may not know a leader yet and
+	// drops the read: ask until it answers.
+	var mem *dragonboat.Membership
+	c.WaitFor(time.Minute, "meta membership read on the restarted node", func() error {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		var err error
+		mem, err = h.NodeHost().SyncGetShardMembership(rctx, placement.MetaShard)
+		return err
+	})
 	for rid := range mem.Nodes {
 		if placement.NodeOf(rid) == fourID {
 			t.Fatal("the joined node became a meta voter by restarting")
