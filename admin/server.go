@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
+	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/metrics"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -21,6 +22,7 @@ import (
 type Config struct {
 	Host    *shard.Host    // required
 	Router  *router.Server // required
+	Audit   *audit.Store   // nil: /v1/audit answers 404
 	DataDir string         // the disk check writes a probe file here
 	Clock   shard.Clock
 	Log     *slog.Logger
@@ -68,7 +70,7 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 5 * time.Second
 	}
-	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Clock: cfg.Clock, Version: cfg.Version})
+	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Clock: cfg.Clock, Version: cfg.Version, Audit: cfg.Audit})
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +139,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.apiElections(ctx)
 	case path == "/v1/shards":
 		s.apiShards(ctx)
+	case path == "/v1/audit":
+		s.apiAudit(ctx)
+	case path == "/v1/backup/table":
+		s.apiBackupTable(ctx)
+	case strings.HasPrefix(path, "/v1/backup/shards/"):
+		s.apiBackupShard(ctx, path)
 	default:
 		ctx.Error("not found", fasthttp.StatusNotFound)
 	}

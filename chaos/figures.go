@@ -81,14 +81,20 @@ func failover(ctx context.Context, c *Cluster, cl *client.Client, base string, h
 	}
 	start := time.Now()
 	hit(leader)
+	c.Log.Add("figures: node %d hit in %v", leader+1, time.Since(start).Round(time.Millisecond))
 	deadline := start.Add(30 * time.Second)
 	errs := map[string]int{}
 	for attempt := 0; time.Now().Before(deadline); attempt++ {
+		t0 := time.Now()
 		err := acquireRelease(ctx, cl, fmt.Sprintf("%s/a%d", base, attempt))
 		if err == nil {
 			return time.Since(start), nil
 		}
 		errs[err.Error()]++
+		// Where failover time goes: each failed attempt, when it began and
+		// what it got (in the event log only).
+		c.Log.Add("figures: attempt %d at %v took %v: %v", attempt, t0.Sub(start).Round(time.Millisecond),
+			time.Since(t0).Round(time.Millisecond), err)
 	}
 	return 0, fmt.Errorf("no acquire on %s (shard %d, node %d hit) within 30s: %v; %s", base, shard, leader+1, errs, c.diagnose(ctx, shard, base))
 }

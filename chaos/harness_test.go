@@ -96,7 +96,7 @@ func testDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("WARDEN_CHAOS_KEEP") != "" {
 			t.Logf("kept %s", dir)
 			return
 		}

@@ -24,8 +24,14 @@ func (m Mode) String() string {
 	return [...]string{"pass", "drop", "delay", "flaky"}[m]
 }
 
-// Link is one directed link (its dialer is the source). Changing its mode
-// resets the connections it carries, so no stream resumes with a gap.
+// Link is one directed link (its dialer is the source). A change of mode that
+// could leave a gap in a stream (into or out of Drop or Flaky) resets the
+// connections it carries, so no stream resumes with a gap. Pass ↔ Delay does
+// not: nothing is lost, and a connection that was delayed keeps its queue
+// (with no added delay in Pass), so nothing is reordered either. (Resetting
+// every Raft connection at each delay toggle made the delay fault mostly a
+// connection-reset fault: dragonboat then drops all messages to a peer for
+// 0.25–1 s per reset.)
 type Link struct {
 	Name  string
 	mode  atomic.Int32
@@ -49,12 +55,17 @@ func (l *Link) Mode() Mode { return Mode(l.mode.Load()) }
 func (l *Link) Bytes() int64 { return l.bytes.Load() }
 
 // Set changes the mode (delay matters for Delay) and resets the link's
-// connections when the mode changes.
+// connections when the change could leave a gap.
 func (l *Link) Set(m Mode, delay time.Duration) {
 	l.delay.Store(int64(delay))
-	if Mode(l.mode.Swap(int32(m))) != m {
+	if old := Mode(l.mode.Swap(int32(m))); old != m && !gapless(old, m) {
 		l.reset()
 	}
+}
+
+func gapless(a, b Mode) bool {
+	calm := func(m Mode) bool { return m == Pass || m == Delay }
+	return calm(a) && calm(b)
 }
 
 func (l *Link) reset() {
@@ -225,7 +236,10 @@ func (l *Link) pipe(dst net.Conn, src io.Reader, srcConn net.Conn) {
 				if l.rng.Float64() < 0.02 {
 					return
 				}
-			case Delay:
+			case Delay, Pass:
+				if l.Mode() == Pass && q == nil {
+					break // plain forwarding below
+				}
 				if q == nil {
 					q = make(chan chunk, 4096)
 					go func(q chan chunk) {
@@ -242,14 +256,18 @@ func (l *Link) pipe(dst net.Conn, src io.Reader, srcConn net.Conn) {
 					}(q)
 				}
 				b := append([]byte(nil), buf[:n]...)
+				at := time.Now()
+				if l.Mode() == Delay {
+					at = at.Add(time.Duration(l.delay.Load()))
+				}
 				select {
-				case q <- chunk{b, time.Now().Add(time.Duration(l.delay.Load()))}:
+				case q <- chunk{b, at}:
 				default:
 					return // saturated: reset
 				}
 				continue
 			}
-			if q != nil { // a delay just ended: reset rather than reorder
+			if q != nil { // the mode left Delay for Drop or Flaky under us: reset
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -9,14 +9,15 @@ import (
 // Backoff computes retry delays with full jitter: attempt n waits a uniformly
 // random duration in [0, min(Max, Base*2^n)). Full jitter spreads the retries
 // of many clients that failed together, so they do not return in lockstep.
-// The zero value uses Base 50 ms and Max 2 s.
+// The zero value uses Base 10 ms and Max 2 s: the first retries after a
+// failover come quickly (an election takes 150–300 ms), later ones back off.
 type Backoff struct {
 	Base time.Duration
 	Max  time.Duration
 }
 
 const (
-	defaultBackoffBase = 50 * time.Millisecond
+	defaultBackoffBase = 10 * time.Millisecond
 	defaultBackoffMax  = 2 * time.Second
 )
 

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
 )
@@ -25,6 +26,8 @@ type Config struct {
 	Clock  shard.Clock    // the clock the leader stamps commands with (default: system)
 	// Version is reported by warden_build_info.
 	Version string
+	// Audit is the node's audit store (nil: no audit metrics).
+	Audit *audit.Store
 }
 
 // Metrics is one node's meter provider, instruments and Prometheus registry.
@@ -71,6 +74,11 @@ func New(cfg Config) (*Metrics, error) {
 			return nil, err
 		}
 	}
+	if cfg.Audit != nil {
+		if err := m.auditMetrics(cfg.Audit); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -85,6 +93,22 @@ func (m *Metrics) buildInfo() error {
 		o.ObserveInt64(g, 1, set)
 		return nil
 	}, g)
+	return err
+}
+
+func (m *Metrics) auditMetrics(a *audit.Store) error {
+	var b builder
+	b.m = m.meter
+	written := b.counter("warden.audit.records.written", "{event}", "Applied events written to this node's audit store.")
+	dropped := b.counter("warden.audit.records.dropped", "{event}", "Applied events not recorded because the audit queue was full.")
+	if b.err != nil {
+		return b.err
+	}
+	_, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(written, int64(a.Written()))
+		o.ObserveInt64(dropped, int64(a.Dropped()))
+		return nil
+	}, written, dropped)
 	return err
 }
 

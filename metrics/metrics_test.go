@@ -20,8 +20,13 @@ import (
 // over the nodes, keyed by `name{labels}` as Prometheus prints it.
 func scrape(t *testing.T, c *nodetest.Cluster) (sum map[string]float64, perNode []map[string]float64) {
 	t.Helper()
+	return scrapeNodes(t, c.Nodes)
+}
+
+func scrapeNodes(t *testing.T, nodes []*node.Node) (sum map[string]float64, perNode []map[string]float64) {
+	t.Helper()
 	sum = map[string]float64{}
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		resp, err := http.Get("http://" + n.Admin.Addr() + "/metrics")
 		if err != nil {
 			t.Fatal(err)

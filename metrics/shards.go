@@ -42,6 +42,8 @@ type shardGauges struct {
 	leaderChanges                                   metric.Int64ObservableCounter
 	locks, waiters, leases, keys, fence, faults     metric.Int64ObservableGauge
 	watchers                                        metric.Int64ObservableGauge
+	proposalsPending, proposalsQueued               metric.Int64ObservableGauge
+	proposalsFailed, rangeMoves                     metric.Int64ObservableCounter
 }
 
 func newShardMetrics(m metric.Meter, h *shard.Host, clock shard.Clock) (*shardMetrics, error) {
@@ -71,6 +73,11 @@ func newShardMetrics(m metric.Meter, h *shard.Host, clock shard.Clock) (*shardMe
 	g.fence = b.gauge("warden.fencing.token.max", "", "Highest fencing token the shard has issued, or its floor.")
 	g.faults = b.gauge("warden.statemachine.faults", "{op}", "Operations that hit a bug and were answered Internal (should stay 0).")
 	g.watchers = b.gauge("warden.watchers", "{watch}", "Watch subscriptions on this node's replica.")
+	g.proposalsPending = b.gauge("warden.raft.proposals.pending", "{entry}", "Entries this node proposed to the shard and has not had answered yet.")
+	g.proposalsQueued = b.gauge("warden.raft.proposals.queued", "{op}", "Client operations waiting to be batched into an entry.")
+	g.proposalsFailed = b.counter("warden.raft.proposals.failed", "{entry}",
+		"Entries this node proposed that did not complete (no leader, timed out, rejected).")
+	g.rangeMoves = b.counter("warden.range.moves", "{move}", "Ranges moved between shards, as recorded by this node.")
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -82,7 +89,8 @@ func newShardMetrics(m metric.Meter, h *shard.Host, clock shard.Clock) (*shardMe
 		sm.observe(o, &g)
 		return nil
 	}, g.hasLeader, g.isLeader, g.term, g.leaderChanges, g.applied, g.logged, g.lag,
-		g.locks, g.waiters, g.leases, g.keys, g.fence, g.faults, g.watchers)
+		g.locks, g.waiters, g.leases, g.keys, g.fence, g.faults, g.watchers,
+		g.proposalsPending, g.proposalsQueued, g.proposalsFailed, g.rangeMoves)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +157,7 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 	for _, si := range nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true}).ShardInfoList {
 		infos[si.ShardID] = si
 	}
+	o.ObserveInt64(g.rangeMoves, int64(sm.host.RangeMoves()))
 	for _, id := range sm.ids {
 		set := sm.sets[id]
 		si, ok := infos[id]
@@ -178,6 +187,10 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 		}
 		if s, ok := sm.host.Shard(id); ok {
 			o.ObserveInt64(g.watchers, int64(max(s.Watchers()-1, 0)), set) // minus our own feed subscription
+			queued, pending, failed := s.ProposalStats()
+			o.ObserveInt64(g.proposalsQueued, int64(queued), set)
+			o.ObserveInt64(g.proposalsPending, pending, set)
+			o.ObserveInt64(g.proposalsFailed, int64(failed), set)
 		}
 		o.ObserveInt64(g.faults, int64(st.Faults), set)
 		if si.LeaderID != si.ReplicaID {

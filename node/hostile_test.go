@@ -112,16 +112,20 @@ func TestHostileInputGetsTypedErrors(t *testing.T) {
 			t.Fatalf("got %v, want Malformed", resp.Code)
 		}
 	})
-	t.Run("oversized frame is refused before allocation and skipped", func(t *testing.T) {
+	t.Run("oversized length prefix closes the connection before the body is read", func(t *testing.T) {
 		var hdr [4]byte
 		binary.BigEndian.PutUint32(hdr[:], uint32(wire.DefaultMaxFrame+1))
 		rc.write(hdr[:])
-		rc.write(make([]byte, wire.DefaultMaxFrame+1))
-		if resp := rc.recv(); resp.Code != wire.TooLarge {
-			t.Fatalf("got %v, want TooLarge", resp.Code)
+		if resp := rc.recv(); resp.Code != wire.TooLarge || resp.Msg == "" {
+			t.Fatalf("got %v %q, want TooLarge with a message", resp.Code, resp.Msg)
+		}
+		rc.nc.SetReadDeadline(time.Now().Add(15 * time.Second))
+		if _, err := wire.ReadFrame(rc.r, wire.DefaultMaxFrame, nil); err == nil {
+			t.Fatal("connection still open after an oversized length prefix")
 		}
 	})
-	t.Run("same connection still serves", func(t *testing.T) {
+	t.Run("a new connection serves", func(t *testing.T) {
+		rc := dialRaw(t, addr)
 		rc.send(&wire.Request{ID: 99, Op: wire.OpAcquire, Path: "/hostile/ok/lock", TTL: 5000})
 		if resp := rc.recv(); resp.Code != wire.OK || resp.Token == 0 {
 			t.Fatalf("after hostile input: %+v", resp)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/admin"
+	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -56,6 +57,11 @@ type Config struct {
 	// (nil: grants are never signed).
 	SigningKey ed25519.PrivateKey
 
+	// Audit configures the node's audit trail and watch history store (in
+	// DataDir/audit unless Audit.Dir is set); NoAudit turns it off.
+	Audit   audit.Options
+	NoAudit bool
+
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
 	Router router.Config
@@ -69,6 +75,7 @@ type Node struct {
 	Host   *shard.Host
 	Router *router.Server
 	Admin  *admin.Server // nil when AdminAddr is ""
+	Audit  *audit.Store  // nil when NoAudit
 	ln     net.Listener
 	done   chan error
 
@@ -100,8 +107,31 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	plan, err := restorePlan(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	var store *audit.Store
+	var recorder shard.Recorder
+	if !cfg.NoAudit && (cfg.DataDir != "" || cfg.Audit.Dir != "") {
+		ao := cfg.Audit
+		if ao.Dir == "" {
+			ao.Dir = filepath.Join(cfg.DataDir, "audit")
+		}
+		ao.Log = cfg.Log
+		if store, err = audit.Open(ao); err != nil {
+			return nil, err
+		}
+		recorder = store
+	}
+	closeStore := func() {
+		if store != nil {
+			store.Close()
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.ClientAddr)
 	if err != nil {
+		closeStore()
 		return nil, fmt.Errorf("node: listen for clients: %w", err)
 	}
 	if serverTLS != nil {
@@ -111,6 +141,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.AdminAddr != "" {
 		if adminLn, err = admin.Listen(cfg.AdminAddr); err != nil {
 			ln.Close()
+			closeStore()
 			return nil, err
 		}
 		cfg.AdminAddr = adminLn.Addr().String()
@@ -122,7 +153,7 @@ func Start(cfg Config) (*Node, error) {
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
-		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log,
+		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas,
 	})
@@ -131,6 +162,7 @@ func Start(cfg Config) (*Node, error) {
 		if adminLn != nil {
 			adminLn.Close()
 		}
+		closeStore()
 		return nil, err
 	}
 	rc := cfg.Router
@@ -141,14 +173,14 @@ func Start(cfg Config) (*Node, error) {
 	if rc.Paths.MaxDepth == 0 {
 		rc.Paths = cfg.SM.Paths
 	}
-	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), ln: ln, done: make(chan error, 1), closing: make(chan struct{})}
+	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), Audit: store, ln: ln, done: make(chan error, 1), closing: make(chan struct{})}
 	go func() { n.done <- n.Router.Serve(ln) }()
 	if len(cfg.Join) > 0 {
 		n.joinDone = make(chan error, 1)
 		go func() { n.joinDone <- n.join() }()
 	}
 	if adminLn != nil {
-		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, DataDir: cfg.DataDir, Clock: cfg.Clock, Log: cfg.Log})
+		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, DataDir: cfg.DataDir, Clock: cfg.Clock, Log: cfg.Log})
 		if err != nil {
 			adminLn.Close()
 			n.Close()
@@ -170,6 +202,9 @@ func (n *Node) Close() {
 	n.Router.Close()
 	<-n.done
 	n.Host.Close()
+	if n.Audit != nil {
+		n.Audit.Close()
+	}
 }
 
 // LocalCluster describes n nodes on 127.0.0.1 with consecutive ports:

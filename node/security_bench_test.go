@@ -18,6 +18,7 @@ import (
 
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -27,7 +28,8 @@ import (
 // (baseline), then a connection flood (8 goroutines dialling as fast as they
 // can, never finishing the handshake, keeping 64 each open), then an
 // oversized-frame flood (8 connections that say hello and then send 2 MiB
-// frames against the 1 MiB limit). Each phase is measured for 3 s.
+// frames against the 1 MiB limit). Each phase is measured for 3 s; the
+// flood counters say what the protections did meanwhile (router/flood.go).
 func BenchmarkFloods(b *testing.B) {
 	c := nodetest.Start(b, nodetest.Options{})
 	target := c.AllEndpoints()[0]
@@ -52,6 +54,7 @@ func BenchmarkFloods(b *testing.B) {
 			}
 			time.Sleep(500 * time.Millisecond) // let the flood build up
 		}
+		stats := router.ReadFloodStats()
 		lat := wellBehaved(b, cl, phase, 3*time.Second)
 		p := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))]) / 1e6 }
 		b.ReportMetric(p(0.50), phase+"-p50-ms")
@@ -62,6 +65,12 @@ func BenchmarkFloods(b *testing.B) {
 			var attacks int64
 			fmt.Sscanf(out.String()[strings.Index(out.String(), "attacks ")+len("attacks "):], "%d", &attacks)
 			b.ReportMetric(float64(attacks)/3.5, phase+"-attacks/s")
+			// What the protections did during the measured 3 s.
+			after := router.ReadFloodStats()
+			b.ReportMetric(float64(after.ConnsRefused-stats.ConnsRefused)/3, phase+"-refused/s")
+			b.ReportMetric(float64(after.AcceptsPaced-stats.AcceptsPaced)/3, phase+"-paced/s")
+			b.ReportMetric(float64(after.ReadsThrottled-stats.ReadsThrottled)/3, phase+"-throttled/s")
+			b.ReportMetric(float64(after.OversizeClosed-stats.OversizeClosed)/3, phase+"-oversize-closed/s")
 		}
 	}
 }

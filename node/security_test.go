@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -27,8 +29,10 @@ tokens:
   bob-token: bob
   root-token: root
   mallet-token: mallet
+  erin-token: erin
 identities:
   alice: [billing]
+  erin: [billing]
   bob: [reader]
   carol: [config]
   root: [admin]
@@ -320,7 +324,10 @@ func TestLimits(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) {
 		cfg.Auth = pol
 		cfg.Router.MaxFrame = 8 << 10
-		cfg.Router.Security = router.Security{MaxConnsPerAddr: 12, MaxWatches: 2, Rate: 40, Burst: 40, HelloTimeout: time.Second}
+		// MaxOversize 8: oversized frames are skipped 8 times before the
+		// close (the default closes at the first, see TestHostileInput...).
+		cfg.Router.Security = router.Security{MaxConnsPerAddr: 12, MaxWatches: 2, Rate: 40, Burst: 40, HelloTimeout: time.Second,
+			MaxOversize: 8}
 		cfg.SM = statemachine.DefaultConfig()
 		cfg.SM.MaxWaiters = 2
 		cfg.SM.MaxLeaseLock = 3
@@ -415,7 +422,14 @@ func TestLimits(t *testing.T) {
 			w.send(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000, Wait: wire.WaitForever})
 		}
 		waitFor(t, func() bool { return len(root.do(&wire.Request{Op: wire.OpLockInfo, Path: p}).Waiters) == 2 })
+		refusedBefore := shard.PrecheckRefusals()
 		expect(t, root.do(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000, Wait: wire.WaitForever}), wire.TooMany)
+		if shard.PrecheckRefusals() != refusedBefore+1 {
+			t.Fatal("the over-limit waiter was proposed: the shard leader must refuse it before Raft")
+		}
+		if n := len(root.do(&wire.Request{Op: wire.OpLockInfo, Path: p}).Waiters); n != 2 {
+			t.Fatalf("%d waiters after the refusal, want 2", n)
+		}
 		stillServes(t, root)
 	})
 	t.Run("locks per session", func(t *testing.T) {
@@ -425,7 +439,12 @@ func TestLimits(t *testing.T) {
 				t.Fatalf("lock %s: %v %s", s, r.Code, r.Msg)
 			}
 		}
+		refusedBefore := shard.PrecheckRefusals()
 		expect(t, root.do(&wire.Request{Op: wire.OpAcquire, Path: "/limits/s/d", Lease: lease, TTL: 30000}), wire.TooMany)
+		if shard.PrecheckRefusals() != refusedBefore+1 {
+			t.Fatal("the over-limit lock was proposed: the shard leader must refuse it before Raft")
+		}
+		expect(t, root.do(&wire.Request{Op: wire.OpLockInfo, Path: "/limits/s/d"}), wire.NotFound)
 		stillServes(t, root)
 	})
 	t.Run("watches per connection", func(t *testing.T) {
@@ -499,6 +518,118 @@ func TestLimits(t *testing.T) {
 		})
 		stillServes(t, root)
 	})
+}
+
+// TestLeasesBoundToIdentity: with auth on, a session lease belongs to the
+// identity that created it. Erin has the same lock permission as alice and
+// learns alice's lease id from a lock's holders, yet cannot acquire under
+// it, reopen it, keep it alive or revoke it; each refusal is Unauthorized
+// and changes nothing, and alice keeps using it. Locks on both shards, so
+// some requests and keepalives are forwarded between nodes.
+func TestLeasesBoundToIdentity(t *testing.T) {
+	pol, err := auth.Parse([]byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) { cfg.Auth = pol }})
+	addr := c.AllEndpoints()[0]
+	as := func(token string) *wconn {
+		w, hello := dialW(t, addr, nil, token, 0)
+		if hello.Code != wire.OK {
+			t.Fatalf("hello: %v %s", hello.Code, hello.Msg)
+		}
+		return w
+	}
+	alice, erin := as("alice-token"), as("erin-token")
+	const lease = 0x5eed_0001
+	held := []string{"/locks/billing/a1", "/locks/billing/b2", "/locks/billing/c3", "/locks/billing/d4"}
+	for _, p := range held {
+		if r := alice.do(&wire.Request{Op: wire.OpAcquire, Path: p, Lease: lease, TTL: 30000}); r.Code != wire.OK {
+			t.Fatalf("alice acquire %s: %v %s", p, r.Code, r.Msg)
+		}
+	}
+	info := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: held[0]})
+	if len(info.Holders) != 1 || info.Holders[0].Lease != lease {
+		t.Fatalf("erin reads the holder's lease: %+v", info.Holders)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *wire.Request
+	}{
+		{"acquire under it", &wire.Request{Op: wire.OpAcquire, Path: "/locks/billing/erin", Lease: lease, TTL: 30000}},
+		{"re-enter alice's lock", &wire.Request{Op: wire.OpAcquire, Path: held[1], Lease: lease, TTL: 30000}},
+		{"reopen it as a session", &wire.Request{Op: wire.OpSession, Path: held[2], Lease: lease, TTL: 30000}},
+		{"revoke it", &wire.Request{Op: wire.OpRevoke, Lease: lease}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := erin.do(tc.req); r.Code != wire.Unauthorized || r.Msg == "" {
+				t.Fatalf("got %v %q, want Unauthorized with a message", r.Code, r.Msg)
+			}
+		})
+	}
+	t.Run("keepalive", func(t *testing.T) {
+		r := erin.do(&wire.Request{Op: wire.OpKeepAlive, Lease: lease})
+		if r.Code != wire.OK || len(r.Denied) != 1 || r.Denied[0] != lease || len(r.Leases) != 0 {
+			t.Fatalf("erin's keepalive: %v %q denied=%v gone=%v", r.Code, r.Msg, r.Denied, r.Leases)
+		}
+		if r := alice.do(&wire.Request{Op: wire.OpKeepAlive, Lease: lease}); r.Code != wire.OK || len(r.Denied)+len(r.Leases) != 0 {
+			t.Fatalf("alice's keepalive: %v %q denied=%v gone=%v", r.Code, r.Msg, r.Denied, r.Leases)
+		}
+	})
+	t.Run("nothing changed by the refusals", func(t *testing.T) {
+		for _, p := range held {
+			r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: p})
+			if r.Code != wire.OK || len(r.Holders) != 1 || r.Holders[0].Lease != lease || r.Holders[0].Count != 1 {
+				t.Fatalf("%s: %v %+v", p, r.Code, r.Holders)
+			}
+		}
+		if r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: "/locks/billing/erin"}); r.Code != wire.NotFound {
+			t.Fatalf("erin's refused acquire left %v %+v", r.Code, r.Holders)
+		}
+	})
+	t.Run("the owner ends it", func(t *testing.T) {
+		if r := alice.do(&wire.Request{Op: wire.OpRevoke, Lease: lease}); r.Code != wire.OK {
+			t.Fatalf("alice revoke: %v %s", r.Code, r.Msg)
+		}
+		for _, p := range held {
+			if r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: p}); r.Code != wire.NotFound {
+				t.Fatalf("%s after the revoke: %v %+v", p, r.Code, r.Holders)
+			}
+		}
+	})
+}
+
+// TestReadBudgetPushesBack: a client IP over its byte budget is not
+// refused, it is read more slowly (the reader pauses, TCP pushes back):
+// every request of a burst far over the budget is answered OK, the pauses
+// are counted, and the node keeps serving.
+func TestReadBudgetPushesBack(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 1, Shards: 1, Edit: func(cfg *node.Config) {
+		cfg.Router.MaxFrame = 8 << 10
+		cfg.Router.Security = router.Security{ByteRate: 256 << 10, ByteBurst: 16 << 10}
+	}})
+	w, hello := dialW(t, c.AllEndpoints()[0], nil, "", 0)
+	if hello.Code != wire.OK {
+		t.Fatalf("hello: %v", hello.Code)
+	}
+	before := router.ReadFloodStats().ReadsThrottled
+	value := bytes.Repeat([]byte("v"), 4000)
+	const n = 40 // 160 KB: ten times the bucket
+	for i := 0; i < n; i++ {
+		w.send(&wire.Request{Op: wire.OpKVPut, Path: fmt.Sprintf("/budget/ns/k%d", i), Value: value})
+	}
+	for i := 0; i < n; i++ {
+		r := w.recv(30 * time.Second)
+		if r == nil || r.Code != wire.OK {
+			t.Fatalf("answer %d: %+v", i, r)
+		}
+	}
+	if router.ReadFloodStats().ReadsThrottled == before {
+		t.Fatal("160 KB against a 16 KB bucket and the reader never paused")
+	}
+	if r := w.do(&wire.Request{Op: wire.OpKVGet, Path: "/budget/ns/k39"}); r.Code != wire.OK || len(r.Value) != len(value) {
+		t.Fatalf("after the burst: %v", r.Code)
+	}
 }
 
 // TestInflightLimitIsBackpressure documents MaxInflight: a connection with

@@ -42,7 +42,13 @@ type Security struct {
 	HelloTimeout    time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
 	ConnRate        float64       // new connections per second per client IP (default 500; <0 = unlimited)
 	ConnBurst       int           // (default 2 × ConnRate)
-	MaxOversize     int           // oversized frames skipped per connection before it is closed (default 8)
+	MaxOversize     int           // oversized frames skipped per connection before it is closed (default 0: the first closes it)
+	ByteRate        float64       // bytes per second read from one client IP (default 128 MiB/s; <0 = unlimited)
+	ByteBurst       int           // (default 16 MiB, at least MaxFrame)
+	FrameRate       float64       // frames per second read from one client IP (default 500000; <0 = unlimited)
+	FrameBurst      int           // (default FrameRate/10)
+	AcceptRate      float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
+	AcceptBurst     int           // (default AcceptRate)
 	Audit           *slog.Logger  // admin actions and refusals (default: the router's log)
 }
 
@@ -65,8 +71,26 @@ func (sc *Security) fill(log *slog.Logger) {
 	if sc.ConnRate > 0 && sc.ConnBurst <= 0 {
 		sc.ConnBurst = max(1, int(2*sc.ConnRate))
 	}
-	if sc.MaxOversize <= 0 {
-		sc.MaxOversize = 8
+	if sc.MaxOversize < 0 {
+		sc.MaxOversize = 0
+	}
+	if sc.ByteRate == 0 {
+		sc.ByteRate = 128 << 20
+	}
+	if sc.ByteBurst <= 0 {
+		sc.ByteBurst = 16 << 20
+	}
+	if sc.FrameRate == 0 {
+		sc.FrameRate = 500_000
+	}
+	if sc.FrameBurst <= 0 {
+		sc.FrameBurst = max(1, int(sc.FrameRate/10))
+	}
+	if sc.AcceptRate == 0 {
+		sc.AcceptRate = 2000
+	}
+	if sc.AcceptBurst <= 0 {
+		sc.AcceptBurst = max(1, int(sc.AcceptRate))
 	}
 	if sc.Audit == nil {
 		sc.Audit = log
@@ -95,45 +119,50 @@ type connSecurity struct {
 type gate struct {
 	mu       sync.Mutex
 	perAddr  map[string]int
+	budgets  map[string]*hostBudget   // per-IP read budgets, while the IP has connections (flood.go)
 	limiters map[string]*rate.Limiter // requests, by identity
 	accepts  map[string]*rate.Limiter // new connections, by client IP
 }
 
-// admitConn applies the per-address connection limit and the handshake
-// deadline to a newly accepted connection. A refused connection gets one
-// TooMany frame (best effort) and is closed.
-func (s *Server) admitConn(nc net.Conn) bool {
+// admitConn applies the per-address connection limits and the handshake
+// deadline to a newly accepted connection and returns the IP's read budget.
+// A refused connection gets one TooMany frame (best effort) and is closed;
+// admitConn then returns nil.
+func (s *Server) admitConn(nc net.Conn) *hostBudget {
 	sec := &s.cfg.Security
 	host := remoteHost(nc)
 	s.gate.mu.Lock()
 	if s.gate.perAddr == nil {
 		s.gate.perAddr = map[string]int{}
+		s.gate.budgets = map[string]*hostBudget{}
 	}
 	n := s.gate.perAddr[host]
 	var msg string
-	refuse := sec.MaxConnsPerAddr > 0 && n >= sec.MaxConnsPerAddr
-	if refuse {
+	refused := sec.MaxConnsPerAddr > 0 && n >= sec.MaxConnsPerAddr
+	if refused {
 		msg = fmt.Sprintf("too many connections from %s (limit %d)", host, sec.MaxConnsPerAddr)
 	} else if !s.acceptToken(host) {
-		refuse = true
+		refused = true
 		msg = fmt.Sprintf("too many new connections from %s (limit %g per second)", host, sec.ConnRate)
 	}
-	if !refuse {
+	var budget *hostBudget
+	if !refused {
 		s.gate.perAddr[host] = n + 1
+		budget = s.gate.budgets[host]
+		if budget == nil {
+			budget = s.newHostBudget()
+			s.gate.budgets[host] = budget
+		}
 	}
 	s.gate.mu.Unlock()
-	if refuse {
+	if refused {
 		connsRefused.Add(1)
-		go func() {
-			b, _ := wire.AppendFrame(nil, &wire.Response{Code: wire.TooMany, Msg: msg, TTL: 1000})
-			nc.SetDeadline(time.Now().Add(time.Second))
-			nc.Write(b)
-			nc.Close()
-		}()
-		return false
+		b, _ := wire.AppendFrame(nil, &wire.Response{Code: wire.TooMany, Msg: msg, TTL: 1000})
+		refuse(nc, b)
+		return nil
 	}
 	nc.SetReadDeadline(time.Now().Add(sec.HelloTimeout))
-	return true
+	return budget
 }
 
 // acceptToken spends a token of host's new-connection bucket; s.gate.mu
@@ -162,12 +191,16 @@ func (s *Server) acceptToken(host string) bool {
 	return lim.Allow()
 }
 
-// forgiveOversize reports whether the reader may go on after skipping an
-// oversized frame: not before the handshake (a stranger streaming junk),
-// and not more than MaxOversize times on one connection.
-func (c *conn) forgiveOversize() bool {
-	c.sec.oversize++
-	return c.hello && c.sec.oversize <= c.s.cfg.Security.MaxOversize
+// oversizeSkip is how large an oversized body the reader may discard to
+// stay in step: none before the handshake (a stranger streaming junk), none
+// once MaxOversize frames were skipped (by default none at all: the first
+// oversized length prefix closes the connection), and never more than four
+// frames' worth.
+func (c *conn) oversizeSkip() int {
+	if !c.hello || c.sec.oversize >= c.s.cfg.Security.MaxOversize {
+		return 0
+	}
+	return 4 * c.s.cfg.MaxFrame
 }
 
 // releaseConn undoes admitConn when the connection ends.
@@ -176,6 +209,7 @@ func (s *Server) releaseConn(nc net.Conn) {
 	s.gate.mu.Lock()
 	if s.gate.perAddr[host] <= 1 {
 		delete(s.gate.perAddr, host)
+		delete(s.gate.budgets, host)
 	} else {
 		s.gate.perAddr[host]--
 	}
@@ -190,9 +224,24 @@ func remoteHost(nc net.Conn) string {
 	return addr
 }
 
-// connsRefused counts connections refused by the per-address limit (tests
-// and the flood benchmark read it).
-var connsRefused atomic.Int64
+// Flood counters, process-wide (tests and the flood benchmark read them
+// through ReadFloodStats).
+var (
+	connsRefused   atomic.Int64 // refused by the per-address limits
+	acceptsPaced   atomic.Int64 // accepts delayed by AcceptRate
+	throttledReads atomic.Int64 // reader pauses for an IP over its byte/frame budget
+	oversizeClosed atomic.Int64 // connections closed for an oversized length prefix
+)
+
+// FloodStats counts what the flood protections did, in this process.
+type FloodStats struct {
+	ConnsRefused, AcceptsPaced, ReadsThrottled, OversizeClosed int64
+}
+
+// ReadFloodStats returns the process-wide flood counters.
+func ReadFloodStats() FloodStats {
+	return FloodStats{connsRefused.Load(), acceptsPaced.Load(), throttledReads.Load(), oversizeClosed.Load()}
+}
 
 // admit is called for every request before it is routed or proposed. It
 // answers a refused request itself and returns nil; otherwise it returns
@@ -268,6 +317,17 @@ func (c *conn) authenticate(req *wire.Request) error {
 	}
 	c.sec.identity, c.sec.rateKey = id, id
 	return nil
+}
+
+// leaseIdentity is the identity stamped on a client's request for the state
+// machine to bind leases to (Request.Identity): the proven identity when
+// auth is on and the request names a lease, else "". Whatever the client
+// put there is overwritten.
+func (c *conn) leaseIdentity(req *wire.Request) string {
+	if c.s.cfg.Security.Policy == nil || (req.Lease == 0 && len(req.Leases) == 0) {
+		return ""
+	}
+	return c.sec.identity
 }
 
 // opPerm is the permission an op needs on its path; 0 = any authenticated

@@ -56,7 +56,7 @@ func TestSlowWatchConsumerIsDropped(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	c := newConn(s, a) // no writer: the client reads nothing
+	c := newConn(s, a, nil) // no writer: the client reads nothing
 	c.watches[7] = &watch{shard: 2}
 	sub := &connSub{c: c, stream: 7}
 	ev := []wire.Event{{Rev: 1, Kind: wire.EvKVPut, Path: "/w/x", Value: bytes.Repeat([]byte("v"), 1000)}}
@@ -131,14 +131,14 @@ func TestConnsPerAddress(t *testing.T) {
 			}()
 		}
 	}
-	if !s.admitConn(conns[0]) || !s.admitConn(conns[1]) {
+	if s.admitConn(conns[0]) == nil || s.admitConn(conns[1]) == nil {
 		t.Fatal("refused under the limit")
 	}
-	if s.admitConn(conns[2]) {
+	if s.admitConn(conns[2]) != nil {
 		t.Fatal("third connection from one address admitted")
 	}
 	s.releaseConn(conns[0])
-	if !s.admitConn(conns[0]) {
+	if s.admitConn(conns[0]) == nil {
 		t.Fatal("refused after one closed")
 	}
 }
@@ -151,7 +151,7 @@ func TestNewConnectionRatePerAddress(t *testing.T) {
 		defer a.Close()
 		defer b.Close()
 		go func() { buf := make([]byte, 512); b.Read(buf) }()
-		if s.admitConn(a) {
+		if s.admitConn(a) != nil {
 			admitted++
 			s.releaseConn(a)
 		}

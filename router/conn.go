@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"net"
@@ -29,6 +28,8 @@ type conn struct {
 	client uint64 // router-assigned client id for requests that carry none
 	acks   ackTracker
 	sec    connSecurity // identity proved in Hello (auth.go)
+	budget *hostBudget  // the client IP's read budget (flood.go); nil = none
+	meter  readMeter    // reader goroutine only
 
 	mu      sync.Mutex
 	out     []byte
@@ -51,8 +52,8 @@ type watch struct {
 	fwdID uint64
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, sem: make(chan struct{}, s.cfg.MaxInflight), wake: make(chan struct{}, 1),
+func newConn(s *Server, nc net.Conn, budget *hostBudget) *conn {
+	return &conn{s: s, nc: nc, budget: budget, sem: make(chan struct{}, s.cfg.MaxInflight), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), client: randomID(), parked: map[clientSeq]parkedWait{}, watches: map[uint64]*watch{}}
 }
 
@@ -65,20 +66,30 @@ func (c *conn) serve() {
 }
 
 func (c *conn) readLoop() {
-	r := bufio.NewReaderSize(c.nc, 64<<10)
+	// A small buffer until the handshake is done and nothing is buffered:
+	// connections that never say hello hold 4 KiB, not 64.
+	r, small := getReader(c.nc, true), true
+	defer func() { putReader(r, small) }()
 	var buf []byte
 	for {
 		var err error
-		buf, err = wire.ReadFrame(r, c.s.cfg.MaxFrame, buf)
+		buf, err = wire.ReadFrameSkip(r, c.s.cfg.MaxFrame, c.oversizeSkip(), buf)
 		var fe *wire.FrameSizeError
 		if errors.As(err, &fe) {
 			c.send(&wire.Response{Code: wire.TooLarge, Msg: fe.Error()})
-			if fe.Skipped && c.forgiveOversize() {
-				continue // the body was discarded; the stream is in step
+			if fe.Skipped {
+				c.sec.oversize++
+				if c.pace(r, wire.FrameHeaderSize+fe.Size) {
+					continue // the body was discarded; the stream is in step
+				}
 			}
+			oversizeClosed.Add(1)
 			return
 		}
 		if err != nil {
+			return
+		}
+		if !c.pace(r, wire.FrameHeaderSize+len(buf)) {
 			return
 		}
 		req := new(wire.Request)
@@ -96,6 +107,10 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.handle(req)
+		if small && c.hello && r.Buffered() == 0 {
+			putReader(r, true)
+			r, small = getReader(c.nc, false), false
+		}
 	}
 }
 
@@ -219,6 +234,9 @@ func (c *conn) handle(req *wire.Request) {
 	done := func(resp *wire.Response) { t.done(req, resp); c.finish(req, resp) }
 	if done = c.admit(req, done); done == nil {
 		return // refused: answered, nothing routed (auth.go)
+	}
+	if !c.peer {
+		req.Identity = c.leaseIdentity(req)
 	}
 	if req.Op.Internal() {
 		done(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})

@@ -17,9 +17,10 @@ import (
 const keepAliveWindow = 2 * time.Millisecond
 
 type keepAliveCall struct {
-	id     uint64
-	leases []uint64
-	done   func(*wire.Response)
+	id       uint64
+	leases   []uint64
+	identity string // leases are checked against it (bound leases, auth on)
+	done     func(*wire.Response)
 }
 
 type keepAliveBatcher struct {
@@ -41,7 +42,7 @@ func (s *Server) keepAlive(req *wire.Request, done func(*wire.Response)) {
 	b := &s.keepAlives
 	b.mu.Lock()
 	b.s = s
-	b.pending = append(b.pending, keepAliveCall{id: req.ID, leases: leases, done: done})
+	b.pending = append(b.pending, keepAliveCall{id: req.ID, leases: leases, identity: req.Identity, done: done})
 	arm := !b.armed
 	b.armed = true
 	b.mu.Unlock()
@@ -56,11 +57,24 @@ func (b *keepAliveBatcher) flush() {
 	b.pending = nil
 	b.armed = false
 	b.mu.Unlock()
-	var all []uint64
+	// One round per identity: each shard checks the leases against the
+	// identity that asks (with auth off there is one group, "").
+	groups := map[string][]keepAliveCall{}
+	var order []string
 	for _, c := range calls {
-		all = append(all, c.leases...)
+		if _, ok := groups[c.identity]; !ok {
+			order = append(order, c.identity)
+		}
+		groups[c.identity] = append(groups[c.identity], c)
 	}
-	b.s.keepAliveShards(all, func(resp *wire.Response) { splitKeepAlive(calls, resp) })
+	for _, id := range order {
+		calls := groups[id]
+		var all []uint64
+		for _, c := range calls {
+			all = append(all, c.leases...)
+		}
+		b.s.keepAliveShards(all, id, func(resp *wire.Response) { splitKeepAlive(calls, resp) })
+	}
 }
 
 // splitKeepAlive answers each merged caller with the shared outcome and the
@@ -70,11 +84,18 @@ func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
 	for _, id := range resp.Leases {
 		gone[id] = true
 	}
+	denied := make(map[uint64]bool, len(resp.Denied))
+	for _, id := range resp.Denied {
+		denied[id] = true
+	}
 	for _, c := range calls {
 		out := &wire.Response{ID: c.id, Code: resp.Code, Msg: resp.Msg}
 		for _, id := range c.leases {
 			if gone[id] {
 				out.Leases = append(out.Leases, id)
+			}
+			if denied[id] {
+				out.Denied = append(out.Denied, id)
 			}
 		}
 		c.done(out)
@@ -85,7 +106,7 @@ func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
 // leader and answers once all have: OK with the leases any shard reports
 // gone, or the first failure (those sessions are then suspended and their
 // clients retry).
-func (s *Server) keepAliveShards(leases []uint64, done func(*wire.Response)) {
+func (s *Server) keepAliveShards(leases []uint64, identity string, done func(*wire.Response)) {
 	t := s.cache.table()
 	if t == nil {
 		done(&wire.Response{Code: wire.Unavailable, Msg: "range table not loaded yet"})
@@ -94,7 +115,7 @@ func (s *Server) keepAliveShards(leases []uint64, done func(*wire.Response)) {
 	agg := &fanIn{n: len(t.Shards), done: done, out: &wire.Response{}}
 	deadline := time.Now().Add(s.cfg.RequestTimeout)
 	for _, si := range t.Shards {
-		sub := &wire.Request{Op: wire.OpKeepAlive, Leases: leases, Shard: si.ID}
+		sub := &wire.Request{Op: wire.OpKeepAlive, Leases: leases, Shard: si.ID, Identity: identity}
 		s.routeAttempt(sub, deadline, 0, agg.add)
 	}
 }

@@ -173,6 +173,7 @@ func (f *fanIn) add(r *wire.Response) {
 		f.out.Code, f.out.Msg = r.Code, r.Msg
 	}
 	f.out.Leases = append(f.out.Leases, r.Leases...)
+	f.out.Denied = append(f.out.Denied, r.Denied...)
 	f.out.Holders = append(f.out.Holders, r.Holders...)
 	f.out.KVs = append(f.out.KVs, r.KVs...)
 	f.n--

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/wardenlock/warden/hierarchy"
 	"github.com/wardenlock/warden/shard"
 )
@@ -67,6 +69,8 @@ type Server struct {
 	cache      *rangeCache
 	keepAlives keepAliveBatcher
 	gate       gate
+	pacer      acceptPacer
+	closing    chan struct{} // closed by Close: ends an accept pause
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -79,10 +83,13 @@ type Server struct {
 // New makes a router; call Serve to accept connections.
 func New(cfg Config) *Server {
 	cfg.fill()
-	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{},
+	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{}, closing: make(chan struct{}),
 		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame,
 			dialer: peerDialer{tls: cfg.Security.PeerTLS, secret: cfg.Security.PeerSecret}}}
 	s.cache = newRangeCache(s)
+	if cfg.Security.AcceptRate > 0 {
+		s.pacer.lim = rate.NewLimiter(rate.Limit(cfg.Security.AcceptRate), cfg.Security.AcceptBurst)
+	}
 	s.stop = make(chan struct{})
 	s.wg.Add(1)
 	if cfg.Host == nil {
@@ -122,6 +129,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	for {
+		if !s.pacer.wait(s.closing) {
+			return nil
+		}
 		nc, err := ln.Accept()
 		if err != nil {
 			s.mu.Lock()
@@ -140,10 +150,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		if !s.admitConn(nc) {
+		budget := s.admitConn(nc)
+		if budget == nil {
 			continue
 		}
-		c := newConn(s, nc)
+		c := newConn(s, nc, budget)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -173,6 +184,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.closing)
 	if s.stop != nil {
 		close(s.stop)
 	}

@@ -63,9 +63,10 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 // balanceEvery spaces rounds so each round's transfers land first.
 const balanceEvery = 2 * time.Second
 
-// Every leadership change gives each lease of the shard a fresh full TTL
-// (a new leader may not expire a lease sooner), so moving leaders while the
-// cluster is unsettled would keep dead holders' leases alive. Balancing
+// A leadership change gives each lease of the shard a fresh TTL (bounded by
+// lease checkpoints, lessor_checkpoint.go, for leases nobody keeps alive),
+// and every change costs an election's worth of unavailability, so moving
+// leaders while the cluster is unsettled only adds churn. Balancing
 // waits until no shard has changed leader for stableFor, and never moves a
 // shard led for less than minLeadership.
 const (

@@ -35,8 +35,16 @@ func (s *subscription) matches(ev *wire.Event) bool {
 	return ev.Path == s.path || strings.HasPrefix(ev.Path, s.path) && ev.Path[len(s.path)] == '/'
 }
 
+// History reads a shard's older events from the node's audit store: those
+// with revisions from..to, in order (see audit.Store.History).
+type History func(from, to uint64, limit int) ([]wire.Event, error)
+
+// maxReplay bounds the events one watch may replay from history.
+const maxReplay = 100000
+
 type feed struct {
-	mu     sync.Mutex
+	history History // nil: only the ring
+	mu      sync.Mutex
 	max    int // capacity the ring may grow to
 	ring   []wire.Event
 	start  int    // index of the oldest event in ring
@@ -108,6 +116,15 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := &subscription{path: path, prefix: prefix, sub: sub}
+	if rev != 0 && f.history != nil && (f.n == 0 || rev < f.at(0).Rev) {
+		last, err := f.replayHistory(s, rev)
+		if err != nil {
+			return 0, f.last, err
+		}
+		f.nextID++
+		f.subs[f.nextID] = s
+		return f.nextID, last, nil
+	}
 	if rev != 0 && rev <= f.last {
 		oldest := f.last + 1
 		if f.n > 0 {
@@ -131,6 +148,51 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 	f.nextID++
 	f.subs[f.nextID] = s
 	return f.nextID, f.last, nil
+}
+
+// replayHistory sends a new subscriber the events from rev that the ring no
+// longer (or, after a restart, not yet) holds, read from the audit store,
+// then the ring's. The history must run without a gap into the ring.
+// Called with f.mu held, so no event is applied in between.
+func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
+	to := ^uint64(0) - 1
+	if f.n > 0 {
+		to = f.at(0).Rev - 1
+	}
+	evs, err := f.history(rev, to, maxReplay)
+	if err != nil {
+		return 0, err
+	}
+	next := rev
+	for _, ev := range evs {
+		if ev.Rev != next {
+			return 0, wire.Errorf(wire.Compacted,
+				"revision %d is no longer retained by this node (its history resumes at %d)", next, ev.Rev)
+		}
+		next++
+	}
+	if f.n > 0 && len(evs) > 0 && next != f.at(0).Rev || f.n > 0 && len(evs) == 0 {
+		return 0, wire.Errorf(wire.Compacted,
+			"revision %d is no longer retained by this node (oldest is %d)", rev, f.at(0).Rev)
+	}
+	var out []wire.Event
+	for i := range evs {
+		if s.matches(&evs[i]) {
+			out = append(out, evs[i])
+		}
+	}
+	for i := 0; i < f.n; i++ {
+		if ev := f.at(i); s.matches(&ev) {
+			out = append(out, ev)
+		}
+	}
+	if len(out) > 0 && !s.sub.Send(out) {
+		return 0, wire.Errorf(wire.TooMany, "watch backlog exceeds the subscriber's queue")
+	}
+	if len(evs) == 0 {
+		return f.last, nil
+	}
+	return max(f.last, next-1), nil
 }
 
 func (f *feed) unsubscribe(id uint64) {

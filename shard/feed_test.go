@@ -137,3 +137,65 @@ func TestFeedGrowsUpToItsCapacity(t *testing.T) {
 		t.Fatalf("revision 501 is retained: %v", err)
 	}
 }
+
+// history serves events from a slice, as the audit store would.
+func historyOf(stored []wire.Event) History {
+	return func(from, to uint64, limit int) ([]wire.Event, error) {
+		var out []wire.Event
+		for _, ev := range stored {
+			if ev.Rev >= from && ev.Rev <= to {
+				out = append(out, ev)
+			}
+		}
+		return out, nil
+	}
+}
+
+func TestFeedResumesFromHistory(t *testing.T) {
+	cases := []struct {
+		name   string
+		stored []wire.Event // what the store kept
+		ring   []wire.Event // what the ring holds (after a restart: the replayed tail)
+		from   uint64
+		want   []uint64
+		code   wire.Code
+	}{
+		{"older than the ring", evs(1, 10, "/a/b"), evs(8, 12, "/a/b"), 3, []uint64{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, wire.OK},
+		{"empty ring after a restart", evs(1, 10, "/a/b"), nil, 9, []uint64{9, 10}, wire.OK},
+		{"from the future", evs(1, 10, "/a/b"), nil, 20, nil, wire.OK},
+		{"gap in the store", append(evs(1, 3, "/a/b"), evs(5, 7, "/a/b")...), evs(8, 9, "/a/b"), 2, nil, wire.Compacted},
+		{"store ends before the ring", evs(1, 5, "/a/b"), evs(8, 9, "/a/b"), 2, nil, wire.Compacted},
+		{"nothing stored", nil, evs(8, 9, "/a/b"), 2, nil, wire.Compacted},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFeed(4)
+			f.history = historyOf(tc.stored)
+			f.append(tc.ring)
+			sub := &recordingSub{room: -1}
+			_, _, err := f.subscribe("/a/b", false, tc.from, sub)
+			if tc.code != wire.OK {
+				var we *wire.Error
+				if !errors.As(err, &we) || we.Code != tc.code {
+					t.Fatalf("got %v, want %v", err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var revs []uint64
+			for _, ev := range sub.got {
+				revs = append(revs, ev.Rev)
+			}
+			if len(revs) != len(tc.want) {
+				t.Fatalf("replayed %v, want %v", revs, tc.want)
+			}
+			for i := range revs {
+				if revs[i] != tc.want[i] {
+					t.Fatalf("replayed %v, want %v", revs, tc.want)
+				}
+			}
+		})
+	}
+}

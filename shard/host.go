@@ -13,7 +13,6 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/config"
-	dblogger "github.com/lni/dragonboat/v4/logger"
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
@@ -68,6 +67,20 @@ type HostConfig struct {
 	// It starts no replica until JoinCluster has registered it (join.go);
 	// Members and DataShards are then ignored.
 	Join bool
+
+	// Restore, when set, fills a new cluster from a backup (restore.go).
+	Restore *RestorePlan
+	// Recorder, when set, receives every applied event of every data shard
+	// (the node's audit store) and serves watches their older history.
+	Recorder Recorder
+}
+
+// Recorder keeps applied events beyond the feed's ring: audit.Store.
+type Recorder interface {
+	// Record queues one entry's events; it must not block.
+	Record(shard uint64, events []wire.Event)
+	// History returns the shard's events from..to in order.
+	History(shard, from, to uint64, limit int) ([]wire.Event, error)
 }
 
 func (c *HostConfig) fill() error {
@@ -98,6 +111,10 @@ func (c *HostConfig) fill() error {
 	if c.HeartbeatRTT == 0 {
 		c.HeartbeatRTT = 2
 	}
+	if c.Shard.LeaseAllowance <= 0 {
+		// One election timeout (elections are randomized in [E, 2E) ticks).
+		c.Shard.LeaseAllowance = time.Duration(c.ElectionRTT) * c.RTT
+	}
 	if c.LogDBShards == 0 {
 		c.LogDBShards = 1
 	}
@@ -125,6 +142,15 @@ func (c *HostConfig) fill() error {
 		c.SM.ShardID = id
 	}
 	c.SM.SplitDepth = c.NamespaceDepth
+	if c.Restore != nil {
+		ids := make([]uint64, c.DataShards)
+		for i := range ids {
+			ids[i] = uint64(i + 2)
+		}
+		if err := c.Restore.check(ids, c.NamespaceDepth); err != nil {
+			return err
+		}
+	}
 	return c.SM.Validate()
 }
 
@@ -149,11 +175,12 @@ type Host struct {
 
 	lastBalance time.Time // placement loop only
 
+	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
+	rangeMoves     atomic.Uint64
+
 	stopc chan struct{}
 	wg    sync.WaitGroup
 }
-
-var quietOnce sync.Once
 
 // NewHost starts the NodeHost and every replica. It returns once they are
 // started; leaders are elected in the background.
@@ -161,11 +188,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	quietOnce.Do(func() {
-		for _, p := range []string{"raft", "rsm", "transport", "dragonboat", "logdb", "raftpb", "config", "grpc", "settings", "tan"} {
-			dblogger.GetLogger(p).SetLevel(dblogger.ERROR)
-		}
-	})
+	routeRaftLogs(cfg.Log)
 	h := &Host{cfg: cfg, log: cfg.Log, leaders: map[uint64]uint64{},
 		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{},
 		stopc: make(chan struct{})}
@@ -216,6 +239,15 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		h.stopShards()
 		nh.Close()
 		return nil, err
+	}
+	if cfg.Restore != nil {
+		h.pendingRestore = map[uint64]struct{}{}
+		for _, s := range *h.shards.Load() {
+			h.pendingRestore[s.id] = struct{}{}
+			s.restoring.Store(true)
+		}
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); h.restoreLoop() }()
 	}
 	h.wg.Add(1)
 	go func() { defer h.wg.Done(); h.placementLoop() }()
@@ -399,6 +431,17 @@ func (h *Host) Close() {
 	h.nh.Close()
 }
 
+// RangeMoved records that a range moved between shards (the placement
+// code that moves ranges calls it once per completed move): it is logged
+// at info and counted in warden_range_moves_total.
+func (h *Host) RangeMoved(start, end string, from, to, gen uint64) {
+	h.rangeMoves.Add(1)
+	h.log.Info("range moved", "start", fmt.Sprintf("%x", start), "end", fmt.Sprintf("%x", end), "from_shard", from, "to_shard", to, "gen", gen)
+}
+
+// RangeMoves is how many range moves this node has recorded.
+func (h *Host) RangeMoves() uint64 { return h.rangeMoves.Load() }
+
 // NodeID returns this node's id.
 func (h *Host) NodeID() uint64 { return h.cfg.NodeID }
 
@@ -517,6 +560,10 @@ func (h *Host) isFirstMember() bool {
 }
 
 func (h *Host) initialTable() []byte {
+	if h.cfg.Restore != nil {
+		cmd, _ := placement.InitCommand(h.restoreTable())
+		return cmd
+	}
 	ids := h.bootIDs()
 	t := &placement.Table{Gen: 1, NamespaceDepth: h.cfg.NamespaceDepth, Ranges: placement.EvenRanges(ids, 1)}
 	for _, id := range ids {
@@ -552,7 +599,7 @@ func (h *Host) metaPropose(ctx context.Context, cmd []byte) error {
 func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
 	for _, s := range *h.shards.Load() {
 		id := s.id
-		if !s.IsLeader() {
+		if !s.IsLeader() || h.restoring(id) {
 			continue
 		}
 		v, err := h.nh.StaleRead(id, statemachine.StatsQuery{})
@@ -600,4 +647,11 @@ func (h *Host) OwnsRanges(ctx context.Context, shardID uint64) (bool, error) {
 	}
 	st, _ := v.(statemachine.Stats)
 	return rangesEqual(st.Ranges, t.RangesOf(shardID)), nil
+}
+
+// TransferLeader asks the shard's Raft group to hand its leadership to the
+// replica on node to (asynchronous and best effort, as dragonboat's
+// RequestLeaderTransfer; tests and operators use it).
+func (h *Host) TransferLeader(shardID, to uint64) error {
+	return h.nh.RequestLeaderTransfer(shardID, to)
 }

@@ -19,6 +19,12 @@ import (
 // deadline passes. Once it has decided to expire a lease it refuses
 // keepalives for it, so no keepalive is acknowledged for a lease whose Expire
 // is already on its way into the log.
+//
+// A new leader used to give every lease a full TTL, so under steady
+// leadership churn a dead holder's lease never expired (etcd#9888). The
+// leader now checkpoints the time left on leases nobody keeps alive, and a
+// new leader starts those at the checkpointed time plus a bounded allowance
+// (lessor_checkpoint.go).
 
 type lease struct {
 	id       uint64
@@ -27,6 +33,15 @@ type lease struct {
 	expiring bool
 	rev      uint64 // revision of the last create/renew: Expire carries it
 	idx      int    // position in the heap, -1 when not in it
+	// cp is the remaining time this lessor last saw recorded for the lease
+	// in the log (valid when hasCP): checkpoint rounds use it to write only
+	// what changed. Safety never rests on it (keepalives ask the state
+	// machine).
+	cp    time.Duration
+	hasCP bool
+	// fresh: loaded at this lessor's promotion and not kept alive through
+	// it since.
+	fresh bool
 }
 
 type leaseHeap []*lease
@@ -75,13 +90,24 @@ type lessor struct {
 	kaQueue   []pendingKeepAlive // keepalives waiting for the next read-index round
 	kaRunning bool
 
+	// cpMu orders checkpoint rounds and keepalive rounds: a checkpoint is
+	// computed, proposed and applied entirely before or entirely after a
+	// keepalive round's read, clear and refresh, so no checkpoint can record
+	// less time than a keepalive acknowledged.
+	cpMu      sync.Mutex
+	cpRunning bool      // a checkpoint round is in flight (under mu)
+	cpLast    time.Time // when the last round started (under mu)
+
 	// propose submits an internal request (the proposer; tests capture it).
 	propose func(*wire.Request, func(*wire.Response))
+	// spawn runs background rounds (go; tests run them inline).
+	spawn func(func())
 }
 
 func newLessor(s *Shard) *lessor {
 	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000}
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, done) }
+	l.spawn = func(f func()) { go f() }
 	return l
 }
 
@@ -123,6 +149,8 @@ func (l *lessor) track(id uint64, ttl time.Duration, rev uint64, now time.Time) 
 	le.rev = max(le.rev, rev)
 	le.deadline = now.Add(ttl)
 	le.expiring = false
+	le.hasCP = false // a new lease or a renewal through the log has none
+	le.fresh = false
 	if le.idx < 0 {
 		heap.Push(&l.heap, le)
 	} else {
@@ -181,21 +209,7 @@ func (l *lessor) load(epoch uint64) {
 		}
 		if err == nil {
 			infos, _ := v.([]statemachine.LeaseInfo)
-			now := l.s.clock.Now()
-			if testbugs.NoLeaseRefresh { // test-only switch: every lease is due at once
-				now = now.Add(-10 * time.Minute)
-			}
-			for _, in := range infos {
-				if _, gone := l.loading.ended[in.ID]; !gone {
-					l.track(in.ID, time.Duration(in.TTL)*time.Millisecond, in.Rev, now)
-				}
-			}
-			for id, seen := range l.loading.added {
-				if _, gone := l.loading.ended[id]; !gone {
-					l.track(id, seen.ttl, seen.rev, now)
-				}
-			}
-			l.loading = nil
+			l.install(infos)
 			n := len(l.leases)
 			l.mu.Unlock()
 			l.log.Debug("lessor promoted", "shard", l.s.id, "leases", n)
@@ -208,6 +222,33 @@ func (l *lessor) load(epoch uint64) {
 		case <-time.After(backoff(attempt)):
 		}
 	}
+}
+
+// install starts the lessor on the lease table it loaded: a full TTL from
+// now, or the checkpointed remaining time plus the allowance. Leases created
+// or renewed through the log during the load get a full TTL. Called with
+// l.mu held.
+func (l *lessor) install(infos []statemachine.LeaseInfo) {
+	now := l.s.clock.Now()
+	if testbugs.NoLeaseRefresh { // test-only switch: every lease is due at once
+		now = now.Add(-10 * time.Minute)
+	}
+	for _, in := range infos {
+		if _, gone := l.loading.ended[in.ID]; gone {
+			continue
+		}
+		l.track(in.ID, time.Duration(in.TTL)*time.Millisecond, in.Rev, now)
+		l.leases[in.ID].fresh = true
+		if _, renewed := l.loading.added[in.ID]; !renewed && in.Checkpoint >= 0 {
+			l.startFromCheckpoint(l.leases[in.ID], time.Duration(in.Checkpoint)*time.Millisecond, now)
+		}
+	}
+	for id, seen := range l.loading.added {
+		if _, gone := l.loading.ended[id]; !gone {
+			l.track(id, seen.ttl, seen.rev, now)
+		}
+	}
+	l.loading = nil
 }
 
 // markTerm proposes the term marker until it is applied; false when the
@@ -265,6 +306,7 @@ func (l *lessor) tick() {
 		le.expiring = true
 		due = append(due, le)
 	}
+	checkpoint := l.checkpointDue(now)
 	epoch := l.epoch
 	reqs := make([]*wire.Request, len(due))
 	for i, le := range due {
@@ -273,6 +315,9 @@ func (l *lessor) tick() {
 	l.mu.Unlock()
 	for _, req := range reqs {
 		l.proposeExpire(req, epoch)
+	}
+	if checkpoint {
+		l.spawn(func() { l.checkpointRound(epoch) })
 	}
 }
 
@@ -314,7 +359,7 @@ func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
 	if req.Lease != 0 {
 		ids = append([]uint64{req.Lease}, ids...)
 	}
-	ka := pendingKeepAlive{id: req.ID, ids: ids, received: l.s.clock.Now(), done: done}
+	ka := pendingKeepAlive{id: req.ID, ids: ids, identity: req.Identity, received: l.s.clock.Now(), done: done}
 	l.mu.Lock()
 	switch {
 	case !l.leader:
@@ -338,6 +383,7 @@ func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
 type pendingKeepAlive struct {
 	id       uint64
 	ids      []uint64
+	identity string // the sender's proven identity ("" = auth off): leases bound to another are not refreshed
 	received time.Time
 	done     func(*wire.Response)
 }
@@ -355,22 +401,61 @@ func (l *lessor) keepAliveRounds() {
 		}
 		epoch := l.epoch
 		l.mu.Unlock()
-		var all []uint64
-		for _, ka := range batch {
-			all = append(all, ka.ids...)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
-		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeaseCheck{IDs: all})
-		cancel()
-		if err != nil {
-			for _, ka := range batch {
-				ka.done(ErrorResponse(ka.id, err, false))
-			}
-			continue
-		}
-		states, _ := v.([]statemachine.LeaseState)
-		l.answerKeepAlives(batch, states, epoch)
+		l.keepAliveRound(batch, epoch)
 	}
+}
+
+// keepAliveRound confirms leadership with a read-index round, clears the
+// checkpoints of the leases it is about to extend, and answers. It holds
+// cpMu throughout, so no checkpoint round interleaves.
+func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
+	l.cpMu.Lock()
+	defer l.cpMu.Unlock()
+	q := leaseCheck(batch)
+	all := q.IDs
+	ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
+	v, err := l.s.nh.SyncRead(ctx, l.s.id, q)
+	cancel()
+	if err != nil {
+		for _, ka := range batch {
+			ka.done(ErrorResponse(ka.id, err, false))
+		}
+		return
+	}
+	states, _ := v.([]statemachine.LeaseState)
+	if ids := needsClear(states, all); len(ids) > 0 && !l.clearCheckpoints(ids) {
+		// Extending these leases without the clear would let a next
+		// leader end them early: no acknowledgement for them this time.
+		for i, st := range states {
+			if st == statemachine.LeaseCheckpointed {
+				states[i] = leaseNotCleared
+			}
+		}
+	}
+	l.answerKeepAlives(batch, states, epoch)
+}
+
+// leaseNotCleared marks, inside the lessor only, a lease whose checkpoint
+// could not be cleared: its keepalive is answered Unavailable.
+const leaseNotCleared statemachine.LeaseState = 255
+
+// leaseCheck is the state machine query for a batch of keepalives; it asks
+// about owners only when some sender has an identity.
+func leaseCheck(batch []pendingKeepAlive) statemachine.LeaseCheck {
+	var q statemachine.LeaseCheck
+	checkOwners := false
+	for _, ka := range batch {
+		q.IDs = append(q.IDs, ka.ids...)
+		checkOwners = checkOwners || ka.identity != ""
+	}
+	if checkOwners {
+		for _, ka := range batch {
+			for range ka.ids {
+				q.Identities = append(q.Identities, ka.identity)
+			}
+		}
+	}
+	return q
 }
 
 func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachine.LeaseState, epoch uint64) {
@@ -385,21 +470,44 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 			i += len(ka.ids)
 			continue
 		}
+		if notCleared(states, i, len(ka.ids)) {
+			*resp = wire.Response{ID: ka.id, Code: wire.Unavailable,
+				Msg: "could not clear the lease's checkpoint; keepalive not applied, try again"}
+			i += len(ka.ids)
+			continue
+		}
 		for _, id := range ka.ids {
 			state := statemachine.LeaseUnknown
 			if i < len(states) {
 				state = states[i]
 			}
 			i++
+			if state == statemachine.LeaseForeign {
+				resp.Denied = append(resp.Denied, id)
+				continue
+			}
 			if gone := l.refresh(id, state, ka.received); gone {
 				resp.Leases = append(resp.Leases, id)
 			}
 		}
+		// Denied leases leave the code OK: one lease id can be bound to
+		// different identities on different shards (whoever used it there
+		// first), and one shard's refusal must not fail the owner's
+		// keepalive for the shards where the lease is hers.
 	}
 	l.mu.Unlock()
 	for b, ka := range batch {
 		ka.done(resps[b])
 	}
+}
+
+func notCleared(states []statemachine.LeaseState, from, n int) bool {
+	for i := from; i < from+n && i < len(states); i++ {
+		if states[i] == leaseNotCleared {
+			return true
+		}
+	}
+	return false
 }
 
 // refresh extends a live lease to received+TTL; it reports whether the
@@ -408,7 +516,7 @@ func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time
 	switch state {
 	case statemachine.LeaseGone:
 		return true
-	case statemachine.LeaseAlive:
+	case statemachine.LeaseAlive, statemachine.LeaseCheckpointed: // checkpointed: cleared just now
 		le := l.leases[id]
 		if le == nil {
 			return false
@@ -416,6 +524,7 @@ func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time
 		if le.expiring {
 			return true
 		}
+		le.fresh = false
 		if d := received.Add(le.ttl); d.After(le.deadline) {
 			le.deadline = d
 			heap.Fix(&l.heap, le.idx)

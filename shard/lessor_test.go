@@ -14,10 +14,12 @@ import (
 // newTestLessor builds a lessor whose expiry proposals are captured instead
 // of reaching Raft, driven by a manual clock.
 func newTestLessor(clk *ManualClock) (*lessor, *[]*wire.Request) {
-	s := &Shard{id: 2, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stopc: make(chan struct{})}
+	s := &Shard{id: 2, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stopc: make(chan struct{}),
+		cfg: Config{}.withDefaults()}
 	l := newLessor(s)
 	var proposed []*wire.Request
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { proposed = append(proposed, r) }
+	l.spawn = func(func()) {} // no checkpoint rounds here (lessor_checkpoint_test.go)
 	l.leader, l.term = true, 5
 	return l, &proposed
 }
@@ -136,3 +138,37 @@ func TestStampIgnoresWallClockSkew(t *testing.T) {
 }
 
 func smEntry(index uint64, cmd []byte) sm.Entry { return sm.Entry{Index: index, Cmd: cmd} }
+
+// TestKeepAliveOfAForeignLease: a keepalive for a lease bound to another
+// identity does not move its deadline and lists it as Denied; the owner's
+// keepalive in the same round does.
+func TestKeepAliveOfAForeignLease(t *testing.T) {
+	clk := NewManualClock(time.Unix(1000, 0))
+	l, proposed := newTestLessor(clk)
+	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
+	clk.Advance(1500 * time.Millisecond)
+	var got []*wire.Response
+	done := func(r *wire.Response) { got = append(got, r) }
+	batch := []pendingKeepAlive{
+		{id: 1, ids: []uint64{7}, identity: "erin", received: clk.Now(), done: done},
+		{id: 2, ids: []uint64{7}, identity: "alice", received: clk.Now(), done: done},
+	}
+	if q := leaseCheck(batch); len(q.Identities) != 2 || q.Identities[0] != "erin" || q.Identities[1] != "alice" {
+		t.Fatalf("lease check %+v does not carry the senders' identities", q)
+	}
+	l.answerKeepAlives(batch[:1], []statemachine.LeaseState{statemachine.LeaseForeign}, l.epoch)
+	if len(got) != 1 || got[0].Code != wire.OK || len(got[0].Denied) != 1 || got[0].Denied[0] != 7 || len(got[0].Leases) != 0 {
+		t.Fatalf("foreign keepalive answered %+v, want OK with Denied [7]", got)
+	}
+	clk.Advance(500 * time.Millisecond)
+	l.tick()
+	if len(*proposed) != 1 || (*proposed)[0].Lease != 7 {
+		t.Fatalf("the foreign keepalive refreshed the lease: proposed %+v at its original deadline", *proposed)
+	}
+	if q := leaseCheck(batch[1:]); q.Identities[0] != "alice" {
+		t.Fatal("owner's identity lost")
+	}
+	if q := leaseCheck([]pendingKeepAlive{{ids: []uint64{7}}}); q.Identities != nil {
+		t.Fatal("a check without identities must not ask about owners")
+	}
+}

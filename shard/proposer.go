@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -37,6 +39,11 @@ type proposer struct {
 	stop     chan struct{}
 	maxOps   int
 	maxBytes int
+
+	// Observed by metrics: entries proposed and not yet answered, and
+	// entries that did not complete (dropped, timed out, rejected, ...).
+	pending atomic.Int64
+	failed  atomic.Uint64
 }
 
 func newProposer(s *Shard) *proposer {
@@ -97,6 +104,9 @@ func (p *proposer) run() {
 			continue
 		}
 		rs, err := p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
+		if err == nil {
+			p.pending.Add(1)
+		}
 		select {
 		case p.inflight <- &inflight{rs: rs, props: props, err: err}:
 		case <-p.stop:
@@ -109,24 +119,48 @@ func (p *proposer) run() {
 	}
 }
 
-// complete answers batches in log order; they also complete in log order.
+// complete answers each batch as soon as its own result is known. Results
+// of committed entries arrive in log order anyway, but a dropped or
+// timed-out proposal does not: an entry proposed just before this replica
+// lost touch with the leader (a new leader's term marker, an entry forwarded
+// to a leader that then died) only resolves at ProposalTimeout, and waiting
+// for it in order would hold every later answer, even ones already
+// dropped at once ("no leader") or committed by the next leader, for that
+// long. At most MaxInflight batches are waited on at a time.
 func (p *proposer) complete() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, max(1, p.s.cfg.MaxInflight))
 	for f := range p.inflight {
 		if f.err != nil {
+			p.failed.Add(1)
 			p.fail(f.props, f.err)
 			continue
 		}
-		var res dragonboat.RequestResult
-		select {
-		case res = <-f.rs.ResultC():
-		case <-p.stop:
-			f.rs.Release()
-			p.failCode(f.props, wire.Ambiguous, "shard stopped while the proposal was in flight")
-			continue
-		}
-		f.rs.Release()
-		p.finish(f.props, res)
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			p.await(f)
+		}()
 	}
+}
+
+func (p *proposer) await(f *inflight) {
+	var res dragonboat.RequestResult
+	select {
+	case res = <-f.rs.ResultC():
+	case <-p.stop:
+		f.rs.Release()
+		p.failCode(f.props, wire.Ambiguous, "shard stopped while the proposal was in flight")
+		return
+	}
+	f.rs.Release()
+	p.pending.Add(-1)
+	if !res.Completed() {
+		p.failed.Add(1)
+	}
+	p.finish(f.props, res)
 }
 
 func (p *proposer) finish(props []proposal, res dragonboat.RequestResult) {

@@ -23,6 +23,13 @@ type Config struct {
 	ReadTimeout     time.Duration // default 5 s
 	FeedSize        int           // events retained for watches (default 65536)
 	LessorTick      time.Duration // how often deadlines are checked (default 20 ms)
+	// CheckpointInterval is how often the leader records the time left on
+	// leases that nobody keeps alive (default 250 ms; lessor_checkpoint.go).
+	CheckpointInterval time.Duration
+	// LeaseAllowance is what a new leader adds to a checkpointed remaining
+	// time, for clients to find it (default one election timeout; never
+	// more than the lease's TTL in all).
+	LeaseAllowance time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -45,6 +52,12 @@ func (c Config) withDefaults() Config {
 	if c.LessorTick <= 0 {
 		c.LessorTick = 20 * time.Millisecond
 	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = 250 * time.Millisecond
+	}
+	if c.LeaseAllowance <= 0 {
+		c.LeaseAllowance = 150 * time.Millisecond
+	}
 	return c
 }
 
@@ -66,8 +79,9 @@ type Shard struct {
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
-	leaderID atomic.Uint64
-	isLeader atomic.Bool
+	leaderID  atomic.Uint64
+	isLeader  atomic.Bool
+	restoring atomic.Bool // waiting for its restore entry: clients are refused
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -85,6 +99,11 @@ func newShard(h *Host, id uint64) *Shard {
 		stopc:     make(chan struct{}),
 	}
 	s.feed = newFeed(s.cfg.FeedSize)
+	if rec := h.cfg.Recorder; rec != nil {
+		s.feed.history = func(from, to uint64, limit int) ([]wire.Event, error) {
+			return rec.History(id, from, to, limit)
+		}
+	}
 	s.lessor = newLessor(s)
 	return s
 }
@@ -147,6 +166,9 @@ func (s *Shard) onLeader(leaderID, term uint64) {
 
 // Applied implements statemachine.Observer. It runs inside Update.
 func (s *Shard) Applied(index uint64, events []wire.Event) {
+	if rec := s.host.cfg.Recorder; rec != nil {
+		rec.Record(s.id, events)
+	}
 	s.feed.append(events)
 	s.lessor.onEvents(events)
 	for i := range events {
@@ -179,6 +201,10 @@ func (s *Shard) notLeader(id uint64) *wire.Response {
 // Submit executes one request on this shard and calls done exactly once with
 // its answer (possibly much later, for a blocking acquire).
 func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
+	if s.restoring.Load() && !req.Op.Internal() {
+		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "the shard is being restored from a backup: retry shortly"})
+		return
+	}
 	switch {
 	case req.Op == wire.OpKeepAlive:
 		s.lessor.keepAlive(req, done)
@@ -202,6 +228,53 @@ func isRead(op wire.Op) bool {
 }
 
 func (s *Shard) propose(req *wire.Request, done func(*wire.Response)) {
+	if s.worthPrecheck(req) {
+		go func() {
+			if resp := s.precheck(req); resp != nil {
+				done(resp)
+				return
+			}
+			s.proposeChecked(req, done)
+		}()
+		return
+	}
+	s.proposeChecked(req, done)
+}
+
+// worthPrecheck: an acquire on the leader of a shard whose replica has come
+// near a limit (statemachine/precheck.go) is checked before it is proposed.
+func (s *Shard) worthPrecheck(req *wire.Request) bool {
+	if req.Op != wire.OpAcquire && req.Op != wire.OpCampaign || !s.IsLeader() {
+		return false
+	}
+	m := s.sm.Load()
+	return m != nil && m.Crowded()
+}
+
+// precheck asks the local replica whether req is over a limit; it returns
+// the refusal, or nil to propose (also when the lookup itself fails: the
+// state machine decides then).
+func (s *Shard) precheck(req *wire.Request) *wire.Response {
+	v, err := s.nh.StaleRead(s.id, statemachine.LimitCheck{Req: req})
+	if err != nil {
+		return nil
+	}
+	res, ok := v.(statemachine.LimitResult)
+	if !ok || res.Err == nil {
+		return nil
+	}
+	prechecked.Add(1)
+	return &wire.Response{ID: req.ID, Code: res.Err.Code, Msg: res.Err.Detail}
+}
+
+// prechecked counts requests refused before they were proposed.
+var prechecked atomic.Int64
+
+// PrecheckRefusals returns how many requests this process refused for a
+// limit before proposing them.
+func PrecheckRefusals() int64 { return prechecked.Load() }
+
+func (s *Shard) proposeChecked(req *wire.Request, done func(*wire.Response)) {
 	blocking := (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone
 	if !blocking {
 		s.proposer.submit(req, done)
@@ -306,6 +379,17 @@ func (s *Shard) Unwatch(id uint64) { s.feed.unsubscribe(id) }
 
 // Watchers returns the number of watch subscriptions.
 func (s *Shard) Watchers() int { return s.feed.watchers() }
+
+// ProposalStats reports the proposer's queue: client operations waiting to
+// be batched, entries proposed and not yet answered, and entries that did
+// not complete since start (dropped without a leader, timed out, rejected).
+func (s *Shard) ProposalStats() (queued int, pending int64, failed uint64) {
+	p := s.proposer
+	if p == nil {
+		return 0, 0, 0
+	}
+	return len(p.in), p.pending.Load(), p.failed.Load()
+}
 
 // AppliedIndex is the local replica's last applied entry index.
 func (s *Shard) AppliedIndex() uint64 {

@@ -49,10 +49,18 @@ type LeaseInfo struct {
 	ID  uint64
 	TTL int64  // ms
 	Rev uint64 // revision of the lease's creation or last renewal
+	// Checkpoint is the remaining time (ms) the last leader recorded for a
+	// lease nobody kept alive, or -1 when there is none (see checkpoint.go).
+	Checkpoint int64
 }
 
 // LeaseCheck (Lookup) returns []LeaseState, one per ID, in order.
-type LeaseCheck struct{ IDs []uint64 }
+// Identities, when not nil, holds the identity asking for each ID (a
+// keepalive); a live lease bound to another identity is LeaseForeign.
+type LeaseCheck struct {
+	IDs        []uint64
+	Identities []string
+}
 
 // LeaseState says what the shard knows of a lease id.
 type LeaseState uint8
@@ -61,6 +69,10 @@ const (
 	LeaseUnknown LeaseState = 0 // never seen here (or tombstone expired)
 	LeaseAlive   LeaseState = 1
 	LeaseGone    LeaseState = 2 // expired or revoked: the id is refused
+	// LeaseCheckpointed: alive, with a checkpoint the lessor must clear
+	// through the log before it acknowledges a keepalive for it.
+	LeaseCheckpointed LeaseState = 3
+	LeaseForeign      LeaseState = 4 // alive, but bound to another identity
 )
 
 // StatsQuery (Lookup) returns Stats.

@@ -94,6 +94,8 @@ func (s *StateMachine) dispatch(r *wire.Request, out *wire.Response) *wire.Error
 		return s.opRaiseFence(r, out)
 	case wire.OpSetRanges:
 		return s.opSetRanges(r, out)
+	case wire.OpCheckpoint:
+		return s.opCheckpoint(r, out)
 	case wire.OpNoop:
 		// A new leader's lessor commits its term before it serves
 		// keepalives; expiries decided under an older term are refused

@@ -41,7 +41,8 @@ func lockOpsOnly(ops []*wire.Request) []*wire.Request {
 	var out []*wire.Request
 	for _, r := range ops {
 		switch r.Op {
-		case wire.OpKVPut, wire.OpKVDelete, wire.OpCampaign, wire.OpProclaim, wire.OpRaiseFence, wire.OpSession:
+		case wire.OpKVPut, wire.OpKVDelete, wire.OpCampaign, wire.OpProclaim, wire.OpRaiseFence, wire.OpSession,
+			wire.OpCheckpoint:
 		default:
 			out = append(out, r)
 		}
@@ -51,7 +52,19 @@ func lockOpsOnly(ops []*wire.Request) []*wire.Request {
 
 func (d *driver) mixedOp() *wire.Request {
 	p := d.path()
-	switch d.rng.IntN(12) {
+	switch d.rng.IntN(13) {
+	case 5:
+		// Checkpoint (or clear) a few leases, single-lock ones included.
+		cp := &wire.Request{Op: wire.OpCheckpoint}
+		for range 1 + d.rng.IntN(3) {
+			id := d.lease()
+			if d.rng.IntN(2) == 0 {
+				id = SingleLeaseBit | d.token()
+			}
+			cp.Leases = append(cp.Leases, id)
+			cp.Remaining = append(cp.Remaining, int64(d.rng.IntN(3000))-500)
+		}
+		return cp
 	case 0:
 		return &wire.Request{Op: wire.OpKVPut, Path: p + "/kv", Value: []byte(fmt.Sprint(d.rng.IntN(9))),
 			Lease: uint64(d.rng.IntN(3)), TTL: 5000}

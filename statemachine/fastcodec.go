@@ -208,6 +208,8 @@ func (r *fastReader) request(q *wire.Request) {
 			q.Shard = r.uint()
 		case 24:
 			q.Term = r.uint()
+		case 70:
+			q.Identity = r.string()
 		default: // lists (21, 22) and unknown fields
 			r.ok = false
 		}
@@ -302,7 +304,8 @@ func appendBytes(b []byte, v []byte) []byte {
 // fastEncodable: responses whose fields appendResponse writes itself.
 func fastEncodable(r *wire.Response) bool {
 	return r.Hint == nil && len(r.Holders) == 0 && len(r.Waiters) == 0 && len(r.KVs) == 0 &&
-		len(r.Events) == 0 && len(r.Leases) == 0 && len(r.Ranges) == 0
+		len(r.Events) == 0 && len(r.Leases) == 0 && len(r.Ranges) == 0 && len(r.Denied) == 0 &&
+		r.Table == nil && r.Signed == nil
 }
 
 // appendResponse writes r exactly as wire.Response.EncodeMsgpack does with a

@@ -14,22 +14,36 @@ import (
 // as a program of small op descriptors turned into well-formed requests, so
 // the fuzzer reaches deep lock states as well as the decoder. The harness
 // checks every invariant (and that nothing panicked) after each entry.
+// Limits are small so they are reached; before each op the pre-proposal
+// check (LimitCheck) is asked too, and whatever it refuses, apply must not
+// grant or queue.
 func FuzzApply(f *testing.F) {
 	for _, seed := range fuzzSeeds() {
 		f.Add(seed)
 	}
+	cfg := testConfig()
+	cfg.MaxWaiters, cfg.MaxLeaseLock = 3, 4
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h := newHarness(t)
+		h := newHarnessWith(t, cfg)
 		h.raw(data)
 		prog := data
 		for len(prog) >= 4 {
 			h.now += int64(prog[3])
-			h.entry(fuzzOp(prog[:4]))
+			op := fuzzOp(prog[:4])
+			v, err := h.sm.Lookup(LimitCheck{Req: op})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused := v.(LimitResult).Err
+			resp := h.entry(op)[0]
+			if refused != nil && (resp.Code == wire.OK || resp.Code == wire.Queued) {
+				t.Fatalf("%v %s: precheck refused (%v) what apply answered %v", op.Op, op.Path, refused, resp.Code)
+			}
 			prog = prog[4:]
 		}
 		// A snapshot of whatever state this reached must round-trip.
 		snap := snapshot(t, h.sm)
-		r := New(testConfig())
+		r := New(cfg)
 		if err := r.RecoverFromSnapshot(bytesReader(snap), nil, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -38,6 +52,8 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+var fuzzIdentities = [4]string{"", "alice", "bob", ""}
 
 var fuzzPaths = []string{"/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f", "/", "/a//x"}
 
@@ -48,6 +64,7 @@ func fuzzOp(b []byte) *wire.Request {
 	if b[2]&0x10 != 0 {
 		r.Wait = wire.WaitForever
 	}
+	r.Identity = fuzzIdentities[b[1]>>6] // bound leases (owners.go)
 	ops := []wire.Op{wire.OpAcquire, wire.OpAcquire, wire.OpAcquire, wire.OpRelease, wire.OpRelease, wire.OpRenew,
 		wire.OpRevoke, wire.OpExpire, wire.OpCancel, wire.OpKVPut, wire.OpKVDelete, wire.OpCampaign, wire.OpProclaim,
 		wire.OpResign, wire.OpRaiseFence, wire.OpSession, wire.OpNoop, wire.Op(b[0])}

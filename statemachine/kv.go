@@ -17,7 +17,7 @@ func (s *StateMachine) opKVPut(r *wire.Request, out *wire.Response) *wire.Error 
 	var l *lease
 	if r.Lease != 0 {
 		var err *wire.Error
-		if l, err = s.useLease(r.Lease, r.TTL); err != nil {
+		if l, err = s.useLease(r); err != nil {
 			return err
 		}
 	}

@@ -13,14 +13,19 @@ func (s *StateMachine) checkTTL(ttl int64) *wire.Error {
 	return nil
 }
 
-// useLease returns the session lease id, creating it on first use. An id
-// that ended recently is refused, so a late request of an expired session
-// cannot resurrect it.
-func (s *StateMachine) useLease(id uint64, ttl int64) (*lease, *wire.Error) {
+// useLease returns the session lease r.Lease, creating it on first use
+// (bound to r.Identity). An id that ended recently is refused, so a late
+// request of an expired session cannot resurrect it; a lease bound to
+// another identity is refused as Unauthorized.
+func (s *StateMachine) useLease(r *wire.Request) (*lease, *wire.Error) {
+	id, ttl := r.Lease, r.TTL
 	if id&SingleLeaseBit != 0 {
 		return nil, wire.Errorf(wire.InvalidArgument, "lease id %#x has the single-lock bit set", id)
 	}
 	if l := s.leases[id]; l != nil {
+		if err := checkOwner(l, r); err != nil {
+			return nil, err
+		}
 		return l, nil
 	}
 	if _, gone := s.tombs[id]; gone {
@@ -29,7 +34,7 @@ func (s *StateMachine) useLease(id uint64, ttl int64) (*lease, *wire.Error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	l := &lease{id: id, ttl: ttl}
+	l := &lease{id: id, ttl: ttl, owner: internIdentity(r.Identity)}
 	l.rev = s.emit(wire.Event{Kind: wire.EvLease, Lease: id, TTL: ttl})
 	s.leases[id] = l
 	return l, nil
@@ -40,7 +45,7 @@ func (s *StateMachine) opSession(r *wire.Request, out *wire.Response) *wire.Erro
 	if r.Lease == 0 {
 		return wire.Errorf(wire.InvalidArgument, "a session needs a non-zero lease id")
 	}
-	l, err := s.useLease(r.Lease, r.TTL)
+	l, err := s.useLease(r)
 	if err != nil {
 		return err
 	}
@@ -63,6 +68,7 @@ func (s *StateMachine) opRenew(r *wire.Request, out *wire.Response) *wire.Error 
 	if err := s.checkTTL(r.TTL); err != nil {
 		return err
 	}
+	s.dropCheckpoint(h.leaseID())
 	rev := s.emit(wire.Event{Kind: wire.EvRenewed, Path: r.Path, Token: h.token, Lease: h.leaseID(), TTL: r.TTL})
 	h.setSingle(r.TTL, rev)
 	out.Token, out.Lease, out.TTL, out.Mode, out.Count = h.token, h.leaseID(), r.TTL, h.mode, h.count
@@ -89,6 +95,12 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		if h == nil {
 			return nil
 		}
+		if r.Op == wire.OpRevoke && r.Identity != "" {
+			// Single-lock leases are not bound to an identity; with auth
+			// on they end only with their lock (release needs the path,
+			// the token and lock permission on the path).
+			return wire.Errorf(wire.Unauthorized, "lease %#x is a single-lock lease: release its lock with its token instead", r.Lease)
+		}
 		if staleExpiry(r, h.singleRev()) {
 			return renewedSince(r)
 		}
@@ -98,6 +110,9 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	l := s.leases[r.Lease]
 	if l == nil {
 		return nil
+	}
+	if err := checkOwner(l, r); err != nil {
+		return err
 	}
 	if staleExpiry(r, l.rev) {
 		return renewedSince(r)
@@ -120,6 +135,7 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		changed = append(changed, n)
 	}
 	delete(s.leases, l.id)
+	s.dropCheckpoint(l.id)
 	s.bury(l.id)
 	s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: l.id})
 	s.handoff(changed...)

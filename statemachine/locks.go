@@ -31,7 +31,7 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 		}
 	} else {
 		var err *wire.Error
-		if l, err = s.useLease(r.Lease, r.TTL); err != nil {
+		if l, err = s.useLease(r); err != nil {
 			return err
 		}
 	}
@@ -50,6 +50,7 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 		}
 		return s.enqueue(n, mode, r, l, campaign, out)
 	}
+	s.noteLoad(l, nil)
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
 		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
@@ -255,6 +256,7 @@ func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
 	hv, leaseID := *h, h.leaseID()
 	if hv.single {
 		s.singles.remove(h) // before removeHolder clears h
+		s.dropCheckpoint(leaseID)
 	} else if l := s.leases[hv.lw]; l != nil {
 		l.removeHolder(h)
 	}

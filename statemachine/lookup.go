@@ -19,11 +19,17 @@ func (s *StateMachine) Lookup(q interface{}) (interface{}, error) {
 	case LeasesQuery, *LeasesQuery:
 		return s.liveLeases(), nil
 	case LeaseCheck:
-		return s.checkLeases(q.IDs), nil
+		return s.checkLeases(q.IDs, q.Identities), nil
 	case *LeaseCheck:
-		return s.checkLeases(q.IDs), nil
+		return s.checkLeases(q.IDs, q.Identities), nil
+	case LimitCheck:
+		return LimitResult{s.precheck(q.Req)}, nil
+	case *LimitCheck:
+		return LimitResult{s.precheck(q.Req)}, nil
 	case StatsQuery, *StatsQuery:
 		return s.stats(), nil
+	case DumpQuery, *DumpQuery:
+		return s.dump()
 	}
 	return nil, wire.Errorf(wire.UnknownOp, "unknown query type %T", q)
 }
@@ -176,23 +182,28 @@ func (s *StateMachine) leader(r *wire.Request, out *wire.Response) *wire.Error {
 func (s *StateMachine) liveLeases() []LeaseInfo {
 	out := make([]LeaseInfo, 0, len(s.leases)+s.singles.n)
 	for id, l := range s.leases {
-		out = append(out, LeaseInfo{ID: id, TTL: l.ttl, Rev: l.rev})
+		out = append(out, LeaseInfo{ID: id, TTL: l.ttl, Rev: l.rev, Checkpoint: s.checkpointOf(id)})
 	}
 	s.singles.each(func(h *holder) {
-		out = append(out, LeaseInfo{ID: h.leaseID(), TTL: h.singleTTL(), Rev: h.singleRev()})
+		out = append(out, LeaseInfo{ID: h.leaseID(), TTL: h.singleTTL(), Rev: h.singleRev(), Checkpoint: s.checkpointOf(h.leaseID())})
 	})
 	slices.SortFunc(out, func(a, b LeaseInfo) int { return cmpU64(a.ID, b.ID) })
 	return out
 }
 
-func (s *StateMachine) checkLeases(ids []uint64) []LeaseState {
+func (s *StateMachine) checkLeases(ids []uint64, identities []string) []LeaseState {
 	out := make([]LeaseState, len(ids))
 	for i, id := range ids {
 		single := s.single(id) != nil
 		_, gone := s.tombs[id]
 		switch {
+		case i < len(identities) && !s.ownerOK(id, identities[i]):
+			out[i] = LeaseForeign
 		case s.leases[id] != nil || single:
 			out[i] = LeaseAlive
+			if _, cp := s.checkpoints[id]; cp {
+				out[i] = LeaseCheckpointed
+			}
 		case gone:
 			out[i] = LeaseGone
 		}

@@ -94,6 +94,7 @@ type lease struct {
 	holders []*holder
 	waiters []*waiter
 	keys    []*lockNode
+	owner   string // identity that created it when auth is on ("" = unbound); owners.go
 }
 
 type kvEntry struct {
@@ -114,34 +115,38 @@ type tomb struct {
 // state is everything that is replicated: what a snapshot holds and what
 // Recover rebuilds. Scratch space lives in StateMachine.
 type state struct {
-	trie     *hierarchy.Trie[slot]
-	leases   map[uint64]*lease
-	singles  singleTable // single-lock leases, by token
-	tombs    map[uint64]int64
-	tombList []tomb // in end order, which is time order
-	tombHead int
-	clients  map[uint64]*client
-	lru      clientList // by last use, oldest first
-	ranges   []wire.Range
-	rangeGen uint64
-	ownsAll  bool // ranges is the one range ["", "")
-	fence    uint64
-	floor    uint64
-	rev      uint64
-	now      int64
-	maxTerm  uint64 // highest leader term marker applied (OpNoop{Term}): older-term expiries are refused
-	applied  uint64
-	nLocks   int
-	nWaiters int
-	nKVs     int
+	trie    *hierarchy.Trie[slot]
+	leases  map[uint64]*lease
+	singles singleTable // single-lock leases, by token
+	tombs   map[uint64]int64
+	// checkpoints: remaining ms of leases nobody keeps alive, recorded by
+	// the leader's lessor (checkpoint.go)
+	checkpoints map[uint64]int64
+	tombList    []tomb // in end order, which is time order
+	tombHead    int
+	clients     map[uint64]*client
+	lru         clientList // by last use, oldest first
+	ranges      []wire.Range
+	rangeGen    uint64
+	ownsAll     bool // ranges is the one range ["", "")
+	fence       uint64
+	floor       uint64
+	rev         uint64
+	now         int64
+	maxTerm     uint64 // highest leader term marker applied (OpNoop{Term}): older-term expiries are refused
+	applied     uint64
+	nLocks      int
+	nWaiters    int
+	nKVs        int
 }
 
 func newState() state {
 	return state{
-		trie:    hierarchy.New[slot](),
-		leases:  map[uint64]*lease{},
-		tombs:   map[uint64]int64{},
-		clients: map[uint64]*client{},
+		trie:        hierarchy.New[slot](),
+		leases:      map[uint64]*lease{},
+		tombs:       map[uint64]int64{},
+		clients:     map[uint64]*client{},
+		checkpoints: map[uint64]int64{},
 	}
 }
 

@@ -27,6 +27,7 @@ type StateMachine struct {
 	lastFault string
 	lastTime  atomic.Int64  // mirrors now for readers outside Update (LastTime)
 	lastIndex atomic.Uint64 // mirrors applied (AppliedIndex)
+	crowded   crowdedFlag   // a local hint for pre-proposal limit checks (precheck.go)
 
 	// Scratch reused across entries; nothing here is replicated.
 	reqs    []wire.Request
@@ -61,6 +62,9 @@ func (s *StateMachine) SetObserver(o Observer) { s.observer = o }
 func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 	s.applied = e.Index
 	s.lastIndex.Store(e.Index)
+	if len(e.Cmd) > 1 && e.Cmd[0] == commandVersion && e.Cmd[1] == kindRestore {
+		return s.applyRestore(e), nil
+	}
 	s.events = s.events[:0]
 	now, err := s.decodeCommand(e.Cmd)
 	if err != nil {

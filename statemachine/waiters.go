@@ -9,6 +9,7 @@ import (
 // enqueue parks a conflicting blocking acquire at the tail of its path's
 // FIFO queue.
 func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *lease, campaign bool, out *wire.Response) *wire.Error {
+	s.noteLoad(l, n)
 	if int(n.Queued()) >= s.cfg.MaxWaiters {
 		return wire.Errorf(wire.TooMany, "%s already has %d waiters", r.Path, s.cfg.MaxWaiters)
 	}

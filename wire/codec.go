@@ -92,6 +92,8 @@ func (r *Request) fields(w *fieldWriter) {
 	w.value(22, len(r.Ranges) > 0, r.Ranges)
 	w.uint(23, r.Shard)
 	w.uint(24, r.Term)
+	w.value(65, len(r.Remaining) > 0, r.Remaining)
+	w.str(70, r.Identity)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -174,6 +176,10 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.Shard, err = dec.DecodeUint64()
 		case 24:
 			r.Term, err = dec.DecodeUint64()
+		case 65:
+			err = decodeList(dec, &r.Remaining)
+		case 70:
+			r.Identity, err = dec.DecodeString()
 		default:
 			err = dec.Skip()
 		}
@@ -209,6 +215,7 @@ func (r *Response) fields(w *fieldWriter) {
 	w.value(22, len(r.Grants) > 0, r.Grants)
 	w.value(23, r.Table != nil, r.Table)
 	w.value(24, r.Signed != nil, r.Signed)
+	w.value(70, len(r.Denied) > 0, r.Denied)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -294,6 +301,8 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case 24:
 			r.Signed = new(SignedGrant)
 			err = dec.Decode(r.Signed)
+		case 70:
+			err = decodeList(dec, &r.Denied)
 		default:
 			err = dec.Skip()
 		}

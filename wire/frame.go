@@ -40,8 +40,17 @@ func (e *FrameSizeError) Error() string {
 func (e *FrameSizeError) Is(target error) bool { return target == ErrTooLarge }
 
 // ReadFrame reads one frame body into buf (grown as needed) and returns it.
-// The declared length is checked against max before any allocation.
+// The declared length is checked against max before any allocation; an
+// oversized body of up to MaxSkip bytes is discarded to stay in step.
 func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
+	return ReadFrameSkip(r, max, MaxSkip, buf)
+}
+
+// ReadFrameSkip is ReadFrame with a bound on the oversized body it will
+// discard: skip = 0 never reads past the length prefix of an oversized frame
+// (a server closes such a connection at once instead of spending its own
+// reads on a flood of junk).
+func ReadFrameSkip(r *bufio.Reader, max, skip int, buf []byte) ([]byte, error) {
 	var hdr [FrameHeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return buf, err
@@ -49,7 +58,7 @@ func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
 	n := int(binary.BigEndian.Uint32(hdr[:]))
 	if n > max {
 		e := &FrameSizeError{Size: n, Max: max}
-		if n <= MaxSkip {
+		if n <= min(skip, MaxSkip) {
 			_, err := io.CopyN(io.Discard, r, int64(n))
 			e.Skipped = err == nil
 		}

@@ -16,7 +16,8 @@ const fuzzMaxFrame = 64
 // FuzzReadFrame reads frames from arbitrary bytes until the input runs out.
 // It checks that no body exceeds the limit, that an oversized frame is
 // reported with its declared size (and that a skipped body keeps the stream
-// in step), and that every accepted body decodes or is refused as Malformed.
+// in step, and happens only within the skip bound), and that every accepted
+// body decodes or is refused as Malformed.
 func FuzzReadFrame(f *testing.F) {
 	for _, seed := range frameSeeds() {
 		f.Add(seed)
@@ -25,8 +26,14 @@ func FuzzReadFrame(f *testing.F) {
 		r := bufio.NewReader(bytes.NewReader(data))
 		var buf []byte
 		consumed := 0
+		// Odd-length inputs read as a server that never skips an oversized
+		// body; even ones skip bodies up to 4x the limit.
+		skip := 4 * fuzzMaxFrame
+		if len(data)%2 == 1 {
+			skip = 0
+		}
 		for {
-			body, err := ReadFrame(r, fuzzMaxFrame, buf)
+			body, err := ReadFrameSkip(r, fuzzMaxFrame, skip, buf)
 			var fse *FrameSizeError
 			switch {
 			case errors.As(err, &fse):
@@ -35,6 +42,9 @@ func FuzzReadFrame(f *testing.F) {
 				}
 				if !errors.Is(err, ErrTooLarge) {
 					t.Fatalf("FrameSizeError is not TooLarge: %v", err)
+				}
+				if fse.Skipped && fse.Size > skip {
+					t.Fatalf("skipped a %d-byte body with a skip bound of %d", fse.Size, skip)
 				}
 				if !fse.Skipped {
 					return

@@ -45,7 +45,15 @@ type Request struct {
 	Leases  []uint64
 	Ranges  []Range
 	Shard   uint64 // target shard chosen by the router (informational)
-	Term    uint64 // internal: the proposing leader's Raft term (Noop marker, Expire)
+	Term    uint64 // internal: the proposing leader's Raft term (Noop marker, Expire, Checkpoint)
+	// Remaining (internal, Checkpoint): ms left on Leases[i], or -1 to clear
+	// its checkpoint. Field 65.
+	Remaining []int64
+	// Identity is set by the router, never trusted from a client: the
+	// authenticated identity of the connection that sent a lease-bearing
+	// request, so the state machine can bind leases to their creator.
+	// Forwarding (peer) connections carry it from the first router.
+	Identity string
 }
 
 // Has reports whether flag f is set.
@@ -77,6 +85,7 @@ type Response struct {
 	Grants  []Grant      // state machine result: waiters this operation granted
 	Table   *RouteTable  // OpRanges: ranges and shard leaders
 	Signed  *SignedGrant // a grant's signature, when asked for with FlagSigned
+	Denied  []uint64     // keepalive: leases bound to another identity (not refreshed)
 }
 
 // Hint tells the router where a key lives now.

@@ -46,6 +46,11 @@ const (
 	OpRaiseFence Op = 101 // Token: raise the shard's fence floor to at least Token
 	OpSetRanges  Op = 102 // Ranges: the ranges this shard owns (and their generation)
 	OpNoop       Op = 103 // carries only the leader's clock (keeps stamped time moving)
+	// OpCheckpoint (faults range 135–139): Leases, Remaining, Term. The
+	// lessor records how much time each listed lease has left (ms), or
+	// clears the record (a negative value), so that a new leader does not
+	// give a lease that nobody keeps alive another full TTL.
+	OpCheckpoint Op = 135
 )
 
 // Internal reports whether op may only be proposed by the server itself.
@@ -57,7 +62,7 @@ func (op Op) Mutating() bool {
 	switch op {
 	case OpAcquire, OpRelease, OpRenew, OpRevoke, OpCancel, OpKVPut, OpKVDelete,
 		OpCampaign, OpProclaim, OpResign, OpSession,
-		OpExpire, OpRaiseFence, OpSetRanges, OpNoop:
+		OpExpire, OpRaiseFence, OpSetRanges, OpNoop, OpCheckpoint:
 		return true
 	}
 	return false
@@ -70,7 +75,7 @@ var opNames = map[Op]string{
 	OpKVList: "kv.list", OpCampaign: "campaign", OpProclaim: "proclaim", OpResign: "resign",
 	OpLeader: "leader", OpWatch: "watch", OpUnwatch: "unwatch", OpStatus: "status",
 	OpRanges: "ranges", OpSession: "session", OpExpire: "expire", OpRaiseFence: "raisefence",
-	OpSetRanges: "setranges", OpNoop: "noop",
+	OpSetRanges: "setranges", OpNoop: "noop", OpCheckpoint: "checkpoint",
 	OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
 }
 

@@ -41,6 +41,7 @@ func addClientCommands(root *cobra.Command) {
 	addClientSecurityFlags(pf)
 	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd())
 	root.AddCommand(benchCmd())
+	root.AddCommand(snapshotCmd(), restoreCmd(), auditCmd())
 	root.AddCommand(nodeCmd(), replicaCmd(), shardsCmd()) // cli_machines.go
 }
 

@@ -25,6 +25,8 @@ type serveSecurity struct {
 	maxConnsPerAddr, maxWatches int
 	rate                        float64
 	burst                       int
+	acceptRate, ipByteRate      float64
+	ipFrameRate                 float64
 }
 
 func (s *serveSecurity) register(f *pflag.FlagSet) {
@@ -40,6 +42,9 @@ func (s *serveSecurity) register(f *pflag.FlagSet) {
 	f.IntVar(&s.maxWatches, "max-watches", 4096, "watch streams per connection")
 	f.Float64Var(&s.rate, "rate", 0, "requests per second per identity, token bucket (0: unlimited)")
 	f.IntVar(&s.burst, "burst", 0, "token bucket depth (default: the rate)")
+	f.Float64Var(&s.acceptRate, "accept-rate", 2000, "connections accepted per second, all addresses; over it they wait in the kernel backlog (-1: unpaced)")
+	f.Float64Var(&s.ipByteRate, "ip-byte-rate", 128<<20, "bytes per second read from one client IP; over it its connections are not read (-1: unlimited)")
+	f.Float64Var(&s.ipFrameRate, "ip-frame-rate", 500_000, "frames per second read from one client IP (-1: unlimited)")
 }
 
 // apply fills the node config. Serving without TLS must be asked for.
@@ -76,6 +81,7 @@ func (s *serveSecurity) apply(cfg *node.Config) error {
 	}
 	sec := &cfg.Router.Security
 	sec.MaxConnsPerAddr, sec.MaxWatches, sec.Rate, sec.Burst = s.maxConnsPerAddr, s.maxWatches, s.rate, s.burst
+	sec.AcceptRate, sec.ByteRate, sec.FrameRate = s.acceptRate, s.ipByteRate, s.ipFrameRate
 	return nil
 }
 

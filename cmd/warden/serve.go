@@ -36,6 +36,9 @@ type fileConfig struct {
 	NamespaceDepth int      `yaml:"namespace-depth"`
 	RTTMillis      int      `yaml:"rtt-ms"`
 	LogLevel       string   `yaml:"log-level"`
+	AuditRetention string   `yaml:"audit-retention"` // e.g. 168h
+	AuditMaxBytes  int64    `yaml:"audit-max-bytes"`
+	NoAudit        bool     `yaml:"no-audit"`
 }
 
 func serveCmd() *cobra.Command {
@@ -94,7 +97,10 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&fc.Replicas, "replicas", 0, "replicas per data shard at cluster creation (0: on every initial member)")
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")
-	f.StringVar(&fc.LogLevel, "log-level", "warn", "debug, info, warn or error")
+	f.StringVar(&fc.LogLevel, "log-level", "warn", "debug, info, warn or error (info adds leader changes, range moves, lease expiries)")
+	f.StringVar(&fc.AuditRetention, "audit-retention", "168h", "how long the audit trail and watch history are kept")
+	f.Int64Var(&fc.AuditMaxBytes, "audit-max-bytes", 1<<30, "size the audit store is trimmed to, oldest records first")
+	f.BoolVar(&fc.NoAudit, "no-audit", false, "keep no audit trail (watches then resume only from the in-memory ring)")
 	withObservability(cmd)
 	return cmd
 }
@@ -128,6 +134,9 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("namespace-depth", func() { fc.NamespaceDepth = int(pick(uint64(fromFile.NamespaceDepth), uint64(fc.NamespaceDepth))) })
 	set("rtt-ms", func() { fc.RTTMillis = int(pick(uint64(fromFile.RTTMillis), uint64(fc.RTTMillis))) })
 	set("log-level", func() { fc.LogLevel = pickS(fromFile.LogLevel, fc.LogLevel) })
+	set("audit-retention", func() { fc.AuditRetention = pickS(fromFile.AuditRetention, fc.AuditRetention) })
+	set("audit-max-bytes", func() { fc.AuditMaxBytes = int64(pick(uint64(fromFile.AuditMaxBytes), uint64(fc.AuditMaxBytes))) })
+	set("no-audit", func() { fc.NoAudit = fc.NoAudit || fromFile.NoAudit })
 	return nil
 }
 
@@ -150,6 +159,14 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
 		DataShards: fc.Shards, Replicas: fc.Replicas, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
 		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
+	}
+	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
+	if fc.AuditRetention != "" {
+		d, err := time.ParseDuration(fc.AuditRetention)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("audit-retention %q: want a positive duration such as 168h", fc.AuditRetention)
+		}
+		cfg.Audit.MaxAge = d
 	}
 	if fc.SigningKey != "" {
 		key, err := loadSigningKey(fc.SigningKey)

@@ -1,0 +1,6 @@
+// Package audit keeps, on each node, a pebble store of every event its
+// replicas apply: the audit trail (who held which lock, with which token,
+// and why it ended) and the watch history that lets a watch resume from a
+// revision after a restart. Writes are queued and batched off the apply
+// path; retention is bounded by age and size.
+package audit

@@ -1,0 +1,179 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+func open(t *testing.T, o Options) *Store {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	o.SweepEvery = time.Hour // tests sweep by hand
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var t0 = time.Date(2026, 11, 21, 3, 0, 0, 0, time.UTC)
+
+func ev(shard, rev uint64, kind wire.EventKind, cause wire.Cause, path string, token uint64, owner string, at time.Duration) wire.Event {
+	return wire.Event{Shard: shard, Rev: rev, Kind: kind, Cause: cause, Path: path, Token: token, Owner: owner,
+		Time: t0.Add(at).UnixMilli()}
+}
+
+func TestFindByPrefixTokenAndTime(t *testing.T) {
+	s := open(t, Options{})
+	s.Record(2, []wire.Event{
+		ev(2, 1, wire.EvAcquired, wire.CauseDirect, "/locks/billing", 10, "a", 0),
+		ev(2, 2, wire.EvReleased, wire.CauseExpired, "/locks/billing", 10, "a", time.Minute),
+		ev(2, 3, wire.EvAcquired, wire.CauseDirect, "/locks/billing/job", 11, "b", 2*time.Minute),
+		ev(2, 4, wire.EvAcquired, wire.CauseDirect, "/locks/billingx", 12, "c", 3*time.Minute),
+	})
+	s.Record(3, []wire.Event{ev(3, 1, wire.EvAcquired, wire.CauseDirect, "/other/x", 1, "d", 0)})
+	s.Sync()
+	cases := []struct {
+		name   string
+		q      Query
+		owners string
+	}{
+		{"prefix covers the subtree, not siblings", Query{Prefix: "/locks/billing"}, "[a a b]"},
+		{"trailing slash", Query{Prefix: "/locks/billing/"}, "[a a b]"},
+		{"by token", Query{Prefix: "/locks", Token: 10}, "[a a]"},
+		{"since", Query{Prefix: "/locks", Since: t0.Add(90 * time.Second)}, "[b c]"},
+		{"until", Query{Prefix: "/", Until: t0.Add(30 * time.Second)}, "[a d]"},
+		{"limit keeps the most recent", Query{Prefix: "/locks", Limit: 1}, "[c]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			recs, err := s.Find(tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var owners []string
+			for _, r := range recs {
+				owners = append(owners, r.Owner)
+			}
+			if fmt.Sprint(owners) != tc.owners {
+				t.Fatalf("got %v, want %s", owners, tc.owners)
+			}
+		})
+	}
+	recs, _ := s.Find(Query{Prefix: "/locks/billing", Token: 10})
+	if recs[1].Kind != "released" || recs[1].Cause != "expired" || recs[1].Mode != "exclusive" {
+		t.Fatalf("record: %+v", recs[1])
+	}
+}
+
+func TestReplayedEntriesAreRecordedOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, Options{Dir: dir})
+	batch := []wire.Event{ev(2, 1, wire.EvAcquired, wire.CauseDirect, "/a/b", 1, "a", 0)}
+	s.Record(2, batch)
+	s.Record(2, batch) // a replica replaying its log after a restart
+	s.Close()
+	s = open(t, Options{Dir: dir})
+	if s.Newest(2) != 1 {
+		t.Fatalf("newest after reopen: %d", s.Newest(2))
+	}
+	recs, _ := s.Find(Query{Prefix: "/a"})
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+}
+
+func TestRetentionByAgeCompactsHistory(t *testing.T) {
+	s := open(t, Options{MaxAge: time.Hour})
+	for i := uint64(1); i <= 10; i++ {
+		s.Record(2, []wire.Event{ev(2, i, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", time.Duration(i)*time.Minute)})
+	}
+	s.Sync()
+	evs, err := s.History(2, 1, 10, 0)
+	if err != nil || len(evs) != 10 {
+		t.Fatalf("history: %d %v", len(evs), err)
+	}
+	// An hour after minute 4: events at minutes 1..3 are older than an hour.
+	if n := s.Sweep(t0.Add(time.Hour + 4*time.Minute - time.Millisecond)); n != 3 {
+		t.Fatalf("swept %d, want 3", n)
+	}
+	_, err = s.History(2, 2, 10, 0)
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != wire.Compacted {
+		t.Fatalf("history from a swept revision: %v", err)
+	}
+	evs, err = s.History(2, 4, 10, 0)
+	if err != nil || len(evs) != 7 || evs[0].Rev != 4 {
+		t.Fatalf("history after the sweep: %d %v", len(evs), err)
+	}
+	if recs, _ := s.Find(Query{Prefix: "/k"}); len(recs) != 7 {
+		t.Fatalf("audit records after the sweep: %d", len(recs))
+	}
+	if _, err := s.History(2, 4, 10, 3); !errors.As(err, &we) || we.Code != wire.TooMany {
+		t.Fatalf("history over the replay limit: %v", err)
+	}
+}
+
+func TestRetentionBySize(t *testing.T) {
+	s := open(t, Options{MaxBytes: 64 << 10})
+	big := make([]byte, 1024)
+	for i := uint64(1); i <= 400; i++ {
+		e := ev(2, i, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", time.Duration(i)*time.Second)
+		e.Value = big
+		s.Record(2, []wire.Event{e})
+	}
+	s.Sync()
+	s.db.Flush()
+	before := s.size()
+	if before <= 64<<10 {
+		t.Skipf("store is only %d bytes; nothing to trim", before)
+	}
+	if n := s.Sweep(t0.Add(time.Hour)); n == 0 {
+		t.Fatal("nothing dropped over the size limit")
+	}
+	recs, _ := s.Find(Query{Prefix: "/k", Limit: 1000})
+	if len(recs) == 0 || len(recs) >= 400 || recs[0].Rev == 1 {
+		t.Fatalf("after trimming: %d records from revision %d", len(recs), recs[0].Rev)
+	}
+	if recs[len(recs)-1].Rev != 400 {
+		t.Fatal("trimming dropped the newest records")
+	}
+}
+
+func TestRecordNeverBlocks(t *testing.T) {
+	s := open(t, Options{Queue: 1})
+	s.Close() // no writer: the queue fills at once
+	s.Record(2, []wire.Event{ev(2, 1, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	s.Record(2, []wire.Event{ev(2, 2, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	if s.Dropped() != 1 {
+		t.Fatalf("dropped %d, want 1", s.Dropped())
+	}
+}
+
+func TestEventEncodingRoundTrips(t *testing.T) {
+	in := []wire.Event{
+		{Rev: 1, Kind: wire.EvKVPut, Cause: wire.CauseUser, Path: "/a/b", Value: []byte("v"), Version: 3, Shard: 2, Time: -5, TTL: 7},
+		{Rev: 1 << 60, Kind: wire.EvAcquired, Cause: wire.CauseHandOff, Path: "/x", Mode: wire.Shared, Token: 99, Lease: 1<<63 | 5,
+			Owner: "carol", Client: 11, Seq: 12, Shard: 9, Time: 1795290794000},
+		{Kind: wire.EvKVPut, Value: []byte{}},
+	}
+	for _, ev := range in {
+		got, err := decodeEvent(appendEvent(nil, &ev))
+		if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", ev) {
+			t.Fatalf("round trip: %+v -> %+v (%v)", ev, got, err)
+		}
+	}
+	b := appendEvent(nil, &in[1])
+	for i := 0; i < len(b); i++ {
+		if _, err := decodeEvent(b[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes decoded", i)
+		}
+	}
+}
