@@ -353,6 +353,16 @@ func opPerm(req *wire.Request) auth.Perm {
 	return 0
 }
 
+// clusterAdmin ops change the cluster's machines: they need the admin
+// permission on "/" (a grant on a narrower prefix is not enough).
+func clusterAdmin(op wire.Op) bool {
+	switch op {
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove:
+		return true
+	}
+	return false
+}
+
 // authorize checks req against the connection's identity. A grant on the
 // path or one of its ancestors covers the path's whole subtree, which is
 // what a lock on it blocks and what a prefix list or watch shows.
@@ -368,8 +378,8 @@ func (c *conn) authorize(req *wire.Request) error {
 	// Validate first: the check walks the path's ancestors, which only
 	// means something for a normalised path.
 	path := req.Path
-	if path == "" && perm == auth.Admin {
-		path = "/" // cluster-wide admin operations need admin on the root
+	if clusterAdmin(req.Op) {
+		path = "/" // cluster-wide: admin on the root, whatever path is given
 	}
 	if err := hierarchy.Validate(path, c.s.cfg.Paths); err != nil {
 		return err
