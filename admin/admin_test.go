@@ -14,6 +14,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/router"
 )
 
 // fixture is a running 3-node cluster with admin ports and known state:
@@ -246,6 +247,28 @@ func TestAdminAPI(t *testing.T) {
 		getJSON(t, base+"/v1/elections?prefix=/elections/scheduler", &es)
 		if len(es) != 1 || es[0].Value != "node-a" || es[0].Token != f.elected {
 			t.Errorf("elections %+v, want node-a with token %d", es, f.elected)
+		}
+	})
+
+	t.Run("shards", func(t *testing.T) {
+		var ss []router.ShardView
+		getJSON(t, base+"/v1/shards", &ss)
+		if len(ss) != 2 {
+			t.Fatalf("shards %+v: want 2", ss)
+		}
+		for _, s := range ss {
+			leaders := 0
+			for _, r := range s.Replicas {
+				if r.Role == "leader" {
+					leaders++
+				}
+				if r.Applied == 0 || r.Error != "" {
+					t.Errorf("shard %d replica on node %d: applied %d, error %q", s.ID, r.Node, r.Applied, r.Error)
+				}
+			}
+			if len(s.Replicas) != 3 || leaders != 1 || s.Leader == 0 {
+				t.Errorf("shard %d: %+v, want 3 replicas and one leader", s.ID, s)
+			}
 		}
 	})
 

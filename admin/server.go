@@ -137,6 +137,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.apiSessions(ctx)
 	case path == "/v1/elections":
 		s.apiElections(ctx)
+	case path == "/v1/shards":
+		s.apiShards(ctx)
 	case path == "/v1/audit":
 		s.apiAudit(ctx)
 	case path == "/v1/backup/table":

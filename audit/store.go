@@ -83,7 +83,7 @@ type Store struct {
 
 type quietLogger struct{ log *slog.Logger }
 
-func (l quietLogger) Infof(string, ...any)             {}
+func (l quietLogger) Infof(string, ...any)              {}
 func (l quietLogger) Fatalf(format string, args ...any) { l.log.Error(fmt.Sprintf(format, args...)) }
 
 // Open opens (or creates) the store in o.Dir and starts its writer.

@@ -157,7 +157,6 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 	for _, si := range nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true}).ShardInfoList {
 		infos[si.ShardID] = si
 	}
-	self := sm.host.NodeID()
 	o.ObserveInt64(g.rangeMoves, int64(sm.host.RangeMoves()))
 	for _, id := range sm.ids {
 		set := sm.sets[id]
@@ -166,7 +165,7 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 			continue
 		}
 		o.ObserveInt64(g.hasLeader, b2i(si.LeaderID != 0), set)
-		o.ObserveInt64(g.isLeader, b2i(si.LeaderID == self), set)
+		o.ObserveInt64(g.isLeader, b2i(si.LeaderID == si.ReplicaID), set)
 		o.ObserveInt64(g.term, int64(si.Term), set)
 		o.ObserveInt64(g.leaderChanges, int64(sm.termsSeen(id, si.Term)), set)
 		logged := uint64(0)
@@ -194,7 +193,7 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 			o.ObserveInt64(g.proposalsFailed, int64(failed), set)
 		}
 		o.ObserveInt64(g.faults, int64(st.Faults), set)
-		if si.LeaderID != self {
+		if si.LeaderID != si.ReplicaID {
 			continue
 		}
 		o.ObserveInt64(g.locks, int64(st.Locks), set)

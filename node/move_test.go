@@ -255,18 +255,18 @@ func TestRangeSplitMoveMergeUnderTraffic(t *testing.T) {
 // move, and the lock held in the range, the waiter queued behind it and the
 // fence must all come through.
 func TestRangeMoveSurvivesDriverCrash(t *testing.T) {
-	steps := []placement.MoveStep{placement.MoveFrozen, placement.MoveInstalled, placement.MoveSwitched, shardStepDropped}
+	steps := []placement.RangeStep{placement.RangeFrozen, placement.RangeInstalled, placement.RangeSwitched, shardStepDropped}
 	for _, step := range steps {
 		t.Run(step.String(), func(t *testing.T) { moveWithCrash(t, step) })
 	}
 }
 
-func moveWithCrash(t *testing.T, crashAfter placement.MoveStep) {
+func moveWithCrash(t *testing.T, crashAfter placement.RangeStep) {
 	var once sync.Once
 	crashed := make(chan uint64, 1)
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2, Edit: func(cfg *node.Config) {
 		id := cfg.ID
-		cfg.MoveHook = func(_ uint64, step placement.MoveStep, stopc <-chan struct{}) {
+		cfg.MoveHook = func(_ uint64, step placement.RangeStep, stopc <-chan struct{}) {
 			if step != crashAfter {
 				return
 			}
@@ -377,8 +377,8 @@ func moveWithCrash(t *testing.T, crashAfter placement.MoveStep) {
 }
 
 const (
-	shardStepDropped = placement.MoveStep(4)
-	noCrash          = placement.MoveStep(99)
+	shardStepDropped = placement.RangeStep(4)
+	noCrash          = placement.RangeStep(99)
 )
 
 // TestRangeMoveHandsQueuedWaiterOver: a lock held and a wait queued on the

@@ -35,8 +35,13 @@ type Config struct {
 	RaftListen string // where Raft listens, when a proxy sits in front ("" = RaftAddr)
 	AdminAddr  string // admin HTTP address ("" = off)
 	Members    []Member
+	// Join lists client addresses of running nodes: this node joins their
+	// cluster (registers, becomes a non-voting meta member, then receives
+	// replicas by moves) instead of bootstrapping one. Members is ignored.
+	Join []string
 
 	DataShards     int           // default 8
+	Replicas       int           // replicas per data shard at creation (0 = on every member)
 	NamespaceDepth int           // default 2
 	RTT            time.Duration // default 10 ms
 	ElectionRTT    uint64        // default 15 ticks
@@ -60,7 +65,7 @@ type Config struct {
 	// Ranges tunes automatic range splits and rebalancing (off by default);
 	// MoveHook is a test hook on every range-move step (shard.HostConfig).
 	Ranges   shard.RangePolicy
-	MoveHook func(move uint64, step placement.MoveStep, stop <-chan struct{})
+	MoveHook func(move uint64, step placement.RangeStep, stop <-chan struct{})
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -78,6 +83,9 @@ type Node struct {
 	Audit  *audit.Store  // nil when NoAudit
 	ln     net.Listener
 	done   chan error
+
+	joinDone chan error    // nil unless the node joins a running cluster
+	closing  chan struct{} // closed by Close
 }
 
 // Start starts the host and the router and returns once the client port
@@ -94,8 +102,8 @@ func Start(cfg Config) (*Node, error) {
 	for _, m := range cfg.Members {
 		members[m.ID] = m.RaftAddr
 	}
-	if len(members) == 0 {
-		members[cfg.ID] = cfg.RaftAddr
+	if len(members) == 0 || len(cfg.Join) > 0 {
+		members = map[uint64]string{cfg.ID: cfg.RaftAddr}
 	}
 	if cfg.RaftAddr == "" {
 		cfg.RaftAddr = members[cfg.ID]
@@ -153,6 +161,7 @@ func Start(cfg Config) (*Node, error) {
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
+		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		ln.Close()
@@ -170,8 +179,12 @@ func Start(cfg Config) (*Node, error) {
 	if rc.Paths.MaxDepth == 0 {
 		rc.Paths = cfg.SM.Paths
 	}
-	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), Audit: store, ln: ln, done: make(chan error, 1)}
+	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), Audit: store, ln: ln, done: make(chan error, 1), closing: make(chan struct{})}
 	go func() { n.done <- n.Router.Serve(ln) }()
+	if len(cfg.Join) > 0 {
+		n.joinDone = make(chan error, 1)
+		go func() { n.joinDone <- n.join() }()
+	}
 	if adminLn != nil {
 		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, DataDir: cfg.DataDir, Clock: cfg.Clock, Log: cfg.Log})
 		if err != nil {
@@ -188,6 +201,7 @@ func (n *Node) ClientAddr() string { return n.ln.Addr().String() }
 
 // Close stops the router, then the replicas.
 func (n *Node) Close() {
+	close(n.closing)
 	if n.Admin != nil {
 		n.Admin.Close()
 	}

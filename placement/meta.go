@@ -13,10 +13,11 @@ import (
 
 // metaCommand is one change to the table.
 type metaCommand struct {
-	Kind  string        `msgpack:"k"` // "init", "node"
+	Kind  string        `msgpack:"k"` // "init", "node"; nodes.go adds its own
 	Table *Table        `msgpack:"t,omitempty"`
 	Node  *Node         `msgpack:"n,omitempty"`
-	Range *RangeCommand `msgpack:"r,omitempty"` // Kind "range" (ranges.go)
+	Nodes *nodeCommand  `msgpack:"nc,omitempty"` // node and replica changes (nodes.go)
+	Range *RangeCommand `msgpack:"r,omitempty"`  // Kind "range" (ranges.go)
 }
 
 // TableQuery (Lookup) returns a *Table copy.
@@ -51,6 +52,9 @@ func (m *Meta) Update(e sm.Entry) (sm.Result, error) {
 	var c metaCommand
 	if err := msgpack.Unmarshal(e.Cmd, &c); err != nil {
 		return sm.Result{Data: []byte(err.Error())}, nil
+	}
+	if c.Nodes != nil {
+		return m.applyNodes(c.Nodes), nil
 	}
 	switch c.Kind {
 	case "init":

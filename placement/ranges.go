@@ -13,35 +13,35 @@ import (
 // driver (the meta leader's placement loop) completes them, so whichever
 // node leads the meta group next resumes it where it stood.
 
-// MoveStep is how far a move has come. Each step names what is done.
-type MoveStep uint8
+// RangeStep is how far a move has come. Each step names what is done.
+type RangeStep uint8
 
 const (
-	MovePlanned   MoveStep = 0 // recorded; nothing done on the shards yet
-	MoveFrozen    MoveStep = 1 // the source refuses the range (RangeMoving)
-	MoveInstalled MoveStep = 2 // the destination holds the range's state and owns it
-	MoveSwitched  MoveStep = 3 // the table sends the range to the destination
+	RangePlanned   RangeStep = 0 // recorded; nothing done on the shards yet
+	RangeFrozen    RangeStep = 1 // the source refuses the range (RangeMoving)
+	RangeInstalled RangeStep = 2 // the destination holds the range's state and owns it
+	RangeSwitched  RangeStep = 3 // the table sends the range to the destination
 	// After the source drops the range the record is removed.
 )
 
-var stepNames = [...]string{"planned", "frozen", "installed", "switched"}
+var rangeStepNames = [...]string{"planned", "frozen", "installed", "switched"}
 
-func (s MoveStep) String() string {
-	if int(s) < len(stepNames) {
-		return stepNames[s]
+func (s RangeStep) String() string {
+	if int(s) < len(rangeStepNames) {
+		return rangeStepNames[s]
 	}
 	return fmt.Sprintf("step(%d)", uint8(s))
 }
 
 // Move is one range move in flight.
 type Move struct {
-	ID    uint64   `msgpack:"id"`
-	Start string   `msgpack:"start"`
-	End   string   `msgpack:"end"`
-	From  uint64   `msgpack:"from"`
-	To    uint64   `msgpack:"to"`
-	Step  MoveStep `msgpack:"step"`
-	// Abort: roll back (only before MoveInstalled): the destination drops
+	ID    uint64    `msgpack:"id"`
+	Start string    `msgpack:"start"`
+	End   string    `msgpack:"end"`
+	From  uint64    `msgpack:"from"`
+	To    uint64    `msgpack:"to"`
+	Step  RangeStep `msgpack:"step"`
+	// Abort: roll back (only before RangeInstalled): the destination drops
 	// what it got, the source unfreezes.
 	Abort  bool   `msgpack:"abort,omitempty"`
 	Reason string `msgpack:"reason,omitempty"`
@@ -49,12 +49,12 @@ type Move struct {
 
 // RangeCommand is a "range" meta command.
 type RangeCommand struct {
-	Op    string   `msgpack:"op"`              // split, merge, move, step, switch, abort, end
-	Key   string   `msgpack:"key,omitempty"`   // split: the new range's start; merge/move: a range's start
-	Shard uint64   `msgpack:"shard,omitempty"` // move: target shard
-	Move  uint64   `msgpack:"move,omitempty"`  // step/switch/abort/end: the move id
-	Step  MoveStep `msgpack:"step,omitempty"`  // step: the step now done
-	Why   string   `msgpack:"why,omitempty"`   // abort: the reason
+	Op    string    `msgpack:"op"`              // split, merge, move, step, switch, abort, end
+	Key   string    `msgpack:"key,omitempty"`   // split: the new range's start; merge/move: a range's start
+	Shard uint64    `msgpack:"shard,omitempty"` // move: target shard
+	Move  uint64    `msgpack:"move,omitempty"`  // step/switch/abort/end: the move id
+	Step  RangeStep `msgpack:"step,omitempty"`  // step: the step now done
+	Why   string    `msgpack:"why,omitempty"`   // abort: the reason
 }
 
 // EncodeRange encodes a range command for the meta group.
@@ -74,15 +74,11 @@ func RangeResult(r sm.Result) error {
 	return fmt.Errorf("placement: %s", r.Data)
 }
 
-func refused(format string, args ...any) sm.Result {
-	return sm.Result{Data: fmt.Appendf(nil, format, args...)}
-}
-
 var applied = sm.Result{Value: 1}
 
 // MoveOf returns the move in flight with the given id.
 func (t *Table) MoveOf(id uint64) (Move, bool) {
-	for _, mv := range t.Moves {
+	for _, mv := range t.RangeMoves {
 		if mv.ID == id {
 			return mv, true
 		}
@@ -92,7 +88,7 @@ func (t *Table) MoveOf(id uint64) (Move, bool) {
 
 // Moving reports whether a move in flight involves the shard.
 func (t *Table) Moving(shard uint64) bool {
-	for _, mv := range t.Moves {
+	for _, mv := range t.RangeMoves {
 		if mv.From == shard || mv.To == shard {
 			return true
 		}
@@ -122,7 +118,7 @@ func (t *Table) rangeHolding(key string) int {
 
 func (t *Table) rangeMoving(i int) bool {
 	r := t.Ranges[i]
-	for _, mv := range t.Moves {
+	for _, mv := range t.RangeMoves {
 		if mv.Start == r.Start && mv.End == r.End {
 			return true
 		}
@@ -143,7 +139,7 @@ func (m *Meta) applyRange(c *RangeCommand) sm.Result {
 	case "move":
 		return t.startMove(c.Key, c.Shard)
 	case "step":
-		return t.stepMove(c.Move, c.Step)
+		return t.stepRangeMove(c.Move, c.Step)
 	case "switch":
 		return t.switchMove(c.Move)
 	case "abort":
@@ -212,16 +208,16 @@ func (t *Table) startMove(key string, shard uint64) sm.Result {
 	if r.Shard == shard {
 		return refused("range [%x, %x) is already on shard %d", r.Start, r.End, shard)
 	}
-	if len(t.Moves) > 0 {
-		return refused("move %d is in flight: one move at a time", t.Moves[0].ID)
+	if len(t.RangeMoves) > 0 {
+		return refused("move %d is in flight: one move at a time", t.RangeMoves[0].ID)
 	}
 	t.NextMove++
-	t.Moves = append(t.Moves, Move{ID: t.NextMove, Start: r.Start, End: r.End, From: r.Shard, To: shard})
+	t.RangeMoves = append(t.RangeMoves, Move{ID: t.NextMove, Start: r.Start, End: r.End, From: r.Shard, To: shard})
 	return sm.Result{Value: 1, Data: fmt.Appendf(nil, "%d", t.NextMove)}
 }
 
 func (t *Table) moveIndex(id uint64) int {
-	for i, mv := range t.Moves {
+	for i, mv := range t.RangeMoves {
 		if mv.ID == id {
 			return i
 		}
@@ -229,18 +225,18 @@ func (t *Table) moveIndex(id uint64) int {
 	return -1
 }
 
-// stepMove records that step is done. Repeats are applied (no-op); skipping
+// stepRangeMove records that step is done. Repeats are applied (no-op); skipping
 // a step is refused.
-func (t *Table) stepMove(id uint64, step MoveStep) sm.Result {
+func (t *Table) stepRangeMove(id uint64, step RangeStep) sm.Result {
 	i := t.moveIndex(id)
 	if i < 0 {
 		return refused("no move %d", id)
 	}
-	mv := &t.Moves[i]
+	mv := &t.RangeMoves[i]
 	switch {
 	case mv.Step >= step:
 		return applied
-	case step != mv.Step+1 || step > MoveInstalled:
+	case step != mv.Step+1 || step > RangeInstalled:
 		return refused("move %d is %v; cannot record %v", id, mv.Step, step)
 	case mv.Abort:
 		return refused("move %d is rolling back", id)
@@ -255,11 +251,11 @@ func (t *Table) switchMove(id uint64) sm.Result {
 	if i < 0 {
 		return refused("no move %d", id)
 	}
-	mv := &t.Moves[i]
-	if mv.Step == MoveSwitched {
+	mv := &t.RangeMoves[i]
+	if mv.Step == RangeSwitched {
 		return applied
 	}
-	if mv.Step != MoveInstalled {
+	if mv.Step != RangeInstalled {
 		return refused("move %d is %v, not installed", id, mv.Step)
 	}
 	j := t.rangeAt(mv.Start)
@@ -268,7 +264,7 @@ func (t *Table) switchMove(id uint64) sm.Result {
 	}
 	t.Gen++
 	t.Ranges[j].Shard, t.Ranges[j].Gen = mv.To, t.Gen
-	mv.Step = MoveSwitched
+	mv.Step = RangeSwitched
 	return applied
 }
 
@@ -278,8 +274,8 @@ func (t *Table) abortMove(id uint64, why string) sm.Result {
 	if i < 0 {
 		return refused("no move %d", id)
 	}
-	mv := &t.Moves[i]
-	if mv.Step >= MoveInstalled {
+	mv := &t.RangeMoves[i]
+	if mv.Step >= RangeInstalled {
 		return refused("move %d is %v: it can only finish", id, mv.Step)
 	}
 	mv.Abort, mv.Reason = true, why
@@ -292,9 +288,9 @@ func (t *Table) endMove(id uint64) sm.Result {
 	if i < 0 {
 		return applied // already ended
 	}
-	if mv := t.Moves[i]; mv.Step != MoveSwitched && !mv.Abort {
+	if mv := t.RangeMoves[i]; mv.Step != RangeSwitched && !mv.Abort {
 		return refused("move %d is %v", id, mv.Step)
 	}
-	t.Moves = slices.Delete(t.Moves, i, i+1)
+	t.RangeMoves = slices.Delete(t.RangeMoves, i, i+1)
 	return applied
 }

@@ -17,6 +17,13 @@ type Node struct {
 	RaftAddr   string `msgpack:"raft"`
 	ClientAddr string `msgpack:"client"`
 	AdminAddr  string `msgpack:"admin,omitempty"`
+	// State is "" (active: may receive replicas) or NodeDraining (replicas
+	// are being moved off; it receives none). nodes.go.
+	State string `msgpack:"state,omitempty"`
+	// MetaReplica is the node's replica id in the meta group: 0 = its node
+	// id (an initial member, a voter); a joined node gets a non-voting
+	// replica with a fresh id.
+	MetaReplica uint64 `msgpack:"meta_rid,omitempty"`
 }
 
 // ShardInfo names a data shard and the nodes holding its replicas (replica id
@@ -24,6 +31,11 @@ type Node struct {
 type ShardInfo struct {
 	ID       uint64   `msgpack:"id"`
 	Replicas []uint64 `msgpack:"replicas"`
+	// RIDs are the Raft replica ids, aligned with Replicas; nil when every
+	// replica id equals its node id (the initial layout). A replica added
+	// by a move gets a fresh id, because Raft never lets a removed id back
+	// in (nodes.go).
+	RIDs []uint64 `msgpack:"rids,omitempty"`
 }
 
 // Table is the cluster layout. Ranges are sorted by Start and tile the key
@@ -34,10 +46,14 @@ type Table struct {
 	Ranges         []wire.Range `msgpack:"ranges"`
 	Shards         []ShardInfo  `msgpack:"shards"`
 	Nodes          []Node       `msgpack:"nodes"`
-	// Moves are the range moves in flight (ranges.go), NextMove the id the
+	// RangeMoves are the range moves in flight (ranges.go), NextMove the id the
 	// next one gets.
-	Moves    []Move `msgpack:"moves,omitempty"`
-	NextMove uint64 `msgpack:"next_move,omitempty"`
+	RangeMoves []Move `msgpack:"moves,omitempty"`
+	NextMove   uint64 `msgpack:"next_move,omitempty"`
+	// Moves are the replica moves under way (at most one per shard) and
+	// Incarnation the counter fresh replica ids are made from (nodes.go).
+	Moves       []ReplicaMove `msgpack:"rmoves,omitempty"`
+	Incarnation uint64        `msgpack:"inc,omitempty"`
 }
 
 // EvenRanges cuts the hashed key space into one range per shard.
@@ -120,10 +136,11 @@ func (t *Table) Clone() *Table {
 	c := *t
 	c.Ranges = append([]wire.Range(nil), t.Ranges...)
 	c.Nodes = append([]Node(nil), t.Nodes...)
-	c.Moves = append([]Move(nil), t.Moves...)
+	c.RangeMoves = append([]Move(nil), t.RangeMoves...)
 	c.Shards = make([]ShardInfo, len(t.Shards))
 	for i, s := range t.Shards {
-		c.Shards[i] = ShardInfo{ID: s.ID, Replicas: append([]uint64(nil), s.Replicas...)}
+		c.Shards[i] = s.clone()
 	}
+	c.Moves = append([]ReplicaMove(nil), t.Moves...)
 	return &c
 }

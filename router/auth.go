@@ -353,8 +353,22 @@ func opPerm(req *wire.Request) auth.Perm {
 		return auth.Watch
 	case wire.OpKVPut, wire.OpKVDelete:
 		return auth.KVWrite
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove,
+		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove:
+		return auth.Admin
 	}
 	return 0
+}
+
+// clusterAdmin ops change the cluster's machines or its ranges: they need the admin
+// permission on "/" (a grant on a narrower prefix is not enough).
+func clusterAdmin(op wire.Op) bool {
+	switch op {
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove,
+		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove:
+		return true
+	}
+	return false
 }
 
 // authorize checks req against the connection's identity. A grant on the
@@ -374,10 +388,14 @@ func (c *conn) authorize(req *wire.Request) error {
 	}
 	// Validate first: the check walks the path's ancestors, which only
 	// means something for a normalised path.
-	if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
+	path := req.Path
+	if clusterAdmin(req.Op) {
+		path = "/" // cluster-wide: admin on the root, whatever path is given
+	}
+	if err := hierarchy.Validate(path, c.s.cfg.Paths); err != nil {
 		return err
 	}
-	if pol.Allowed(c.sec.identity, perm, req.Path) {
+	if pol.Allowed(c.sec.identity, perm, path) {
 		return nil
 	}
 	c.s.cfg.Security.Audit.Info("auth: denied", "identity", c.sec.identity, "op", req.Op.String(), "path", req.Path)

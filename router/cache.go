@@ -59,6 +59,16 @@ func (rc *rangeCache) leaderAddr(shardID uint64) (string, bool) {
 		if leader == h.NodeID() {
 			return "", true
 		}
+		if _, local := h.Shard(shardID); !local {
+			// No local replica (replicas move between machines): the
+			// leader as other nodes told us.
+			rc.mu.RLock()
+			a := rc.hinted[shardID]
+			rc.mu.RUnlock()
+			if a != "" {
+				return a, false
+			}
+		}
 	} else {
 		rc.mu.RLock()
 		if a := rc.hinted[shardID]; a != "" {
@@ -94,11 +104,15 @@ func (rc *rangeCache) anyReplicaAddr(shardID uint64) string {
 }
 
 func (rc *rangeCache) learn(hint *wire.Hint) {
-	if hint == nil || hint.Leader == "" || rc.s.cfg.Host != nil {
+	if hint == nil || hint.Shard == 0 {
 		return
 	}
 	rc.mu.Lock()
-	rc.hinted[hint.Shard] = hint.Leader
+	if hint.Leader == "" {
+		delete(rc.hinted, hint.Shard) // the hinted node no longer leads it (or holds it)
+	} else {
+		rc.hinted[hint.Shard] = hint.Leader
+	}
 	rc.mu.Unlock()
 }
 

@@ -277,6 +277,8 @@ func (c *conn) handle(req *wire.Request) {
 		c.watch(req, done)
 	case wire.OpUnwatch:
 		c.unwatch(req, done)
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards:
+		c.s.placementOp(req, done) // nodes.go
 	case wire.OpCancel:
 		c.cancel(req, done)
 	case wire.OpKeepAlive:

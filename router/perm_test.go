@@ -10,14 +10,15 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// permTestPolicy: "holder" has every permission on /p; "outsider" has every
+// permTestPolicy: "holder" has every permission on /p; "root" has admin on /; "outsider" has every
 // permission, but on /q only.
 const permTestPolicy = `
-tokens: {h: holder, o: outsider}
-identities: {holder: [p], outsider: [q]}
+tokens: {h: holder, o: outsider, r: root}
+identities: {holder: [p], outsider: [q], root: [r]}
 roles:
   p: [{prefix: /p, perms: [all]}]
   q: [{prefix: /q, perms: [all]}]
+  r: [{prefix: /, perms: [admin]}]
 `
 
 // How every client op is guarded. A new op must be added to one of these
@@ -55,7 +56,12 @@ var (
 	// openOps are allowed to every authenticated identity: the handshake,
 	// cluster metadata, and ending one's own watch (Cancel without a path
 	// is one of the connection's own waits; with a path it is in pathOps).
-	openOps = map[wire.Op]bool{wire.OpHello: true, wire.OpStatus: true, wire.OpRanges: true, wire.OpUnwatch: true}
+	openOps = map[wire.Op]bool{wire.OpHello: true, wire.OpStatus: true, wire.OpRanges: true, wire.OpUnwatch: true,
+		wire.OpShards: true, wire.OpRangeList: true}
+	// rootAdminOps change the cluster's machines: admin on "/" is needed,
+	// whatever path the request names (so admin on /p is not enough).
+	rootAdminOps = map[wire.Op]bool{wire.OpNodeJoin: true, wire.OpNodeAdmin: true, wire.OpReplicaMove: true,
+		wire.OpRangeSplit: true, wire.OpRangeMerge: true, wire.OpRangeMove: true}
 )
 
 // TestEveryOpIsGuarded: every client op is refused to an identity without
@@ -91,6 +97,18 @@ func TestEveryOpIsGuarded(t *testing.T) {
 				}
 				if err := holder.authorize(&req); err != nil {
 					t.Fatalf("holder: %v", err)
+				}
+			case rootAdminOps[op]:
+				req := wire.Request{Op: op, Path: "/p/x", Value: []byte("{}")}
+				if opPerm(&req) != auth.Admin {
+					t.Fatalf("%v must need admin", op)
+				}
+				if err := holder.authorize(&req); err == nil {
+					t.Fatalf("%v allowed with admin on /p only: it needs admin on /", op)
+				}
+				root := connAs("root")
+				if err := root.authorize(&req); err != nil {
+					t.Fatalf("%v refused to admin on /: %v", op, err)
 				}
 			case leaseOps[op] || openOps[op]:
 				req := wire.Request{Op: op, Path: "/p/x", Lease: 5}

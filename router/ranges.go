@@ -134,7 +134,7 @@ func (s *Server) RangeRows() []RangeRow {
 	rows := make([]RangeRow, 0, len(t.Ranges))
 	for _, r := range t.Ranges {
 		row := RangeRow{Start: r.Start, End: r.End, Shard: r.Shard, Gen: r.Gen, Ops: ops[rowKey(r.Start, r.Shard)]}
-		for _, mv := range t.Moves {
+		for _, mv := range t.RangeMoves {
 			if mv.Start == r.Start {
 				row.Moving = moveText(mv)
 			}

@@ -107,7 +107,10 @@ func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.R
 		}
 	}
 	addr, _ := s.cache.leaderAddr(shardID)
-	if addr == "" && localReadOK(req) {
+	if addr == "" && (localReadOK(req) || h != nil) {
+		// A node without a replica of the shard (it joined, or the replica
+		// moved away) and no leader heard of: any replica proposes on the
+		// leader's behalf, and its NotLeader answers teach us the leader.
 		addr = s.cache.anyReplicaAddr(shardID)
 	}
 	if addr == "" {

@@ -90,10 +90,12 @@ func New(cfg Config) *Server {
 	if cfg.Security.AcceptRate > 0 {
 		s.pacer.lim = rate.NewLimiter(rate.Limit(cfg.Security.AcceptRate), cfg.Security.AcceptBurst)
 	}
+	s.stop = make(chan struct{})
+	s.wg.Add(1)
 	if cfg.Host == nil {
-		s.stop = make(chan struct{})
-		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.refreshLoop() }()
+	} else {
+		go func() { defer s.wg.Done(); s.remoteLeaderLoop() }() // nodes.go
 	}
 	return s
 }

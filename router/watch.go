@@ -25,7 +25,9 @@ func (cs *connSub) Send(events []wire.Event) bool {
 	return false
 }
 
-// End implements shard.Ender: the watched range moved away.
+// End implements shard.Ender: the watched range moved to another shard
+// (RangeMoving), or the local replica it read from was removed (Closed).
+// Both are retryable: the client resumes from its last revision.
 func (cs *connSub) End(code wire.Code, msg string) {
 	cs.c.mu.Lock()
 	delete(cs.c.watches, cs.stream)

@@ -59,7 +59,7 @@ type rangeAction struct {
 // threshold, else move a range from the busiest shard to the idlest when
 // they are out of balance. Nothing while a move is in flight.
 func planRanges(t *placement.Table, rates []rangeRate, p RangePolicy) rangeAction {
-	if len(t.Moves) > 0 {
+	if len(t.RangeMoves) > 0 {
 		return rangeAction{}
 	}
 	if p.AutoSplit {
@@ -170,7 +170,7 @@ func (h *Host) placeRanges(t *placement.Table) {
 	cur := map[string]uint64{}
 	var rates []rangeRate
 	dt := now.Sub(h.sampler.lastAt).Seconds()
-	for _, id := range h.ids {
+	for _, id := range h.ShardIDs() {
 		v, err := h.nh.StaleRead(id, statemachine.RangeLoadQuery{})
 		if err != nil {
 			continue

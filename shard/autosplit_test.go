@@ -27,7 +27,7 @@ func TestPlanRanges(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tt := tab.Clone()
-			tt.Moves = tc.moves
+			tt.RangeMoves = tc.moves
 			if got := planRanges(tt, tc.rates, tc.pol); got.op != tc.want {
 				t.Fatalf("got %+v, want %q", got, tc.want)
 			}

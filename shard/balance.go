@@ -21,8 +21,10 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 		return nil
 	}
 	count := map[uint64]int{}
+	eligible := map[uint64]bool{}
 	for _, n := range nodes {
 		count[n] = 0
+		eligible[n] = true
 	}
 	shards := make([]uint64, 0, len(leaders))
 	for s, l := range leaders {
@@ -43,7 +45,7 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 		}
 		to, best := uint64(0), fair
 		for _, n := range replicas[s] {
-			if count[n] < best {
+			if eligible[n] && count[n] < best {
 				to, best = n, count[n]
 			}
 		}
@@ -92,7 +94,7 @@ func (h *Host) balanceLeaders(t *placement.Table) {
 		}
 	}
 	for _, si := range t.Shards {
-		if _, local := h.shards[si.ID]; !local {
+		if _, local := h.Shard(si.ID); !local {
 			continue // a transfer is requested through a local replica
 		}
 		leaders[si.ID] = h.leaders[si.ID]
@@ -103,15 +105,13 @@ func (h *Host) balanceLeaders(t *placement.Table) {
 		since[id] = t
 	}
 	h.mu.RUnlock()
-	var nodes []uint64
-	for _, n := range t.Nodes {
-		nodes = append(nodes, n.ID)
-	}
+	nodes := t.ActiveNodes() // draining nodes receive no leadership
 	for _, m := range leaderMoves(leaders, replicas, nodes) {
 		if now.Sub(since[m[0]]) < minLeadership {
 			continue // counted, but too recently elected to move
 		}
-		if err := h.nh.RequestLeaderTransfer(m[0], m[1]); err == nil {
+		si, _ := t.Shard(m[0])
+		if err := h.nh.RequestLeaderTransfer(m[0], si.RID(m[1])); err == nil {
 			h.log.Info("moving shard leadership", "shard", m[0], "from", leaders[m[0]], "to", m[1])
 		}
 	}

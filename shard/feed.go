@@ -196,12 +196,6 @@ func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	return max(f.last, next-1), nil
 }
 
-// Ender is implemented by subscribers that can be told why their watch
-// ended (End must not block).
-type Ender interface {
-	End(code wire.Code, msg string)
-}
-
 // endRange ends the watches whose path lies in the key range [start, end)
 // at the given namespace depth: the range moved to another shard.
 func (f *feed) endRange(start, end string, depth int) {

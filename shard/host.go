@@ -47,7 +47,7 @@ type HostConfig struct {
 	Ranges RangePolicy
 	// MoveHook, for tests, hears each range-move step the driver finished
 	// on this node; stop is closed when the host is closing.
-	MoveHook func(move uint64, step placement.MoveStep, stop <-chan struct{})
+	MoveHook func(move uint64, step placement.RangeStep, stop <-chan struct{})
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	LogDBShards  uint64 // write-ahead logs per node (default 1)
 	StepWorkers  uint64 // Raft step and commit workers (default 2)
@@ -62,6 +62,16 @@ type HostConfig struct {
 	// peer must present a certificate signed by CAFile.
 	MutualTLS                 bool
 	CAFile, CertFile, KeyFile string
+
+	// Replicas is the replication factor of the data shards a new cluster
+	// is created with (0 = every initial member holds every shard). Shard
+	// i's replicas are Replicas consecutive members from member i on.
+	Replicas int
+
+	// Join: this node joins a running cluster instead of bootstrapping one.
+	// It starts no replica until JoinCluster has registered it (join.go);
+	// Members and DataShards are then ignored.
+	Join bool
 
 	// Restore, when set, fills a new cluster from a backup (restore.go).
 	Restore *RestorePlan
@@ -85,8 +95,11 @@ func (c *HostConfig) fill() error {
 	if c.DataDir == "" || c.RaftAddr == "" {
 		return errors.New("shard: data dir and raft address are required")
 	}
-	if _, ok := c.Members[c.NodeID]; !ok {
+	if _, ok := c.Members[c.NodeID]; !ok && !c.Join {
 		return fmt.Errorf("shard: node %d is not in the member list", c.NodeID)
+	}
+	if c.NodeID > placement.MaxNodeID {
+		return fmt.Errorf("shard: node id %d is over %d", c.NodeID, placement.MaxNodeID)
 	}
 	if c.DataShards <= 0 {
 		c.DataShards = 8
@@ -147,18 +160,23 @@ func (c *HostConfig) fill() error {
 }
 
 // Host is one node's NodeHost with its replicas of the meta group and of
-// every data shard.
+// the data shards placed on it.
 type Host struct {
 	cfg    HostConfig
 	nh     *dragonboat.NodeHost
 	log    *slog.Logger
-	shards map[uint64]*Shard // fixed after NewHost
-	ids    []uint64
+	shards atomic.Pointer[map[uint64]*Shard] // local data replicas; copy on write under placeMu
+
+	placeMu     sync.Mutex // starting and stopping replicas, the manifest
+	man         *manifest
+	metaStarted atomic.Bool
+	holdMovesAt atomic.Uint32 // test hook (replicas.go)
 
 	mu          sync.RWMutex
 	table       *placement.Table
 	leaders     map[uint64]uint64    // shard → leader replica id
 	leaderSince map[uint64]time.Time // shard → when its leadership last changed
+	remote      map[uint64]uint64    // shard without a local replica → leader node, as last heard
 
 	lastBalance time.Time    // placement loop only
 	sampler     rangeSampler // placement loop only (autosplit.go)
@@ -177,13 +195,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	routeRaftLogs(cfg.Log)
-	h := &Host{cfg: cfg, log: cfg.Log, shards: map[uint64]*Shard{}, leaders: map[uint64]uint64{},
-		leaderSince: map[uint64]time.Time{},
-		stopc:       make(chan struct{})}
-	for i := 0; i < cfg.DataShards; i++ {
-		id := uint64(i + 2)
-		h.shards[id] = newShard(h, id)
-		h.ids = append(h.ids, id)
+	h := &Host{cfg: cfg, log: cfg.Log, leaders: map[uint64]uint64{},
+		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{},
+		stopc: make(chan struct{})}
+	h.shards.Store(&map[uint64]*Shard{})
+	man, err := loadManifest(cfg.DataDir)
+	if err != nil {
+		return nil, err
 	}
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
@@ -214,35 +232,25 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, fmt.Errorf("shard: start node host: %w", err)
 	}
 	h.nh = nh
-	members := map[uint64]dragonboat.Target{}
-	for id, addr := range cfg.Members {
-		members[id] = addr
+	switch {
+	case man != nil:
+		err = h.restart(man)
+	case cfg.Join:
+		h.man = &manifest{}
+		err = h.man.save(cfg.DataDir)
+	default:
+		err = h.bootstrap()
 	}
-	if err := nh.StartReplica(members, false, placement.NewMeta, h.raftConfig(placement.MetaShard)); err != nil {
+	if err != nil {
+		h.stopShards()
 		nh.Close()
-		return nil, fmt.Errorf("shard: start meta replica: %w", err)
-	}
-	for _, id := range h.ids {
-		s := h.shards[id]
-		smCfg := cfg.SM
-		smCfg.ShardID = id
-		create := func(shardID, replicaID uint64) sm.IStateMachine {
-			m := statemachine.New(smCfg)
-			m.SetObserver(s)
-			s.sm.Store(m)
-			return m
-		}
-		if err := nh.StartReplica(members, false, create, h.raftConfig(id)); err != nil {
-			nh.Close()
-			return nil, fmt.Errorf("shard: start replica of shard %d: %w", id, err)
-		}
-		s.start(nh)
+		return nil, err
 	}
 	if cfg.Restore != nil {
 		h.pendingRestore = map[uint64]struct{}{}
-		for _, id := range h.ids {
-			h.pendingRestore[id] = struct{}{}
-			h.shards[id].restoring.Store(true)
+		for _, s := range *h.shards.Load() {
+			h.pendingRestore[s.id] = struct{}{}
+			s.restoring.Store(true)
 		}
 		h.wg.Add(1)
 		go func() { defer h.wg.Done(); h.restoreLoop() }()
@@ -252,10 +260,144 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	return h, nil
 }
 
-func (h *Host) raftConfig(shardID uint64) config.Config {
+// bootstrap starts the replicas of a new cluster: the meta group and every
+// data shard on every initial member, replica id = node id.
+func (h *Host) bootstrap() error {
+	members := map[uint64]dragonboat.Target{}
+	for id, addr := range h.cfg.Members {
+		members[id] = addr
+	}
+	self := h.cfg.NodeID
+	h.man = &manifest{Meta: &localReplica{Shard: placement.MetaShard, RID: self}}
+	if err := h.startMeta(*h.man.Meta, members, false); err != nil {
+		return err
+	}
+	for _, id := range h.bootIDs() {
+		initial := map[uint64]dragonboat.Target{}
+		for _, n := range h.bootReplicas(id) {
+			initial[n] = members[n]
+		}
+		if _, mine := initial[self]; !mine {
+			continue
+		}
+		r := localReplica{Shard: id, RID: self}
+		if err := h.startData(r, initial, false); err != nil {
+			return err
+		}
+		h.man.set(r)
+	}
+	return h.man.save(h.cfg.DataDir)
+}
+
+// restart starts the replicas the manifest lists, from their data.
+func (h *Host) restart(man *manifest) error {
+	h.man = man
+	if man.Meta != nil {
+		if err := h.startMeta(*man.Meta, nil, false); err != nil {
+			return err
+		}
+	}
+	for _, r := range append([]localReplica(nil), man.Shards...) {
+		err := h.startData(r, nil, false)
+		if err != nil && r.NonVoting {
+			// Recorded as a learner but never created (a crash between the
+			// record and the start): forget it; the move starts it again.
+			h.log.Warn("dropping a learner that was never started", "shard", r.Shard, "err", err)
+			man.drop(r.Shard)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return man.save(h.cfg.DataDir)
+}
+
+// bootReplicas are the nodes holding shard id's replicas in a new cluster.
+func (h *Host) bootReplicas(id uint64) []uint64 {
+	var all []uint64
+	for n := range h.cfg.Members {
+		all = append(all, n)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	rf := h.cfg.Replicas
+	if rf <= 0 || rf > len(all) {
+		return all
+	}
+	var out []uint64
+	for j := 0; j < rf; j++ {
+		out = append(out, all[(int(id-2)+j)%len(all)])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// bootIDs are the data shards a new cluster is created with.
+func (h *Host) bootIDs() []uint64 {
+	ids := make([]uint64, h.cfg.DataShards)
+	for i := range ids {
+		ids[i] = uint64(i + 2)
+	}
+	return ids
+}
+
+func (h *Host) startMeta(r localReplica, members map[uint64]dragonboat.Target, join bool) error {
+	cfg := h.raftConfig(placement.MetaShard, r.RID)
+	cfg.IsNonVoting = r.NonVoting
+	if err := h.nh.StartReplica(members, join, placement.NewMeta, cfg); err != nil {
+		return fmt.Errorf("shard: start meta replica: %w", err)
+	}
+	h.metaStarted.Store(true)
+	return nil
+}
+
+// startData starts a local replica of a data shard and its proposer and
+// lessor. The caller records it in the manifest.
+func (h *Host) startData(r localReplica, members map[uint64]dragonboat.Target, join bool) error {
+	s := newShard(h, r.Shard)
+	smCfg := h.cfg.SM
+	smCfg.ShardID = r.Shard
+	create := func(shardID, replicaID uint64) sm.IStateMachine {
+		m := statemachine.New(smCfg)
+		m.SetObserver(s)
+		s.sm.Store(m)
+		return m
+	}
+	cfg := h.raftConfig(r.Shard, r.RID)
+	cfg.IsNonVoting = r.NonVoting
+	if err := h.nh.StartReplica(members, join, create, cfg); err != nil {
+		return fmt.Errorf("shard: start replica of shard %d: %w", r.Shard, err)
+	}
+	s.rid = r.RID
+	s.start(h.nh)
+	h.putShard(s)
+	return nil
+}
+
+func (h *Host) putShard(s *Shard) {
+	old := *h.shards.Load()
+	next := make(map[uint64]*Shard, len(old)+1)
+	for id, x := range old {
+		next[id] = x
+	}
+	if s.rid == 0 {
+		delete(next, s.id)
+	} else {
+		next[s.id] = s
+	}
+	h.shards.Store(&next)
+}
+
+func (h *Host) stopShards() {
+	for _, s := range *h.shards.Load() {
+		s.stop()
+	}
+}
+
+func (h *Host) raftConfig(shardID, rid uint64) config.Config {
 	return config.Config{
 		ShardID:             shardID,
-		ReplicaID:           h.cfg.NodeID,
+		ReplicaID:           rid,
 		ElectionRTT:         h.cfg.ElectionRTT,
 		HeartbeatRTT:        h.cfg.HeartbeatRTT,
 		CheckQuorum:         true,
@@ -268,13 +410,20 @@ func (h *Host) raftConfig(shardID uint64) config.Config {
 
 // LeaderUpdated implements raftio.IRaftEventListener (one host goroutine;
 // must not block).
+// Replica ids carry the node id in their low bits (placement.NodeOf);
+// leaders are tracked by node.
 func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
+	leader := placement.NodeOf(info.LeaderID)
+	s := (*h.shards.Load())[info.ShardID]
+	if s != nil && s.rid != info.ReplicaID {
+		return // a replica of the shard this node stopped hosting
+	}
 	h.mu.Lock()
-	h.leaders[info.ShardID] = info.LeaderID
+	h.leaders[info.ShardID] = leader
 	h.leaderSince[info.ShardID] = time.Now()
 	h.mu.Unlock()
-	if s := h.shards[info.ShardID]; s != nil {
-		s.onLeader(info.LeaderID, info.Term)
+	if s != nil {
+		s.onLeader(leader, info.Term)
 	}
 }
 
@@ -282,18 +431,18 @@ func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
 func (h *Host) Close() {
 	close(h.stopc)
 	h.wg.Wait()
-	for _, id := range h.ids {
-		h.shards[id].stop()
-	}
+	h.placeMu.Lock()
+	h.stopShards()
+	h.placeMu.Unlock()
 	h.nh.Close()
 }
 
 // RangeMoved records that a range moved between shards (the placement
 // code that moves ranges calls it once per completed move): it is logged
 // at info and counted in warden_range_moves_total.
-func (h *Host) RangeMoved(start, end string, from, to, gen uint64) {
+func (h *Host) RangeMoved(start, end string, from, to, move uint64) {
 	h.rangeMoves.Add(1)
-	h.log.Info("range moved", "start", fmt.Sprintf("%x", start), "end", fmt.Sprintf("%x", end), "from_shard", from, "to_shard", to, "gen", gen)
+	h.log.Info("range moved", "start", fmt.Sprintf("%x", start), "end", fmt.Sprintf("%x", end), "from_shard", from, "to_shard", to, "move", move)
 }
 
 // RangeMoves is how many range moves this node has recorded.
@@ -307,18 +456,30 @@ func (h *Host) NodeHost() *dragonboat.NodeHost { return h.nh }
 
 // Shard returns the local replica of a data shard.
 func (h *Host) Shard(id uint64) (*Shard, bool) {
-	s, ok := h.shards[id]
+	s, ok := (*h.shards.Load())[id]
 	return s, ok
 }
 
 // ShardIDs returns the data shard ids hosted here, ascending.
-func (h *Host) ShardIDs() []uint64 { return h.ids }
+func (h *Host) ShardIDs() []uint64 {
+	m := *h.shards.Load()
+	ids := make([]uint64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
 
-// Leader returns the known leader of a shard (0 = unknown).
+// Leader returns the known leader node of a shard (0 = unknown): from the
+// local replica when there is one, else as last heard from other nodes.
 func (h *Host) Leader(shardID uint64) uint64 {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.leaders[shardID]
+	if l, ok := h.leaders[shardID]; ok {
+		return l
+	}
+	return h.remote[shardID]
 }
 
 // Table returns the cached range table (nil until the meta group has one).
@@ -372,6 +533,9 @@ func (h *Host) placementLoop() {
 			return
 		case <-time.After(wait):
 		}
+		if !h.metaStarted.Load() {
+			continue // joining: JoinCluster starts the meta replica
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		t, err := h.RefreshTable(ctx)
 		if err == nil && t == nil && h.isFirstMember() {
@@ -382,6 +546,7 @@ func (h *Host) placementLoop() {
 		}
 		if err == nil && t != nil {
 			h.reconcileRanges(ctx, t)
+			h.reconcileReplicas(ctx, t)
 			h.balanceLeaders(t)
 			h.driveMoves(t)
 			h.placeRanges(t)
@@ -391,6 +556,9 @@ func (h *Host) placementLoop() {
 }
 
 func (h *Host) isFirstMember() bool {
+	if h.cfg.Join {
+		return false
+	}
 	for id := range h.cfg.Members {
 		if id < h.cfg.NodeID {
 			return false
@@ -404,26 +572,29 @@ func (h *Host) initialTable() []byte {
 		cmd, _ := placement.InitCommand(h.restoreTable())
 		return cmd
 	}
-	var replicas []uint64
-	for id := range h.cfg.Members {
-		replicas = append(replicas, id)
-	}
-	sort.Slice(replicas, func(i, j int) bool { return replicas[i] < replicas[j] })
-	t := &placement.Table{Gen: 1, NamespaceDepth: h.cfg.NamespaceDepth, Ranges: placement.EvenRanges(h.ids, 1)}
-	for _, id := range h.ids {
-		t.Shards = append(t.Shards, placement.ShardInfo{ID: id, Replicas: replicas})
+	ids := h.bootIDs()
+	t := &placement.Table{Gen: 1, NamespaceDepth: h.cfg.NamespaceDepth, Ranges: placement.EvenRanges(ids, 1)}
+	for _, id := range ids {
+		t.Shards = append(t.Shards, placement.ShardInfo{ID: id, Replicas: h.bootReplicas(id)})
 	}
 	cmd, _ := placement.InitCommand(t)
 	return cmd
 }
 
 func (h *Host) register(ctx context.Context, t *placement.Table) error {
-	self := placement.Node{ID: h.cfg.NodeID, RaftAddr: h.cfg.RaftAddr, ClientAddr: h.cfg.ClientAddr, AdminAddr: h.cfg.AdminAddr}
-	if n, ok := t.Node(self.ID); ok && n == self {
+	self := h.self()
+	h.placeMu.Lock()
+	if m := h.man.Meta; m != nil && m.RID != self.ID {
+		self.MetaReplica = m.RID
+	}
+	h.placeMu.Unlock()
+	if n, ok := t.Node(self.ID); ok && n.RaftAddr == self.RaftAddr && n.ClientAddr == self.ClientAddr &&
+		n.AdminAddr == self.AdminAddr && n.MetaReplica == self.MetaReplica {
 		return nil
 	}
-	cmd, _ := placement.NodeCommand(self)
-	return h.metaPropose(ctx, cmd)
+	// Registering keeps the node's state (draining or not).
+	_, err := h.metaProposeResult(ctx, placement.RegisterCommand(self))
+	return err
 }
 
 func (h *Host) metaPropose(ctx context.Context, cmd []byte) error {
@@ -434,8 +605,8 @@ func (h *Host) metaPropose(ctx context.Context, cmd []byte) error {
 // reconcileRanges proposes SetRanges to every data shard this node leads
 // whose owned ranges are behind the table.
 func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
-	for _, id := range h.ids {
-		s := h.shards[id]
+	for _, s := range *h.shards.Load() {
+		id := s.id
 		if !s.IsLeader() || h.restoring(id) || t.Moving(id) {
 			continue // restoring; or a move's driver sets the ranges of the shards it involves
 		}

@@ -21,7 +21,7 @@ import (
 
 // MoveStepDropped is reported to MoveHook after the source dropped the range
 // (the last step before the record is removed).
-const MoveStepDropped placement.MoveStep = 4
+const MoveStepDropped placement.RangeStep = 4
 
 // installChunkBytes bounds one install entry, well under dragonboat's
 // proposal limits and small enough not to stall the shard's log.
@@ -53,16 +53,16 @@ func (h *Host) RangeCommand(ctx context.Context, c placement.RangeCommand) (uint
 
 // driveMoves advances the first move in flight, on the meta leader only.
 func (h *Host) driveMoves(t *placement.Table) {
-	if len(t.Moves) == 0 || h.Leader(placement.MetaShard) != h.cfg.NodeID {
+	if len(t.RangeMoves) == 0 || h.Leader(placement.MetaShard) != h.cfg.NodeID {
 		return
 	}
-	mv := t.Moves[0]
-	if err := h.driveMove(mv); err != nil && !errors.Is(err, errStopped) {
+	mv := t.RangeMoves[0]
+	if err := h.driveRangeMove(mv); err != nil && !errors.Is(err, errStopped) {
 		h.log.Warn("range move stalled; will retry", "move", mv.ID, "step", mv.Step, "err", err)
 	}
 }
 
-func (h *Host) driveMove(mv placement.Move) error {
+func (h *Host) driveRangeMove(mv placement.Move) error {
 	for {
 		if h.stopping() {
 			return errStopped
@@ -108,7 +108,7 @@ func (h *Host) moveStep(ctx context.Context, mv placement.Move) (bool, error) {
 	switch {
 	case mv.Abort:
 		return true, h.rollbackMove(ctx, mv, rg)
-	case mv.Step == placement.MovePlanned:
+	case mv.Step == placement.RangePlanned:
 		if err := h.syncRanges(ctx, mv.From, mv.To); err != nil {
 			return false, err
 		}
@@ -119,8 +119,8 @@ func (h *Host) moveStep(ctx context.Context, mv placement.Move) (bool, error) {
 			}
 			return false, err
 		}
-		return false, h.recordStep(ctx, mv, placement.MoveFrozen)
-	case mv.Step == placement.MoveFrozen:
+		return false, h.recordStep(ctx, mv, placement.RangeFrozen)
+	case mv.Step == placement.RangeFrozen:
 		if err := h.installMove(ctx, mv); err != nil {
 			var we *wire.Error
 			if errors.As(err, &we) && !we.Code.Retryable() && we.Code != wire.Ambiguous {
@@ -129,13 +129,13 @@ func (h *Host) moveStep(ctx context.Context, mv placement.Move) (bool, error) {
 			}
 			return false, err
 		}
-		return false, h.recordStep(ctx, mv, placement.MoveInstalled)
-	case mv.Step == placement.MoveInstalled:
+		return false, h.recordStep(ctx, mv, placement.RangeInstalled)
+	case mv.Step == placement.RangeInstalled:
 		if err := h.metaRange(ctx, placement.RangeCommand{Op: "switch", Move: mv.ID}); err != nil {
 			return false, err
 		}
-		return false, h.hook(mv.ID, placement.MoveSwitched)
-	case mv.Step == placement.MoveSwitched:
+		return false, h.hook(mv.ID, placement.RangeSwitched)
+	case mv.Step == placement.RangeSwitched:
 		if _, err := h.shardOp(ctx, mv.From, &wire.Request{Op: wire.OpDropRange, Gen: mv.ID, Ranges: []wire.Range{rg}}); err != nil {
 			return false, err
 		}
@@ -145,7 +145,7 @@ func (h *Host) moveStep(ctx context.Context, mv placement.Move) (bool, error) {
 		if err := h.metaRange(ctx, placement.RangeCommand{Op: "end", Move: mv.ID}); err != nil {
 			return false, err
 		}
-		h.log.Info("range moved", "move", mv.ID, "from", mv.From, "to", mv.To)
+		h.RangeMoved(mv.Start, mv.End, mv.From, mv.To, mv.ID) // counted for metrics, logged at info
 		return true, nil
 	}
 	return false, fmt.Errorf("move %d: unknown step %v", mv.ID, mv.Step)
@@ -168,7 +168,7 @@ func (h *Host) syncRanges(ctx context.Context, shards ...uint64) error {
 	return nil
 }
 
-func (h *Host) recordStep(ctx context.Context, mv placement.Move, step placement.MoveStep) error {
+func (h *Host) recordStep(ctx context.Context, mv placement.Move, step placement.RangeStep) error {
 	if err := h.metaRange(ctx, placement.RangeCommand{Op: "step", Move: mv.ID, Step: step}); err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (h *Host) metaRange(ctx context.Context, c placement.RangeCommand) error {
 // shardOp proposes an internal op through the local replica of a shard and
 // retries routing and availability errors until ctx ends.
 func (h *Host) shardOp(ctx context.Context, shardID uint64, req *wire.Request) (*wire.Response, error) {
-	s, ok := h.shards[shardID]
+	s, ok := h.Shard(shardID)
 	if !ok {
 		return nil, fmt.Errorf("shard %d has no replica on node %d", shardID, h.cfg.NodeID)
 	}
@@ -275,7 +275,7 @@ func (h *Host) stopping() bool {
 
 // hook reports a finished step to the test hook, if any, and stops the
 // driver when the host is closing meanwhile.
-func (h *Host) hook(id uint64, step placement.MoveStep) error {
+func (h *Host) hook(id uint64, step placement.RangeStep) error {
 	if h.cfg.MoveHook != nil {
 		h.cfg.MoveHook(id, step, h.stopc)
 	}

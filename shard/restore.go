@@ -67,20 +67,18 @@ func (p *RestorePlan) check(ids []uint64, depth int) error {
 // restoreTable is the meta group's first table on a restored cluster.
 func (h *Host) restoreTable() *placement.Table {
 	src := h.cfg.Restore.Table
-	var replicas []uint64
-	for id := range h.cfg.Members {
-		replicas = append(replicas, id)
-	}
-	sort.Slice(replicas, func(i, j int) bool { return replicas[i] < replicas[j] })
 	t := &placement.Table{Gen: src.Gen, NamespaceDepth: src.NamespaceDepth, Ranges: append([]wire.Range(nil), src.Ranges...)}
-	for _, id := range h.ids {
-		t.Shards = append(t.Shards, placement.ShardInfo{ID: id, Replicas: replicas})
+	for _, id := range h.bootIDs() {
+		t.Shards = append(t.Shards, placement.ShardInfo{ID: id, Replicas: h.bootReplicas(id)})
 	}
 	return t
 }
 
 // restoring reports whether a shard still waits for its restore entry.
-func (h *Host) restoring(id uint64) bool { return h.shards[id].restoring.Load() }
+func (h *Host) restoring(id uint64) bool {
+	s, ok := h.Shard(id)
+	return ok && s.restoring.Load()
+}
 
 // restoreLoop proposes each shard's restore entry from whichever node leads
 // it, until every shard is restored. Retries are safe: a repeated entry is a
@@ -109,7 +107,9 @@ func (h *Host) restoreLoop() {
 			h.mu.Lock()
 			delete(h.pendingRestore, id)
 			h.mu.Unlock()
-			h.shards[id].restoring.Store(false)
+			if s, ok := h.Shard(id); ok {
+				s.restoring.Store(false)
+			}
 		}
 		select {
 		case <-h.stopc:
@@ -120,7 +120,7 @@ func (h *Host) restoreLoop() {
 	if len(refused) > 0 {
 		h.log.Error("restore refused: these shards already held state", "shards", refused)
 	} else {
-		h.log.Info("restore complete", "shards", len(h.ids))
+		h.log.Info("restore complete", "shards", len(h.ShardIDs()))
 	}
 	if h.cfg.Restore.Done != nil {
 		h.cfg.Restore.Done(refused)
@@ -131,7 +131,10 @@ func (h *Host) restoreLoop() {
 // another) or refused.
 func (h *Host) restoreShard(id uint64) (done, refused bool) {
 	sr := h.cfg.Restore.Shards[id]
-	s := h.shards[id]
+	s, ok := h.Shard(id)
+	if !ok {
+		return true, false // no longer hosted here
+	}
 	if v, err := h.nh.StaleRead(id, statemachine.StatsQuery{}); err == nil {
 		if st, _ := v.(statemachine.Stats); st.Fence >= sr.Floor {
 			return true, false // applied here already (proposed by another node)
@@ -172,7 +175,7 @@ func (h *Host) restoreShard(id uint64) (done, refused bool) {
 // Dump reads a data shard's whole state with a linearizable read: the
 // state at one point between the call and its return.
 func (h *Host) Dump(ctx context.Context, shardID uint64) (statemachine.Dump, error) {
-	if _, ok := h.shards[shardID]; !ok {
+	if _, ok := h.Shard(shardID); !ok {
 		return statemachine.Dump{}, wire.Errorf(wire.NotFound, "no local replica of shard %d", shardID)
 	}
 	v, err := h.nh.SyncRead(ctx, shardID, statemachine.DumpQuery{})

@@ -64,7 +64,8 @@ func (c Config) withDefaults() Config {
 // Shard is the local replica of one data shard.
 type Shard struct {
 	id        uint64
-	replicaID uint64
+	replicaID uint64 // this node's id (leaders are tracked by node)
+	rid       uint64 // the local replica's Raft id (placement.NodeOf(rid) = replicaID)
 	host      *Host
 	nh        *dragonboat.NodeHost
 	cfg       Config

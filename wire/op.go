@@ -41,6 +41,13 @@ const (
 	OpRangeMerge Op = 41 // Value: start key of a range; merges it with the next range (same shard)
 	OpRangeMove  Op = 42 // Value: start key of a range, Shard: target shard; starts a move
 	OpRangeList  Op = 43 // ranges with their shard, generation, load and any move in flight (Response.Value, msgpack)
+
+	// Machines (admin): Value carries a JSON argument, answers carry JSON
+	// in Value. See docs/protocol.md.
+	OpNodeJoin    Op = 45 // Value {node}: register a joining node; answers {"meta_rid"}
+	OpNodeAdmin   Op = 46 // Value {"action": "activate"|"drain"|"remove", "node"}
+	OpShards      Op = 47 // per shard: replicas, roles, applied index, leader, move under way
+	OpReplicaMove Op = 48 // Value {"shard", "from", "to"} or {"shard", "abort": true}
 )
 
 // Internal operations: proposed by the shard layer itself, refused when they
@@ -94,6 +101,7 @@ var opNames = map[Op]string{
 	OpAcquireMulti: "acquire.multi", OpRevokeLock: "revokelock", OpHandOver: "handover", OpDeadlines: "deadlines",
 	OpRangeSplit: "range.split", OpRangeMerge: "range.merge", OpRangeMove: "range.move", OpRangeList: "range.list",
 	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
+	OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
 }
 
 func (op Op) String() string {

@@ -43,6 +43,7 @@ func addClientCommands(root *cobra.Command) {
 	root.AddCommand(semCmd(), lockAllCmd())
 	root.AddCommand(benchCmd())
 	root.AddCommand(snapshotCmd(), restoreCmd(), auditCmd())
+	root.AddCommand(nodeCmd(), replicaCmd(), shardsCmd()) // cli_machines.go
 }
 
 // signalContext is cancelled on SIGINT/SIGTERM.

@@ -30,7 +30,9 @@ type fileConfig struct {
 	SigningKey     string   `yaml:"signing-key"`
 	Admin          string   `yaml:"admin"`
 	Members        []string `yaml:"members"` // "id=raft-address"
+	Join           []string `yaml:"join"`    // client addresses of running nodes
 	Shards         int      `yaml:"shards"`
+	Replicas       int      `yaml:"replicas"`
 	NamespaceDepth int      `yaml:"namespace-depth"`
 	RTTMillis      int      `yaml:"rtt-ms"`
 	LogLevel       string   `yaml:"log-level"`
@@ -45,6 +47,7 @@ func serveCmd() *cobra.Command {
 		cfgPath string
 		fc      fileConfig
 		members string
+		join    string
 		sec     serveSecurity
 	)
 	cmd := &cobra.Command{
@@ -52,7 +55,11 @@ func serveCmd() *cobra.Command {
 		Short: "Run one node of a cluster",
 		Example: `  warden serve --id 1 --data-dir /var/lib/warden \
     --listen 10.0.0.1:7070 --raft 10.0.0.1:7170 \
-    --members 1=10.0.0.1:7170,2=10.0.0.2:7170,3=10.0.0.3:7170`,
+    --members 1=10.0.0.1:7170,2=10.0.0.2:7170,3=10.0.0.3:7170
+
+  # a fourth machine joins the running cluster
+  warden serve --id 4 --data-dir /var/lib/warden \
+    --listen 10.0.0.4:7070 --raft 10.0.0.4:7170 --join 10.0.0.1:7070,10.0.0.2:7070`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfgPath != "" {
 				if err := loadFileConfig(cfgPath, &fc, cmd); err != nil {
@@ -61,6 +68,9 @@ func serveCmd() *cobra.Command {
 			}
 			if members != "" {
 				fc.Members = strings.Split(members, ",")
+			}
+			if join != "" {
+				fc.Join = strings.Split(join, ",")
 			}
 			cfg, err := nodeConfig(fc)
 			if err != nil {
@@ -82,8 +92,10 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.RaftListen, "raft-listen", "", "address Raft listens on when it differs from --raft (a proxy in front)")
 	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off)")
 	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
+	f.StringVar(&join, "join", "", "join a running cluster through these node client addresses (host:port,...) instead of creating one")
 	sec.register(f)
 	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
+	f.IntVar(&fc.Replicas, "replicas", 0, "replicas per data shard at cluster creation (0: on every initial member)")
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")
 	f.StringVar(&fc.LogLevel, "log-level", "warn", "debug, info, warn or error (info adds leader changes, range moves, lease expiries)")
@@ -118,7 +130,9 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("signing-key", func() { fc.SigningKey = pickS(fromFile.SigningKey, fc.SigningKey) })
 	set("admin", func() { fc.Admin = pickS(fromFile.Admin, fc.Admin) })
 	set("members", func() { fc.Members = fromFile.Members })
+	set("join", func() { fc.Join = fromFile.Join })
 	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
+	set("replicas", func() { fc.Replicas = int(pick(uint64(fromFile.Replicas), uint64(fc.Replicas))) })
 	set("namespace-depth", func() { fc.NamespaceDepth = int(pick(uint64(fromFile.NamespaceDepth), uint64(fc.NamespaceDepth))) })
 	set("rtt-ms", func() { fc.RTTMillis = int(pick(uint64(fromFile.RTTMillis), uint64(fc.RTTMillis))) })
 	set("log-level", func() { fc.LogLevel = pickS(fromFile.LogLevel, fc.LogLevel) })
@@ -146,7 +160,7 @@ func pickS(v, def string) string {
 func nodeConfig(fc fileConfig) (node.Config, error) {
 	cfg := node.Config{
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
-		DataShards: fc.Shards, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
+		DataShards: fc.Shards, Replicas: fc.Replicas, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
 		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
 	}
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
@@ -184,6 +198,11 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	}
 	if len(cfg.Members) == 0 {
 		cfg.Members = []node.Member{{ID: fc.ID, RaftAddr: fc.Raft}}
+	}
+	for _, a := range fc.Join {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Join = append(cfg.Join, a)
+		}
 	}
 	return cfg, nil
 }

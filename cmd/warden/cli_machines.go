@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wardenlock/warden/client"
+)
+
+// Machines: node add|drain|remove, replica move, shards.
+
+func nodeCmd() *cobra.Command {
+	nc := &cobra.Command{Use: "node", Short: "Add, drain and remove cluster nodes"}
+	admin := func(use, short string, f func(*client.Client, context.Context, uint64) error, done string) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " <node-id>", Short: short, Args: cobra.ExactArgs(1),
+			RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+				id, err := strconv.ParseUint(args[0], 10, 64)
+				if err != nil || id == 0 {
+					return fail(fmt.Errorf("node id %q: want a positive integer", args[0]))
+				}
+				if err := f(c, ctx, id); err != nil {
+					return fail(err)
+				}
+				fmt.Printf(done+"\n", id)
+				return nil
+			}),
+		}
+	}
+	nc.AddCommand(
+		admin("add", "Mark a registered node active: it receives replicas and leaderships again (a new node joins with `warden serve --join`)",
+			(*client.Client).NodeActivate, "node %d is active"),
+		admin("drain", "Move every replica and shard leadership off a node (progress: warden shards)",
+			(*client.Client).NodeDrain, "node %d is draining; follow the moves with `warden shards`"),
+		admin("remove", "Take a drained node out of the cluster and the meta group, then stop its process",
+			(*client.Client).NodeRemove, "node %d removed; stop its process"),
+	)
+	return nc
+}
+
+func replicaCmd() *cobra.Command {
+	rc := &cobra.Command{Use: "replica", Short: "Move shard replicas between nodes"}
+	var abort bool
+	move := &cobra.Command{
+		Use:   "move <shard> <from-node> <to-node> | move <shard> --abort",
+		Short: "Move a shard's replica: non-voting on the target, caught up, voter, then the source removed",
+		Args:  cobra.RangeArgs(1, 3),
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			var ids []uint64
+			for _, a := range args {
+				v, err := strconv.ParseUint(a, 10, 64)
+				if err != nil || v == 0 {
+					return fail(fmt.Errorf("%q: want a positive integer", a))
+				}
+				ids = append(ids, v)
+			}
+			if abort {
+				if err := c.AbortReplicaMove(ctx, ids[0]); err != nil {
+					return fail(err)
+				}
+				fmt.Printf("shard %d: move rolling back\n", ids[0])
+				return nil
+			}
+			if len(ids) != 3 {
+				return fail(fmt.Errorf("want <shard> <from-node> <to-node>"))
+			}
+			if err := c.MoveReplica(ctx, ids[0], ids[1], ids[2]); err != nil {
+				return fail(err)
+			}
+			fmt.Printf("shard %d: moving the replica on node %d to node %d; follow it with `warden shards`\n", ids[0], ids[1], ids[2])
+			return nil
+		}),
+	}
+	move.Flags().BoolVar(&abort, "abort", false, "roll back the shard's move (only before the target votes)")
+	rc.AddCommand(move)
+	return rc
+}
+
+func shardsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "shards", Short: "Show every shard's replicas (role, applied index), leader and any replica move",
+		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
+			shards, err := c.Shards(ctx)
+			if err != nil {
+				return fail(err)
+			}
+			if gf.output == "json" {
+				return printJSON(os.Stdout, shards)
+			}
+			w := table(os.Stdout)
+			fmt.Fprintln(w, "SHARD\tLEADER\tRANGES\tREPLICAS (node:role@applied)\tMOVE")
+			for _, s := range shards {
+				var reps []string
+				for _, r := range s.Replicas {
+					x := fmt.Sprintf("%d:%s@%d", r.Node, r.Role, r.Applied)
+					if r.Error != "" {
+						x = fmt.Sprintf("%d:%s@?", r.Node, r.Role)
+					}
+					if r.Leaving {
+						x += "(leaving)"
+					}
+					reps = append(reps, x)
+				}
+				move := "-"
+				if s.Move != nil {
+					move = fmt.Sprintf("%d→%d %s", s.Move.From, s.Move.To, s.Move.Step)
+				}
+				leader := "none"
+				if s.Leader != 0 {
+					leader = strconv.FormatUint(s.Leader, 10)
+				}
+				fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", s.ID, leader, s.Ranges, strings.Join(reps, " "), move)
+			}
+			return w.Flush()
+		}),
+	}
+}
