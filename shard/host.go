@@ -166,6 +166,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	expert.Engine.ExecShards = cfg.StepWorkers
 	expert.Engine.CommitShards = cfg.StepWorkers
 	expert.Engine.ApplyShards = cfg.ApplyWorkers
+	// One write per Raft message batch and buffered reads (transport.go).
+	expert.TransportFactory = TransportFactory{}
 	nhc := config.NodeHostConfig{
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
