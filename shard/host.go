@@ -39,7 +39,7 @@ type HostConfig struct {
 
 	RTT             time.Duration // dragonboat tick (default 10 ms)
 	ElectionRTT     uint64        // ticks (default 15)
-	HeartbeatRTT    uint64        // ticks (default 2)
+	HeartbeatRTT    uint64        // ticks (default 4)
 	SnapshotEntries uint64        // entries between snapshots (default 20000)
 	DeploymentID    uint64
 	NoLeaderBalance bool // leave shard leaders wherever elections put them
@@ -82,7 +82,11 @@ func (c *HostConfig) fill() error {
 		c.ElectionRTT = 15
 	}
 	if c.HeartbeatRTT == 0 {
-		c.HeartbeatRTT = 2
+		// Every leader heartbeats each follower of each shard: with 16
+		// shards that was most of an idle node's CPU at 2 ticks. 4 ticks
+		// (40 ms) halves it and still sends 3-4 heartbeats per election
+		// timeout; ReadIndex (keepalives) sends its own round at once.
+		c.HeartbeatRTT = 4
 	}
 	if c.LogDBShards == 0 {
 		c.LogDBShards = 1
@@ -210,9 +214,27 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		}
 		s.start(nh)
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go func() { defer h.wg.Done(); h.placementLoop() }()
+	go func() { defer h.wg.Done(); h.lessorLoop() }()
 	return h, nil
+}
+
+// lessorLoop checks every shard's lease deadlines on one ticker: a ticker
+// per shard woke each node 50 times a second per shard, leader or not.
+func (h *Host) lessorLoop() {
+	t := time.NewTicker(h.cfg.Shard.withDefaults().LessorTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopc:
+			return
+		case <-t.C:
+			for _, id := range h.ids {
+				h.shards[id].lessor.tick()
+			}
+		}
+	}
 }
 
 func (h *Host) raftConfig(shardID uint64) config.Config {

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4"
@@ -37,6 +39,10 @@ type proposer struct {
 	stop     chan struct{}
 	maxOps   int
 	maxBytes int
+
+	pending atomic.Int64  // entries proposed and not yet answered
+	entries atomic.Uint64 // Raft entries proposed (Shard.Batches)
+	ops     atomic.Uint64 // client operations in them
 }
 
 func newProposer(s *Shard) *proposer {
@@ -75,6 +81,14 @@ func (p *proposer) run() {
 			return
 		}
 		size := len(batch[0].req.Path) + len(batch[0].req.Value) + 32
+		// With entries already in flight a new one waits behind them
+		// anyway: let the goroutines that are about to submit run first,
+		// so a shard with a shallow queue still packs several operations
+		// per entry. With nothing in flight (one client) it goes at once.
+		yields := 0
+		if p.pending.Load() > 0 {
+			yields = 2
+		}
 	drain:
 		for len(batch) < p.maxOps && size < p.maxBytes {
 			select {
@@ -82,7 +96,11 @@ func (p *proposer) run() {
 				batch = append(batch, next)
 				size += len(next.req.Path) + len(next.req.Value) + 32
 			default:
-				break drain
+				if yields == 0 {
+					break drain
+				}
+				yields--
+				runtime.Gosched()
 			}
 		}
 		reqs = reqs[:0]
@@ -96,7 +114,10 @@ func (p *proposer) run() {
 			p.fail(props, err)
 			continue
 		}
+		p.pending.Add(1)
 		rs, err := p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
+		p.entries.Add(1)
+		p.ops.Add(uint64(len(props)))
 		select {
 		case p.inflight <- &inflight{rs: rs, props: props, err: err}:
 		case <-p.stop:
@@ -112,21 +133,26 @@ func (p *proposer) run() {
 // complete answers batches in log order; they also complete in log order.
 func (p *proposer) complete() {
 	for f := range p.inflight {
-		if f.err != nil {
-			p.fail(f.props, f.err)
-			continue
-		}
-		var res dragonboat.RequestResult
-		select {
-		case res = <-f.rs.ResultC():
-		case <-p.stop:
-			f.rs.Release()
-			p.failCode(f.props, wire.Ambiguous, "shard stopped while the proposal was in flight")
-			continue
-		}
-		f.rs.Release()
-		p.finish(f.props, res)
+		p.completeOne(f)
+		p.pending.Add(-1)
 	}
+}
+
+func (p *proposer) completeOne(f *inflight) {
+	if f.err != nil {
+		p.fail(f.props, f.err)
+		return
+	}
+	var res dragonboat.RequestResult
+	select {
+	case res = <-f.rs.ResultC():
+	case <-p.stop:
+		f.rs.Release()
+		p.failCode(f.props, wire.Ambiguous, "shard stopped while the proposal was in flight")
+		return
+	}
+	f.rs.Release()
+	p.finish(f.props, res)
 }
 
 func (p *proposer) finish(props []proposal, res dragonboat.RequestResult) {
