@@ -39,7 +39,7 @@ type HostConfig struct {
 
 	RTT             time.Duration // dragonboat tick (default 10 ms)
 	ElectionRTT     uint64        // ticks (default 15)
-	HeartbeatRTT    uint64        // ticks (default 4)
+	HeartbeatRTT    uint64        // ticks (default 3)
 	SnapshotEntries uint64        // entries between snapshots (default 20000)
 	DeploymentID    uint64
 	NoLeaderBalance bool // leave shard leaders wherever elections put them
@@ -83,10 +83,12 @@ func (c *HostConfig) fill() error {
 	}
 	if c.HeartbeatRTT == 0 {
 		// Every leader heartbeats each follower of each shard: with 16
-		// shards that was most of an idle node's CPU at 2 ticks. 4 ticks
-		// (40 ms) halves it and still sends 3-4 heartbeats per election
-		// timeout; ReadIndex (keepalives) sends its own round at once.
-		c.HeartbeatRTT = 4
+		// shards that was most of an idle node's CPU at 2 ticks. 3 ticks
+		// (30 ms) cuts a third of it and still gives 5 rounds per
+		// election timeout, which CheckQuorum needs on a starved machine
+		// (at 4-5 ticks leaderships moved more often under heavy CPU
+		// contention); ReadIndex (keepalives) sends its own round at once.
+		c.HeartbeatRTT = 3
 	}
 	if c.LogDBShards == 0 {
 		c.LogDBShards = 1
