@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -205,6 +206,19 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 				c.direct.stale()
 			}
 			c.cfg.logger.Debug("warden: retrying", "op", req.Op, "code", resp.Code, "attempt", attempt)
+		case err == nil && resp.Code == wire.TooMany && resp.TTL > 0:
+			// A rate limit that says when to come back (the request was
+			// refused before it was routed, so it is safe to resend).
+			lastErr = resp.AsError()
+			wait := retryAfter(resp.TTL)
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+				return resp, lastErr // the hint is past the caller's deadline: say why now
+			}
+			c.cfg.logger.Debug("warden: rate limited", "op", req.Op, "retry_after", wait, "attempt", attempt)
+			if !sleepCtx(ctx, wait) {
+				return nil, c.giveUp(req, maybeApplied, lastErr, ctx.Err())
+			}
+			continue
 		case err == nil:
 			return resp, resp.AsError()
 		case ctx.Err() != nil:
@@ -224,6 +238,25 @@ func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Durat
 		if err := c.cfg.backoff.Wait(ctx, attempt); err != nil {
 			return nil, c.giveUp(req, maybeApplied, lastErr, err)
 		}
+	}
+}
+
+// retryAfter turns a TooMany hint (ms until the server expects to accept
+// the request) into a wait, plus up to a quarter more of jitter so clients
+// refused together do not return in lockstep.
+func retryAfter(hintMS int64) time.Duration {
+	d := time.Duration(hintMS) * time.Millisecond
+	return d + mathrand.N(d/4+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

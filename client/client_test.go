@@ -289,3 +289,76 @@ func TestOversizedRequestRefusedLocally(t *testing.T) {
 		t.Errorf("server received %d oversized puts", n)
 	}
 }
+
+// A TooMany answer with a TTL is a rate limit that says when to come back:
+// the client waits at least that long and resends the same request. Without
+// a TTL (a lock or session limit) TooMany is a decision and is returned.
+func TestTooManyHonoursRetryHint(t *testing.T) {
+	tests := []struct {
+		name     string
+		ttl      int64 // ms hint on the first answer
+		attempts int
+		wantErr  error
+	}{
+		{"rate limited with a hint is retried after it", 60, 2, nil},
+		{"limit without a hint is final", 0, 1, ErrTooMany},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen []time.Time
+			srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+				mu.Lock()
+				seen = append(seen, time.Now())
+				first := len(seen) == 1
+				mu.Unlock()
+				if first {
+					fc.answer(req, wire.Response{Code: wire.TooMany, TTL: tc.ttl, Msg: "slow down"})
+					return
+				}
+				fc.answer(req, wire.Response{Version: 1})
+			})
+			c := newTestClient(t, []string{srv.addr()})
+			_, err := c.Put(testContext(t), "/kv/a", []byte("v"))
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			puts := srv.requests(wire.OpKVPut)
+			if len(puts) != tc.attempts {
+				t.Fatalf("server saw %d attempts, want %d", len(puts), tc.attempts)
+			}
+			if tc.attempts == 2 {
+				if puts[1].Seq != puts[0].Seq {
+					t.Errorf("retry changed seq %d → %d", puts[0].Seq, puts[1].Seq)
+				}
+				mu.Lock()
+				gap := seen[1].Sub(seen[0])
+				mu.Unlock()
+				if gap < time.Duration(tc.ttl)*time.Millisecond {
+					t.Errorf("retried after %v, before the %d ms hint", gap, tc.ttl)
+				}
+			}
+		})
+	}
+}
+
+// A hint that ends after the caller's deadline is not slept through: the
+// caller gets the TooMany error at once.
+func TestTooManyHintBeyondDeadline(t *testing.T) {
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		fc.answer(req, wire.Response{Code: wire.TooMany, TTL: 60_000, Msg: "slow down"})
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.Put(ctx, "/kv/a", []byte("v"))
+	if !errors.Is(err, ErrTooMany) {
+		t.Fatalf("err = %v, want ErrTooMany", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the client slept until the deadline instead of returning the hint")
+	}
+	if n := len(srv.requests(wire.OpKVPut)); n != 1 {
+		t.Fatalf("server saw %d attempts, want 1", n)
+	}
+}

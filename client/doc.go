@@ -27,6 +27,12 @@ and returns when it ends; nothing blocks forever.
     exception is a request parked in a lock or election queue: the service
     abandons it when its connection breaks, so the client sends it again
     with a new sequence number (it joins the queue again at the back).
+  - Rate limits are waited out. A TooMany answer that carries a retry hint
+    (its TTL, in ms: the service's request-rate limit) is resent, same
+    sequence number, after that long plus up to a quarter more of jitter;
+    when the hint ends after the caller's deadline the TooMany error is
+    returned at once. TooMany without a hint (a lock, session or watch
+    limit) is a decision and is returned.
   - Ambiguity is named. When the caller's context ends while a mutating
     request may have reached the service without an answer, the error
     matches both ErrAmbiguous and the context's error.

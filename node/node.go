@@ -45,7 +45,7 @@ type Config struct {
 	NamespaceDepth int           // default 2
 	RTT            time.Duration // default 10 ms
 	ElectionRTT    uint64        // default 15 ticks
-	HeartbeatRTT   uint64        // default 2 ticks
+	HeartbeatRTT   uint64        // default 3 ticks
 
 	// Security (security.go). TLS nil = plaintext on the client, Raft and
 	// admin ports; otherwise TLS 1.3 on all three, mutual TLS for Raft.

@@ -27,6 +27,10 @@ type ShardStatus struct {
 	IsLeader bool     `json:"is_leader"`
 	Applied  uint64   `json:"applied,omitempty"`
 	Watchers int      `json:"watchers,omitempty"`
+	// Entries this replica proposed and the operations they carried
+	// (their ratio is the batching achieved).
+	Proposals   uint64 `json:"proposals,omitempty"`
+	ProposedOps uint64 `json:"proposed_ops,omitempty"`
 }
 
 // Status reports what this router knows of the cluster.
@@ -50,6 +54,7 @@ func (s *Server) Status() Status {
 			if local, ok := h.Shard(si.ID); ok {
 				ss.Local, ss.IsLeader = true, local.IsLeader()
 				ss.Applied, ss.Watchers = local.AppliedIndex(), local.Watchers()
+				ss.Proposals, ss.ProposedOps = local.Batches()
 			}
 		}
 		st.Shards = append(st.Shards, ss)

@@ -39,7 +39,7 @@ type HostConfig struct {
 
 	RTT             time.Duration // dragonboat tick (default 10 ms)
 	ElectionRTT     uint64        // ticks (default 15)
-	HeartbeatRTT    uint64        // ticks (default 2)
+	HeartbeatRTT    uint64        // ticks (default 3)
 	SnapshotEntries uint64        // entries between snapshots (default 20000)
 	DeploymentID    uint64
 	NoLeaderBalance bool // leave shard leaders wherever elections put them
@@ -114,7 +114,13 @@ func (c *HostConfig) fill() error {
 		c.ElectionRTT = 15
 	}
 	if c.HeartbeatRTT == 0 {
-		c.HeartbeatRTT = 2
+		// Every leader heartbeats each follower of each shard: with 16
+		// shards that was most of an idle node's CPU at 2 ticks. 3 ticks
+		// (30 ms) cuts a third of it and still gives 5 rounds per
+		// election timeout, which CheckQuorum needs on a starved machine
+		// (at 4-5 ticks leaderships moved more often under heavy CPU
+		// contention); ReadIndex (keepalives) sends its own round at once.
+		c.HeartbeatRTT = 3
 	}
 	if c.Shard.LeaseAllowance <= 0 {
 		// One election timeout (elections are randomized in [E, 2E) ticks).
@@ -214,6 +220,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	expert.Engine.ExecShards = cfg.StepWorkers
 	expert.Engine.CommitShards = cfg.StepWorkers
 	expert.Engine.ApplyShards = cfg.ApplyWorkers
+	// One write per Raft message batch and buffered reads (transport.go).
+	expert.TransportFactory = TransportFactory{}
 	nhc := config.NodeHostConfig{
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
@@ -255,8 +263,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		h.wg.Add(1)
 		go func() { defer h.wg.Done(); h.restoreLoop() }()
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go func() { defer h.wg.Done(); h.placementLoop() }()
+	go func() { defer h.wg.Done(); h.lessorLoop() }()
 	return h, nil
 }
 
@@ -391,6 +400,25 @@ func (h *Host) putShard(s *Shard) {
 func (h *Host) stopShards() {
 	for _, s := range *h.shards.Load() {
 		s.stop()
+	}
+}
+
+// lessorLoop checks every shard's lease deadlines and revocation/lock-delay
+// timers on one ticker: a ticker per shard woke each node 50 times a second
+// per shard, leader or not.
+func (h *Host) lessorLoop() {
+	t := time.NewTicker(h.cfg.Shard.withDefaults().LessorTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stopc:
+			return
+		case <-t.C:
+			for _, s := range *h.shards.Load() {
+				s.lessor.tick()
+				s.timer.tick()
+			}
+		}
 	}
 }
 

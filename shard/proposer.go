@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +41,10 @@ type proposer struct {
 	maxOps   int
 	maxBytes int
 
-	// Observed by metrics: entries proposed and not yet answered, and
-	// entries that did not complete (dropped, timed out, rejected, ...).
-	pending atomic.Int64
-	failed  atomic.Uint64
+	pending atomic.Int64  // entries proposed and not yet answered (metrics; the batcher's yield hint)
+	failed  atomic.Uint64 // entries that did not complete (dropped, timed out, rejected, ...)
+	entries atomic.Uint64 // Raft entries proposed (Shard.Batches)
+	ops     atomic.Uint64 // client operations in them
 }
 
 func newProposer(s *Shard) *proposer {
@@ -82,6 +83,14 @@ func (p *proposer) run() {
 			return
 		}
 		size := len(batch[0].req.Path) + len(batch[0].req.Value) + 32
+		// With entries already in flight a new one waits behind them
+		// anyway: let the goroutines that are about to submit run first,
+		// so a shard with a shallow queue still packs several operations
+		// per entry. With nothing in flight (one client) it goes at once.
+		yields := 0
+		if p.pending.Load() > 0 {
+			yields = 2
+		}
 	drain:
 		for len(batch) < p.maxOps && size < p.maxBytes {
 			select {
@@ -89,7 +98,11 @@ func (p *proposer) run() {
 				batch = append(batch, next)
 				size += len(next.req.Path) + len(next.req.Value) + 32
 			default:
-				break drain
+				if yields == 0 {
+					break drain
+				}
+				yields--
+				runtime.Gosched()
 			}
 		}
 		reqs = reqs[:0]
@@ -103,10 +116,10 @@ func (p *proposer) run() {
 			p.fail(props, err)
 			continue
 		}
+		p.pending.Add(1)
 		rs, err := p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
-		if err == nil {
-			p.pending.Add(1)
-		}
+		p.entries.Add(1)
+		p.ops.Add(uint64(len(props)))
 		select {
 		case p.inflight <- &inflight{rs: rs, props: props, err: err}:
 		case <-p.stop:
@@ -134,6 +147,7 @@ func (p *proposer) complete() {
 	for f := range p.inflight {
 		if f.err != nil {
 			p.failed.Add(1)
+			p.pending.Add(-1)
 			p.fail(f.props, f.err)
 			continue
 		}
@@ -147,6 +161,7 @@ func (p *proposer) complete() {
 }
 
 func (p *proposer) await(f *inflight) {
+	defer p.pending.Add(-1)
 	var res dragonboat.RequestResult
 	select {
 	case res = <-f.rs.ResultC():
@@ -156,7 +171,6 @@ func (p *proposer) await(f *inflight) {
 		return
 	}
 	f.rs.Release()
-	p.pending.Add(-1)
 	if !res.Completed() {
 		p.failed.Add(1)
 	}

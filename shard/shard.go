@@ -110,14 +110,14 @@ func newShard(h *Host, id uint64) *Shard {
 	return s
 }
 
-// start runs the proposer and the lessor; the replica must be started.
+// start runs the proposer; the replica must be started. The host ticks
+// every shard's lessor from one goroutine (Host.lessorLoop).
 func (s *Shard) start(nh *dragonboat.NodeHost) {
 	s.nh = nh
 	s.proposer = newProposer(s)
-	s.wg.Add(3)
+	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.proposer.run() }()
 	go func() { defer s.wg.Done(); s.proposer.complete() }()
-	go func() { defer s.wg.Done(); s.lessorLoop() }()
 }
 
 func (s *Shard) stop() {
@@ -125,20 +125,6 @@ func (s *Shard) stop() {
 	close(s.proposer.stop)
 	s.wg.Wait()
 	s.parked.drain(wire.Closed, "node is shutting down")
-}
-
-func (s *Shard) lessorLoop() {
-	t := time.NewTicker(s.cfg.LessorTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopc:
-			return
-		case <-t.C:
-			s.lessor.tick()
-			s.timer.tick()
-		}
-	}
 }
 
 // lastTime is the local replica's last applied stamp (0 until it exists).
@@ -411,4 +397,14 @@ func (s *Shard) AppliedIndex() uint64 {
 		return m.AppliedIndex()
 	}
 	return 0
+}
+
+// Batches reports how many Raft entries this replica has proposed and how
+// many client operations they carried: their ratio is the batching the
+// proposer achieves (operations per entry).
+func (s *Shard) Batches() (entries, ops uint64) {
+	if s.proposer == nil {
+		return 0, 0
+	}
+	return s.proposer.entries.Load(), s.proposer.ops.Load()
 }

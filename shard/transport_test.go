@@ -1,0 +1,171 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lni/dragonboat/v4/config"
+	pb "github.com/lni/dragonboat/v4/raftpb"
+)
+
+// startTransport runs a transport on a free loopback port; its handlers
+// record what arrives.
+type recorder struct {
+	mu      sync.Mutex
+	batches []pb.MessageBatch
+	chunks  []pb.Chunk
+	got     chan struct{}
+	reject  bool // the chunk handler refuses
+}
+
+func startTransport(t *testing.T, rec *recorder) (*raftTransport, string) {
+	t.Helper()
+	nhc := config.NodeHostConfig{RaftAddress: "127.0.0.1:1", ListenAddress: "127.0.0.1:0"}
+	tr := TransportFactory{}.Create(nhc, func(b pb.MessageBatch) {
+		rec.mu.Lock()
+		rec.batches = append(rec.batches, b)
+		rec.mu.Unlock()
+		rec.got <- struct{}{}
+	}, func(c pb.Chunk) bool {
+		rec.mu.Lock()
+		rec.chunks = append(rec.chunks, c)
+		rec.mu.Unlock()
+		return !rec.reject
+	}).(*raftTransport)
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr, tr.ln.Addr().String()
+}
+
+func batchWith(cmd []byte) pb.MessageBatch {
+	return pb.MessageBatch{DeploymentId: 7070, SourceAddress: "127.0.0.1:7170", BinVer: 210,
+		Requests: []pb.Message{{Type: pb.Replicate, ShardID: 3, From: 1, To: 2, Term: 4,
+			Entries: []pb.Entry{{Index: 9, Term: 4, Cmd: cmd}}}}}
+}
+
+// Batches arrive whole and in order, including one larger than the read
+// buffer, and an earlier batch is not overwritten when the receive buffer
+// is reused for the next one.
+func TestTransportDeliversBatches(t *testing.T) {
+	rec := &recorder{got: make(chan struct{}, 8)}
+	_, addr := startTransport(t, rec)
+	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
+	conn, err := sender.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	small := []byte("acquire /locks/a")
+	large := bytes.Repeat([]byte("x"), 300<<10)
+	for _, cmd := range [][]byte{small, large, small} {
+		if err := conn.SendMessageBatch(batchWith(cmd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		<-rec.got
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i, want := range [][]byte{small, large, small} {
+		b := rec.batches[i]
+		if b.DeploymentId != 7070 || b.SourceAddress != "127.0.0.1:7170" || b.BinVer != 210 || len(b.Requests) != 1 {
+			t.Fatalf("batch %d arrived as %+v", i, b)
+		}
+		m := b.Requests[0]
+		if m.Type != pb.Replicate || m.ShardID != 3 || m.To != 2 || len(m.Entries) != 1 || !bytes.Equal(m.Entries[0].Cmd, want) {
+			t.Fatalf("batch %d: message %v with %d entries differs from what was sent", i, m.Type, len(m.Entries))
+		}
+	}
+}
+
+// Every chunk of a snapshot stream has reached the handler by the time the
+// sender's Close returns.
+func TestTransportSnapshotChunksBeforeClose(t *testing.T) {
+	rec := &recorder{got: make(chan struct{}, 1)}
+	_, addr := startTransport(t, rec)
+	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
+	sc, err := sender.GetSnapshotConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(0); i < 3; i++ {
+		c := pb.Chunk{ShardID: 3, ReplicaID: 2, From: 1, Index: 100, Term: 4, ChunkId: i, ChunkCount: 3,
+			Data: bytes.Repeat([]byte{byte(i)}, 1000)}
+		if err := sc.SendChunk(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc.Close()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.chunks) != 3 {
+		t.Fatalf("%d chunks handled when Close returned, want 3", len(rec.chunks))
+	}
+	for i, c := range rec.chunks {
+		if c.ChunkId != uint64(i) || c.ChunkCount != 3 || len(c.Data) != 1000 || c.Data[0] != byte(i) {
+			t.Fatalf("chunk %d arrived as id %d count %d len %d", i, c.ChunkId, c.ChunkCount, len(c.Data))
+		}
+	}
+}
+
+// A corrupted frame, or a connection that does not start with the
+// preamble, is dropped without reaching the handlers.
+func TestTransportDropsBadInput(t *testing.T) {
+	good, _ := appendRaftFrame(nil, frameBatch, func() *pb.MessageBatch { b := batchWith([]byte("a")); return &b }(), 4096)
+	corrupt := append([]byte(nil), good...)
+	corrupt[len(corrupt)-1] ^= 0xff
+	huge := append([]byte(nil), good[:frameHeader]...)
+	binary.BigEndian.PutUint32(huge[1:5], maxRaftFrame+1)
+	tests := []struct {
+		name string
+		send []byte
+	}{
+		{"bad checksum", append(transportPreamble[:], corrupt...)},
+		{"frame over the limit", append(transportPreamble[:], huge...)},
+		{"no preamble", good},
+		{"unknown kind", append(transportPreamble[:], append([]byte{9}, good[1:]...)...)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{got: make(chan struct{}, 1)}
+			_, addr := startTransport(t, rec)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write(tc.send); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a hang fails, not blocks the suite
+			if _, err := io.ReadAll(c); err != nil {
+				t.Fatalf("the transport did not close the connection: %v", err)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.batches) != 0 {
+				t.Fatalf("a bad frame reached the handler: %+v", rec.batches)
+			}
+		})
+	}
+}
+
+func TestTransportValidate(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7170": true, "node-1.warden:7170": true, "[::1]:7170": true,
+		"127.0.0.1": false, ":7170": false, "127.0.0.1:0": false, "127.0.0.1:99999": false, "a:b": false,
+	} {
+		if got := (TransportFactory{}).Validate(addr); got != want {
+			t.Errorf("Validate(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
