@@ -38,6 +38,17 @@ func waitFor(ctx context.Context, try bool) int64 {
 // connection breaks, so it is sent again with a new Seq. Tries (WaitNone)
 // are never parked and are retried like any other request.
 func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, undo func(token uint64) error) (*wire.Response, error) {
+	if c.cfg.tracer != nil && req.Trace == "" {
+		ctx, span := c.startSpan(ctx, req)
+		resp, err := c.parkAttempts(ctx, s, req, undo)
+		endSpan(span, resp, err)
+		return resp, err
+	}
+	return c.parkAttempts(ctx, s, req, undo)
+}
+
+// parkAttempts is park without its span.
+func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request, undo func(token uint64) error) (*wire.Response, error) {
 	req.Client, req.Seq = c.id, c.seqs.begin()
 	defer func() { c.seqs.end(req.Seq) }()
 	if req.Wait == wire.WaitNone {

@@ -176,6 +176,17 @@ func retrySafe(req *wire.Request) bool {
 // after a mutating request may have reached the server, the error matches
 // ErrAmbiguous and the context error.
 func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Duration) (*wire.Response, error) {
+	if c.cfg.tracer != nil && req.Trace == "" {
+		ctx, span := c.startSpan(ctx, req)
+		resp, err := c.attempts(ctx, req, timeout)
+		endSpan(span, resp, err)
+		return resp, err
+	}
+	return c.attempts(ctx, req, timeout)
+}
+
+// attempts is call without its span.
+func (c *Client) attempts(ctx context.Context, req *wire.Request, timeout time.Duration) (*wire.Response, error) {
 	var (
 		maybeApplied bool
 		lastErr      error

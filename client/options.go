@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -26,6 +28,7 @@ type config struct {
 	maxFrame       int
 	clock          clock
 	direct         bool // send path requests straight to the shard leader's node
+	tracer         trace.Tracer
 }
 
 func defaultConfig() config {
@@ -120,6 +123,16 @@ func WithMaxFrame(n int) Option {
 			c.maxFrame = n
 		}
 	}
+}
+
+// WithTracer turns tracing on: each call (one lock acquire, put, release,
+// ...; retries included) becomes a client span from t, a child of the span in
+// the call's context if there is one, and its W3C trace context travels in
+// the request so the router's and the shard's spans join the same trace.
+// Off by default (nil): no span, nothing added to requests. Background
+// traffic (keepalives, watches) is not traced.
+func WithTracer(t trace.Tracer) Option {
+	return func(c *config) { c.tracer = t }
 }
 
 // SessionOption configures a Session.

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/wardenlock/warden/internal/tracectx"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -49,8 +50,10 @@ func (s *Server) SetHooks(h *Hooks) {
 }
 
 // SetTracer turns request tracing on for every router in the process (one
-// server span per client request), or off with nil. Off costs one atomic
-// load per request.
+// server span per client request, a child of the client's span when the
+// request carries its trace context; a forwarded request gets a span on the
+// receiving node too, a child of the forwarding node's), or off with nil.
+// Off costs one atomic load per request and adds nothing to requests.
 func SetTracer(t trace.Tracer) {
 	if t == nil {
 		tracerHold.Store(nil)
@@ -69,19 +72,31 @@ type tracked struct {
 
 func (s *Server) track(req *wire.Request, peer bool) tracked {
 	var t tracked
-	if peer {
-		return t
-	}
-	if hookedSrvs.Load() != 0 {
+	if !peer && hookedSrvs.Load() != 0 {
 		if v, ok := hookTable.Load(s); ok {
 			t.hooks, t.start = v.(*Hooks), time.Now()
 		}
 	}
-	if tb := tracerHold.Load(); tb != nil {
-		_, t.span = tb.t.Start(context.Background(), req.Op.String(), trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("warden.op", req.Op.String()), attribute.String("warden.path", req.Path)))
+	// A forwarded request gets a span only when the forwarding router
+	// traced it (it then carries that router's span context).
+	if tb := tracerHold.Load(); tb != nil && (!peer || req.Trace != "") {
+		t.span = s.startSpan(tb.t, req)
 	}
 	return t
+}
+
+// startSpan starts the server span of req, a child of the caller's span when
+// req carries one, and puts the span's own context in req.Trace so the hops
+// after this one (a peer node, the shard) make their spans its children.
+func (s *Server) startSpan(tr trace.Tracer, req *wire.Request) trace.Span {
+	attrs := []attribute.KeyValue{attribute.String("warden.op", req.Op.String()), attribute.String("warden.path", req.Path)}
+	if h := s.cfg.Host; h != nil {
+		attrs = append(attrs, attribute.Int64("warden.node", int64(h.NodeID())))
+	}
+	ctx, span := tr.Start(tracectx.Extract(context.Background(), req.Trace), req.Op.String(),
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	req.Trace = tracectx.Inject(ctx)
+	return span
 }
 
 func (t tracked) done(req *wire.Request, resp *wire.Response) {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 	"github.com/lni/dragonboat/v4/client"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
@@ -22,6 +24,7 @@ import (
 type proposal struct {
 	req  *wire.Request
 	done func(*wire.Response)
+	span trace.Span // non-nil only for a traced request (trace.go)
 }
 
 type inflight struct {
@@ -61,8 +64,14 @@ func newProposer(s *Shard) *proposer {
 
 // submit queues req; done is called exactly once with its answer.
 func (p *proposer) submit(req *wire.Request, done func(*wire.Response)) {
+	var span trace.Span
+	if req.Trace != "" {
+		if span = p.s.traceSpan("apply", req); span != nil {
+			done = endSpan(span, done)
+		}
+	}
 	select {
-	case p.in <- proposal{req: req, done: done}:
+	case p.in <- proposal{req: req, done: done, span: span}:
 	case <-p.stop:
 		done(&wire.Response{ID: req.ID, Code: wire.Closed, Msg: "shard is stopping"})
 	}
@@ -107,7 +116,10 @@ func (p *proposer) run() {
 		}
 		reqs = reqs[:0]
 		for _, b := range batch {
-			reqs = append(reqs, b.req)
+			if b.span != nil {
+				b.span.SetAttributes(attribute.Int("warden.batch.ops", len(batch)))
+			}
+			reqs = append(reqs, untraced(b.req))
 		}
 		var err error
 		buf, err = statemachine.EncodeCommand(buf[:0], p.stamp(), reqs)

@@ -330,6 +330,9 @@ func (s *Shard) cancel(client, seq uint64, code wire.Code, done func(*wire.Respo
 }
 
 func (s *Shard) read(req *wire.Request, done func(*wire.Response)) {
+	if span := s.traceSpan("read", req); span != nil {
+		done = endSpan(span, done)
+	}
 	go func() {
 		var (
 			v   any

@@ -100,6 +100,7 @@ func (r *Request) fields(w *fieldWriter) {
 	w.uint(33, uint64(r.Permits))
 	w.int(34, r.LockDelay)
 	w.int(35, r.Priority)
+	w.str(60, r.Trace)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -198,6 +199,8 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.LockDelay, err = dec.DecodeInt64()
 		case 35:
 			r.Priority, err = dec.DecodeInt64()
+		case 60:
+			r.Trace, err = dec.DecodeString()
 		default:
 			err = dec.Skip()
 		}

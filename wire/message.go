@@ -69,6 +69,10 @@ type Request struct {
 	Permits   uint32   // Acquire: N > 0 makes the path a counting semaphore of N permits
 	LockDelay int64    // Acquire/Campaign: ms the path stays ungrantable after a non-graceful end (0: default, -1: none)
 	Priority  int64    // Campaign: higher-priority candidates win a free leadership first
+
+	// Trace is the W3C trace context of the calling span, "traceparent" or
+	// "traceparent;tracestate", set only when tracing is on. Field 60.
+	Trace string
 }
 
 // Has reports whether flag f is set.

@@ -16,10 +16,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/shard"
 )
 
 // obsFlags are serve's observability flags. Tracing is off unless
-// --otlp-endpoint is given; off, the router pays one atomic load per request.
+// --otlp-endpoint is given; off, the router pays one atomic load per request
+// and the shard one string comparison (no request carries a trace context).
 type obsFlags struct {
 	endpoint string
 	ratio    float64
@@ -72,8 +74,10 @@ func (o *obsFlags) startTracing() (stop func(), err error) {
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	router.SetTracer(tp.Tracer("github.com/wardenlock/warden/router"))
+	shard.SetTracer(tp.Tracer("github.com/wardenlock/warden/shard"))
 	return func() {
 		router.SetTracer(nil)
+		shard.SetTracer(nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		tp.Shutdown(ctx)
