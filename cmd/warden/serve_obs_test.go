@@ -19,7 +19,8 @@ import (
 
 // TestServeSendsTraces runs `warden serve --otlp-endpoint` against a fake
 // OTLP/HTTP receiver: a lock taken through the node arrives as a span named
-// after its op once the node shuts down (and flushes).
+// after its op, with the shard's apply span, once the node shuts down (and
+// flushes).
 func TestServeSendsTraces(t *testing.T) {
 	var mu sync.Mutex
 	var bodies [][]byte
@@ -63,7 +64,7 @@ func TestServeSendsTraces(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	all := bytes.Join(bodies, nil)
-	for _, want := range []string{"acquire", "release", "/traced/ns/job", "warden"} {
+	for _, want := range []string{"acquire", "release", "/traced/ns/job", "warden", "shard.apply acquire"} {
 		if !bytes.Contains(all, []byte(want)) {
 			t.Errorf("exported spans lack %q (%d export requests)", want, len(bodies))
 		}
