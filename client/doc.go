@@ -154,6 +154,14 @@ The stream survives reconnects: the client resubscribes from the revision
 after the last one it delivered. A start revision older than the retained
 history ends the watch with ErrCompacted.
 
+# Tracing
+
+WithTracer(tp.Tracer("myapp")) makes each call (an acquire with its wait,
+a put, a release; retries included) one client span, a child of the span in
+the call's context, and sends its W3C trace context in the request: the
+router's spans and the shard's apply span join the same trace. Without it
+nothing is traced and requests carry no trace context.
+
 # Testing
 
 Request timeouts use real time; the session's keepalive schedule and local
