@@ -88,6 +88,9 @@ func (s *Server) track(req *wire.Request, peer bool) tracked {
 // startSpan starts the server span of req, a child of the caller's span when
 // req carries one, and puts the span's own context in req.Trace so the hops
 // after this one (a peer node, the shard) make their spans its children.
+// A span the sampler dropped passes nothing on: the later hops would drop
+// theirs too (parent-based sampling), so they are spared the work, and the
+// request goes on as an untraced one.
 func (s *Server) startSpan(tr trace.Tracer, req *wire.Request) trace.Span {
 	attrs := []attribute.KeyValue{attribute.String("warden.op", req.Op.String()), attribute.String("warden.path", req.Path)}
 	if h := s.cfg.Host; h != nil {
@@ -95,7 +98,10 @@ func (s *Server) startSpan(tr trace.Tracer, req *wire.Request) trace.Span {
 	}
 	ctx, span := tr.Start(tracectx.Extract(context.Background(), req.Trace), req.Op.String(),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-	req.Trace = tracectx.Inject(ctx)
+	req.Trace = ""
+	if span.SpanContext().IsSampled() {
+		req.Trace = tracectx.Inject(ctx)
+	}
 	return span
 }
 
