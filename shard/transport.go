@@ -351,3 +351,43 @@ func (s *chunkConn) Close() {
 	var ack [1]byte
 	io.ReadFull(s.c, ack[:])
 }
+
+// ReadRaftSource reads a new Raft connection's preamble and first frame
+// from br, for a proxy that must learn which node dialled before it forwards
+// anything (the fault suite's per-link proxies); what br buffered beyond the
+// first frame stays in br for the proxy to forward. It returns the bytes read,
+// to be forwarded unchanged, and the sender the frame names: the Raft
+// address of a message batch, or the replica id of a snapshot chunk. ok is
+// false when r does not start like this transport's connections.
+func ReadRaftSource(br *bufio.Reader) (raw []byte, addr string, replica uint64, ok bool) {
+	var pre [8]byte
+	if _, err := io.ReadFull(br, pre[:]); err != nil || pre != transportPreamble {
+		return nil, "", 0, false
+	}
+	kind, body, err := readRaftFrame(br, nil)
+	if err != nil {
+		return nil, "", 0, false
+	}
+	raw = make([]byte, 0, len(pre)+frameHeader+len(body))
+	raw = append(raw, pre[:]...)
+	var hdr [frameHeader]byte
+	hdr[0] = kind
+	binary.BigEndian.PutUint32(hdr[1:5], uint32(len(body)))
+	binary.BigEndian.PutUint32(hdr[5:9], crc32.Checksum(body, crcTable))
+	raw = append(append(raw, hdr[:]...), body...)
+	switch kind {
+	case frameBatch:
+		var mb pb.MessageBatch
+		if mb.Unmarshal(body) != nil {
+			return nil, "", 0, false
+		}
+		return raw, mb.SourceAddress, 0, true
+	case frameChunk:
+		var ch pb.Chunk
+		if ch.Unmarshal(body) != nil {
+			return nil, "", 0, false
+		}
+		return raw, "", ch.From, true
+	}
+	return nil, "", 0, false
+}
