@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -38,13 +39,26 @@ func TestPerLinkProxiesCarryRaft(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	time.Sleep(time.Second)
-	for i, row := range c.Links {
-		for j, p := range row {
-			if p != nil && p.Bytes() == 0 {
-				t.Errorf("link %d→%d carried no bytes", i+1, j+1)
+	// Raft connections are one-way and opened on first use: a link carries
+	// bytes once its dialler has sent something to that peer (votes at the
+	// first elections, then heartbeats of the shards it leads once the
+	// leader balancer has spread leaderships over the nodes).
+	silent := func() []string {
+		var out []string
+		for i, row := range c.Links {
+			for j, p := range row {
+				if p != nil && p.Bytes() == 0 {
+					out = append(out, fmt.Sprintf("%d→%d", i+1, j+1))
+				}
 			}
 		}
+		return out
+	}
+	for wait := time.Now().Add(30 * time.Second); len(silent()) > 0 && time.Now().Before(wait); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s := silent(); len(s) > 0 {
+		t.Errorf("links that carried no bytes in 30 s: %v", s)
 	}
 	cl, err := client.New(ctx, c.ClientAddrs())
 	if err != nil {
