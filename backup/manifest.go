@@ -13,6 +13,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/wardenlock/warden/internal/atomicfile"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
@@ -225,20 +226,10 @@ func writeManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	tmp := ManifestFile + ".tmp"
-	os.Remove(filepath.Join(dir, tmp))
-	if err := writeFile(dir, tmp, append(raw, '\n')); err != nil {
-		return err
+	if err := atomicfile.Write(filepath.Join(dir, ManifestFile), append(raw, '\n'), 0o644); err != nil {
+		return fmt.Errorf("backup: write manifest: %w", err)
 	}
-	if err := os.Rename(filepath.Join(dir, tmp), filepath.Join(dir, ManifestFile)); err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 func fileRef(name string, data []byte) FileRef {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/wardenlock/warden/internal/atomicfile"
 )
 
 // The manifest is the node's own record of which replicas it hosts, so a
@@ -58,30 +60,7 @@ func (m *manifest) save(dataDir string) error {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return err
 	}
-	tmp := manifestPath(dataDir) + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, manifestPath(dataDir)); err != nil {
-		return err
-	}
-	if d, err := os.Open(dataDir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(manifestPath(dataDir), b, 0o644)
 }
 
 func (m *manifest) set(r localReplica) {

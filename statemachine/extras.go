@@ -270,12 +270,7 @@ func (s *StateMachine) opDeadlines(_ *wire.Request, out *wire.Response) *wire.Er
 		}
 	}
 	out.Count = uint32(len(due) + len(ended))
-	s.handoff(changed...)
-	for _, n := range changed {
-		s.tidy(n)
-	}
-	clear(changed)
-	s.changed = changed[:0]
+	s.settle(changed)
 	return nil
 }
 

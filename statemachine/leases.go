@@ -144,13 +144,19 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	s.dropCheckpoint(l.id)
 	s.bury(l.id)
 	s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: l.id})
+	s.settle(changed)
+	return nil
+}
+
+// settle hands the changed nodes' locks to their waiters, tidies the nodes
+// and gives the scratch slice back (s.changed) for the next command.
+func (s *StateMachine) settle(changed []*lockNode) {
 	s.handoff(changed...)
 	for _, n := range changed {
 		s.tidy(n)
 	}
 	clear(changed)
 	s.changed = changed[:0]
-	return nil
 }
 
 // staleExpiry: an Expire carries the revision at which the lessor last saw
