@@ -76,10 +76,14 @@ func StartCluster(ctx context.Context, o Options, log *EventLog) (*Cluster, erro
 		o.LogLevel = "info"
 	}
 	c := &Cluster{Opts: o, Log: log, rng: newLockedRand(o.Seed)}
-	ports, err := freePorts(2 * o.Nodes)
+	// The nodes' ports stay reserved until the Raft proxies have bound
+	// theirs: a proxy's ephemeral port must not be one a node is about to
+	// listen on.
+	ports, release, err := freePorts(2 * o.Nodes)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	for i := 0; i < o.Nodes; i++ {
 		dir := filepath.Join(o.Dir, fmt.Sprintf("node%d", i+1))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -111,6 +115,7 @@ func StartCluster(ctx context.Context, o Options, log *EventLog) (*Cluster, erro
 		c.Inbound = append(c.Inbound, p)
 		byAddr[p.Addr()] = j
 	}
+	release()
 	for i := range c.Nodes {
 		if err := c.Start(i); err != nil {
 			c.Close()
@@ -373,21 +378,24 @@ func (c *Cluster) healthProblem(ctx context.Context) string {
 	return ""
 }
 
-func freePorts(n int) ([]string, error) {
+// freePorts picks n distinct free ports and keeps them bound until release
+// is called (release may be called more than once).
+func freePorts(n int) (ports []string, release func(), err error) {
 	var lns []net.Listener
-	defer func() {
+	release = func() {
 		for _, l := range lns {
 			l.Close()
 		}
-	}()
-	var out []string
+		lns = nil
+	}
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			release()
+			return nil, nil, err
 		}
 		lns = append(lns, l)
-		out = append(out, l.Addr().String())
+		ports = append(ports, l.Addr().String())
 	}
-	return out, nil
+	return ports, release, nil
 }
