@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -31,6 +32,13 @@ func routeRaftLogs(log *slog.Logger) {
 		})
 		for _, p := range []string{"raft", "rsm", "transport", "dragonboat", "logdb", "raftpb", "config", "grpc", "settings", "tan"} {
 			dblogger.GetLogger(p).SetLevel(dblogger.ERROR)
+		}
+		// WARDEN_RAFT_LOG=info|warn|debug (diagnosis, e.g. where an election's
+		// time goes): dragonboat's raft and transport packages at that level.
+		if lv, ok := map[string]dblogger.LogLevel{"debug": dblogger.DEBUG, "info": dblogger.INFO, "warn": dblogger.WARNING}[os.Getenv("WARDEN_RAFT_LOG")]; ok {
+			for _, p := range []string{"raft", "transport", "dragonboat"} {
+				dblogger.GetLogger(p).SetLevel(lv)
+			}
 		}
 	})
 }

@@ -285,11 +285,11 @@ func (t *raftTransport) dial(ctx context.Context, target string) (net.Conn, erro
 }
 
 func (t *raftTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
-	c, err := t.dial(ctx, target)
-	if err != nil {
+	b := &batchConn{ctx: ctx, target: target, dial: t.dial}
+	if err := b.connect(); err != nil {
 		return nil, err
 	}
-	return &batchConn{c: c}, nil
+	return b, nil
 }
 
 func (t *raftTransport) GetSnapshotConnection(ctx context.Context, target string) (raftio.ISnapshotConnection, error) {
@@ -301,9 +301,58 @@ func (t *raftTransport) GetSnapshotConnection(ctx context.Context, target string
 }
 
 // batchConn sends message batches; dragonboat calls it from one goroutine.
+//
+// It replaces a connection the peer has closed before using it again.
+// dragonboat keeps one connection per peer (and stream) open for as long as
+// messages flow, up to a minute idle, and learns that it broke only when a
+// write fails: the first write after the peer died (a restarted process, a
+// dropped proxy) goes into the void, the next fails, and dragonboat then
+// trips its per-peer circuit breaker and drops every message to that peer,
+// for every shard, for 0.25–1 s. A follower seldom writes to a peer that is
+// not its leader, so its connection to a node restarted earlier was still
+// the dead one when the leader was killed and an election needed it: the
+// (pre-)vote messages were lost and elections took 1.5–2 s instead of
+// 0.2–0.3 s (docs/faults.md, "Failover latency"). A batch connection carries
+// nothing back, so a read that returns means the peer closed it; the watcher
+// marks it dead, and the next batch goes on a new connection. A write that
+// still fails is retried once on a new connection (Raft tolerates lost and
+// duplicated messages); only when that fails too does dragonboat hear of it.
 type batchConn struct {
-	c   net.Conn
-	buf []byte
+	ctx    context.Context
+	target string
+	dial   func(context.Context, string) (net.Conn, error)
+
+	c    net.Conn
+	dead chan struct{} // closed when the peer closed c (or sent anything)
+	buf  []byte
+}
+
+// connect dials a new connection and starts its watcher.
+func (b *batchConn) connect() error {
+	c, err := b.dial(b.ctx, b.target)
+	if err != nil {
+		return err
+	}
+	if b.c != nil {
+		b.c.Close()
+	}
+	dead := make(chan struct{})
+	b.c, b.dead = c, dead
+	go func() {
+		var one [1]byte
+		c.Read(one[:]) // returns when the peer (or Close) ends it
+		close(dead)
+	}()
+	return nil
+}
+
+func (b *batchConn) broken() bool {
+	select {
+	case <-b.dead:
+		return true
+	default:
+		return false
+	}
 }
 
 func (b *batchConn) Close() { b.c.Close() }
@@ -314,11 +363,31 @@ func (b *batchConn) SendMessageBatch(batch pb.MessageBatch) error {
 	if err != nil {
 		return err
 	}
-	b.c.SetWriteDeadline(time.Now().Add(raftWriteTimeout))
-	_, err = b.c.Write(b.buf)
-	if cap(b.buf) > 4<<20 {
-		b.buf = nil // do not pin a rare huge batch
+	defer func() {
+		if cap(b.buf) > 4<<20 {
+			b.buf = nil // do not pin a rare huge batch
+		}
+	}()
+	redialed := false
+	if b.broken() {
+		if err := b.connect(); err != nil {
+			return err
+		}
+		redialed = true
 	}
+	var ne net.Error
+	if err = b.write(); err == nil || redialed || errors.As(err, &ne) && ne.Timeout() {
+		return err // a peer that stopped reading gets no second connection
+	}
+	if err := b.connect(); err != nil {
+		return err
+	}
+	return b.write()
+}
+
+func (b *batchConn) write() error {
+	b.c.SetWriteDeadline(time.Now().Add(raftWriteTimeout))
+	_, err := b.c.Write(b.buf)
 	return err
 }
 

@@ -169,3 +169,58 @@ func TestTransportValidate(t *testing.T) {
 		}
 	}
 }
+
+// A connection whose peer went away (a restarted node) is replaced before
+// the next batch: the batch reaches the restarted peer instead of vanishing
+// into the dead connection, and the sender reports no error (which would
+// make dragonboat drop every message to the peer for up to a second).
+func TestTransportReplacesConnectionThePeerClosed(t *testing.T) {
+	rec := &recorder{got: make(chan struct{}, 8)}
+	first, addr := startTransport(t, rec)
+	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
+	conn, err := sender.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SendMessageBatch(batchWith([]byte("before"))); err != nil {
+		t.Fatal(err)
+	}
+	<-rec.got
+	first.Close() // the peer restarts on the same address
+	rec2 := &recorder{got: make(chan struct{}, 8)}
+	nhc := config.NodeHostConfig{RaftAddress: "127.0.0.1:1", ListenAddress: addr}
+	second := TransportFactory{}.Create(nhc, func(b pb.MessageBatch) {
+		rec2.mu.Lock()
+		rec2.batches = append(rec2.batches, b)
+		rec2.mu.Unlock()
+		rec2.got <- struct{}{}
+	}, func(pb.Chunk) bool { return true }).(*raftTransport)
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	bc := conn.(*batchConn)
+	select {
+	case <-bc.dead:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sender never noticed that the peer closed the connection")
+	}
+	for i, cmd := range []string{"after-1", "after-2"} {
+		if err := conn.SendMessageBatch(batchWith([]byte(cmd))); err != nil {
+			t.Fatalf("batch %d after the peer restarted: %v", i, err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case <-rec2.got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of 2 batches reached the restarted peer", i)
+		}
+	}
+	rec2.mu.Lock()
+	defer rec2.mu.Unlock()
+	if got := string(rec2.batches[0].Requests[0].Entries[0].Cmd); got != "after-1" {
+		t.Fatalf("the restarted peer's first batch is %q, want after-1", got)
+	}
+}
