@@ -1,11 +1,13 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -118,6 +120,9 @@ func acquireRelease(ctx context.Context, cl *client.Client, path string) error {
 func handOff(ctx context.Context, c *Cluster, cl *client.Client, path string, ttl time.Duration) (time.Duration, error) {
 	cmd := exec.Command(c.Opts.Binary, "lock", "--endpoints", strings.Join(c.ClientAddrs(), ","), "--ttl", ttl.String(), path, "--", "sleep", "60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out lockedBuffer // what the holder said, for a failed trial's error
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 200 * time.Millisecond // its `sleep` child may hold the pipe after the kill
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -133,7 +138,7 @@ func handOff(ctx context.Context, c *Cluster, cl *client.Client, path string, tt
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the lock holder never got %s", path)
+			return 0, fmt.Errorf("the lock holder never got %s (lockinfo: %v; holder's output: %q)", path, err, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -161,6 +166,24 @@ func handOff(ctx context.Context, c *Cluster, cl *client.Client, path string, tt
 		return 0, fmt.Errorf("waiter on %s never granted", path)
 	}
 	return at.Sub(start), nil
+}
+
+// lockedBuffer is an io.Writer for a child's output, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Percentile returns the p-th percentile (0..100) of ds.
