@@ -44,7 +44,7 @@ test-chaos-short chaos-short: deps
 	$(GO) test -count=1 -timeout 15m ./chaos/
 
 chaos: deps
-	$(GO) run ./cmd/warden-chaos run --schedule full --trials 30 --out $(BENCH_OUT)/faults.txt
+	$(GO) run ./cmd/warden-chaos run --schedule full --trials 50 --out $(BENCH_OUT)/faults.txt
 
 # The fence package's guarded SQL update, against a real PostgreSQL server
 # (installed from Debian when missing, started on 127.0.0.1, removed after).
