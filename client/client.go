@@ -306,6 +306,7 @@ func (c *Client) untrack(s *Session) {
 	c.mu.Lock()
 	delete(c.sessions, s)
 	c.mu.Unlock()
+	c.cfg.leaseKeys.remove(s.lease)
 }
 
 // goBackground runs f on a goroutine that Close waits for.

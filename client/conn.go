@@ -131,6 +131,7 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64, *call, error) {
 	r := *req
 	r.ID = cn.nextID.Add(1)
+	cn.cfg.leaseKeys.stamp(&r)
 	cl := &call{done: make(chan result, 1)}
 	cn.mu.Lock()
 	if cn.err != nil {

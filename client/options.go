@@ -18,6 +18,7 @@ const DefaultEndpoint = "127.0.0.1:7070"
 type Option func(*config)
 
 type config struct {
+	leaseKeys      *leaseKeys // the client's session lease keys (session.go), shared by its connections
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
 	poolSize       int
@@ -33,6 +34,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
+		leaseKeys:      &leaseKeys{},
 		dialTimeout:    3 * time.Second,
 		requestTimeout: 5 * time.Second,
 		poolSize:       2,

@@ -76,7 +76,9 @@ type Session struct {
 	endCause error
 }
 
-// NewSession starts a session: it picks a random lease id, sends the first
+// NewSession starts a session: it picks a random lease key (the lease id is
+// derived from it, wire.LeaseID, and the key proves the id to each shard
+// that meets the lease first; it never leaves the client otherwise), sends the first
 // keepalive (which makes the lease known to the service) and then keeps it
 // alive every TTL/3 until Close, Client.Close, or loss.
 func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Session, error) {
@@ -84,20 +86,24 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Session{c: c, lease: randomID(), ttl: cfg.ttl, clock: c.cfg.clock,
+	key, lease := newLeaseKey()
+	s := &Session{c: c, lease: lease, ttl: cfg.ttl, clock: c.cfg.clock,
 		stopc: make(chan struct{}), done: make(chan struct{}),
 		states: make(chan SessionState, stateBuffer)}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	c.cfg.leaseKeys.add(lease, key)
 	sent := s.clock.Now()
 	resp, err := c.call(ctx, s.keepAliveRequest(), c.cfg.requestTimeout)
 	if err == nil && slices.Contains(resp.Leases, s.lease) {
 		err = wire.Errorf(wire.SessionExpired, "lease %x refused at creation", s.lease)
 	}
 	if err != nil {
+		c.cfg.leaseKeys.remove(lease)
 		s.cancel(err)
 		return nil, fmt.Errorf("client: new session: %w", err)
 	}
 	if err := c.track(s); err != nil {
+		c.cfg.leaseKeys.remove(lease)
 		s.cancel(err)
 		return nil, err
 	}

@@ -541,10 +541,11 @@ func TestLeasesBoundToIdentity(t *testing.T) {
 		return w
 	}
 	alice, erin := as("alice-token"), as("erin-token")
-	const lease = 0x5eed_0001
+	const key = 0x5eed_0001
+	lease := wire.LeaseID(key)
 	held := []string{"/locks/billing/a1", "/locks/billing/b2", "/locks/billing/c3", "/locks/billing/d4"}
 	for _, p := range held {
-		if r := alice.do(&wire.Request{Op: wire.OpAcquire, Path: p, Lease: lease, TTL: 30000}); r.Code != wire.OK {
+		if r := alice.do(&wire.Request{Op: wire.OpAcquire, Path: p, Lease: lease, LeaseKey: key, TTL: 30000}); r.Code != wire.OK {
 			t.Fatalf("alice acquire %s: %v %s", p, r.Code, r.Msg)
 		}
 	}

@@ -320,14 +320,23 @@ func (c *conn) authenticate(req *wire.Request) error {
 }
 
 // leaseIdentity is the identity stamped on a client's request for the state
-// machine to bind leases to (Request.Identity): the proven identity when
-// auth is on and the request names a lease, else "". Whatever the client
-// put there is overwritten.
+// machine to bind leases to and check them against (Request.Identity): the
+// proven identity when auth is on and the request names a lease, makes a
+// single-lock lease (acquire or campaign without one) or names a holder by
+// its token, else "". Whatever the client put there is overwritten.
 func (c *conn) leaseIdentity(req *wire.Request) string {
-	if c.s.cfg.Security.Policy == nil || (req.Lease == 0 && len(req.Leases) == 0) {
+	if c.s.cfg.Security.Policy == nil || !leaseBearing(req) {
 		return ""
 	}
 	return c.sec.identity
+}
+
+func leaseBearing(req *wire.Request) bool {
+	switch req.Op {
+	case wire.OpAcquire, wire.OpCampaign, wire.OpRelease, wire.OpResign, wire.OpRenew, wire.OpProclaim, wire.OpHandOver:
+		return true
+	}
+	return req.Lease != 0 || len(req.Leases) > 0
 }
 
 // opPerm is the permission an op needs on its path; 0 = any authenticated

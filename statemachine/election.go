@@ -21,6 +21,9 @@ func (s *StateMachine) opProclaim(r *wire.Request, out *wire.Response) *wire.Err
 	if h == nil {
 		return s.tokenError(r.Token, r.Path)
 	}
+	if err := s.checkHolder(h, r); err != nil {
+		return err
+	}
 	if h.mode != wire.Exclusive {
 		return wire.Errorf(wire.NotHolder, "token %d holds %s shared: a leader holds it exclusively", r.Token, r.Path)
 	}

@@ -66,6 +66,8 @@ type ExHolder struct {
 	Delay     int64
 	Revocable bool
 	RevokeAt  int64
+
+	Identity string // single-lock lease: the identity it is bound to (auth on), "" for none
 }
 
 // ExWaiter is one queued request, with its exactly-once record.
@@ -89,6 +91,8 @@ type ExWaiter struct {
 	Delay     int64
 	Revocable bool
 	Priority  int64
+
+	Identity string // a queued single-lock acquire: the identity its lease will be bound to
 }
 
 // ExKV is one key.
@@ -162,6 +166,9 @@ func (s *StateMachine) exportRange(q ExportQuery) (*RangeExport, error) {
 				if hx := s.holdX[h.token]; hx != nil {
 					eh.Delay, eh.Revocable, eh.RevokeAt = hx.delay, hx.revocable, hx.revokeAt
 				}
+				if h.single {
+					eh.Identity = s.singleOwn[h.token]
+				}
 				en.Holders = append(en.Holders, eh)
 			})
 			if e := n.Val.ext; e != nil {
@@ -174,6 +181,7 @@ func (s *StateMachine) exportRange(q ExportQuery) (*RangeExport, error) {
 							ew.Op, ew.Floor = rec.op, c.floor
 						}
 					}
+					ew.Identity = s.waitOwn[w.arrival]
 					if wx := s.waitX[w.arrival]; wx != nil {
 						ew.HasExtra = true
 						ew.Permits, ew.Delay, ew.Revocable, ew.Priority = wx.permits, wx.delay, wx.revocable, wx.priority
@@ -428,6 +436,9 @@ func (s *StateMachine) installNode(en *ExNode, gone map[uint64]bool) {
 			rev := s.emit(wire.Event{Kind: wire.EvLease, Lease: id, TTL: eh.TTL, Path: path, Token: eh.Token})
 			h.setSingle(eh.TTL, rev)
 			s.singles.put(h)
+			if eh.Identity != "" {
+				s.singleOwn[h.token] = internIdentity(eh.Identity)
+			}
 		} else {
 			s.leases[eh.Lease].addHolder(h)
 		}
@@ -448,6 +459,9 @@ func (s *StateMachine) installNode(en *ExNode, gone map[uint64]bool) {
 		e.tail = w
 		s.trie.AddQueued(n, w.mode, 1)
 		s.nWaiters++
+		if ew.Identity != "" && ew.Lease == 0 {
+			s.waitOwn[w.arrival] = internIdentity(ew.Identity)
+		}
 		if ew.HasExtra {
 			s.waitX[w.arrival] = &waitExtra{permits: ew.Permits, delay: ew.Delay, revocable: ew.Revocable, priority: ew.Priority}
 		}

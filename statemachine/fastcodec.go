@@ -210,6 +210,8 @@ func (r *fastReader) request(q *wire.Request) {
 			q.Term = r.uint()
 		case 70:
 			q.Identity = r.string()
+		case 71:
+			q.LeaseKey = r.uint()
 		default: // lists (21, 22) and unknown fields
 			r.ok = false
 		}

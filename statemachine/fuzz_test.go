@@ -55,12 +55,19 @@ func FuzzApply(f *testing.F) {
 
 var fuzzIdentities = [4]string{"", "alice", "bob", ""}
 
+// fuzzLeases are session lease ids proven by the keys 1..4 (wire.LeaseID).
+var fuzzLeases = [5]uint64{0, wire.LeaseID(1), wire.LeaseID(2), wire.LeaseID(3), wire.LeaseID(4)}
+
 var fuzzPaths = []string{"/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f", "/", "/a//x"}
 
 // fuzzOp turns 4 bytes into one request: op, path, mode/lease/owner, token.
 func fuzzOp(b []byte) *wire.Request {
-	r := &wire.Request{Path: fuzzPaths[int(b[1])%len(fuzzPaths)], Mode: wire.Mode(b[2] & 3), Lease: uint64(b[2]>>2) % 5,
+	lease := uint64(b[2]>>2) % 5
+	r := &wire.Request{Path: fuzzPaths[int(b[1])%len(fuzzPaths)], Mode: wire.Mode(b[2] & 3), Lease: fuzzLeases[lease],
 		Owner: fmt.Sprint(b[2] >> 6), TTL: 5000, Token: uint64(b[3] % 40), Client: uint64(b[3] % 3), Seq: uint64(b[1])}
+	if lease != 0 && b[3]&0x40 == 0 {
+		r.LeaseKey = lease // the owner's request; without it, a squat (owners.go)
+	}
 	if b[2]&0x10 != 0 {
 		r.Wait = wire.WaitForever
 	}

@@ -14,9 +14,10 @@ func (s *StateMachine) checkTTL(ttl int64) *wire.Error {
 }
 
 // useLease returns the session lease r.Lease, creating it on first use
-// (bound to r.Identity). An id that ended recently is refused, so a late
-// request of an expired session cannot resurrect it; a lease bound to
-// another identity is refused as Unauthorized.
+// (bound to r.Identity, which must then prove the id with r.LeaseKey). An
+// id that ended recently is refused, so a late request of an expired
+// session cannot resurrect it; a lease bound to another identity is refused
+// as Unauthorized.
 func (s *StateMachine) useLease(r *wire.Request) (*lease, *wire.Error) {
 	id, ttl := r.Lease, r.TTL
 	if id&SingleLeaseBit != 0 {
@@ -30,6 +31,9 @@ func (s *StateMachine) useLease(r *wire.Request) (*lease, *wire.Error) {
 	}
 	if _, gone := s.tombs[id]; gone {
 		return nil, wire.Errorf(wire.SessionExpired, "lease %d has ended", id)
+	}
+	if err := checkLeaseKey(r); err != nil {
+		return nil, err
 	}
 	if err := s.checkTTL(ttl); err != nil {
 		return nil, err
@@ -61,6 +65,9 @@ func (s *StateMachine) opRenew(r *wire.Request, out *wire.Response) *wire.Error 
 	h := holderByToken(s.trie.Find(r.Path), r.Token)
 	if h == nil {
 		return s.tokenError(r.Token, r.Path)
+	}
+	if err := s.checkHolder(h, r); err != nil {
+		return err
 	}
 	if !h.single {
 		return wire.Errorf(wire.InvalidArgument, "%s is held by session lease %d: keep the session alive instead", r.Path, h.lw)

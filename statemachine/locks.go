@@ -83,7 +83,8 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 	}
 	// The request's strings point into the entry: what is kept is cloned.
 	h := s.grant(grantArgs{node: n, path: r.Path, mode: mode, lease: r.Lease, owner: strings.Clone(r.Owner), ttl: r.TTL,
-		campaign: campaign, value: r.Value, cause: wire.CauseDirect, client: r.Client, seq: r.Seq})
+		campaign: campaign, value: r.Value, cause: wire.CauseDirect, client: r.Client, seq: r.Seq,
+		identity: singleIdentity(r)})
 	s.keepHoldExtra(h, extraOf(r), r.Path)
 	fillGrant(out, h)
 	return nil
@@ -191,6 +192,7 @@ type grantArgs struct {
 	value       []byte
 	cause       wire.Cause
 	client, seq uint64
+	identity    string // single-lock lease: the identity it is bound to ("" = none)
 }
 
 // grant makes a new holder with a fresh fencing token.
@@ -214,6 +216,9 @@ func (s *StateMachine) grant(g grantArgs) *holder {
 		rev := s.emit(wire.Event{Kind: wire.EvLease, Lease: leaseID, TTL: g.ttl, Path: g.path, Token: token})
 		h.setSingle(g.ttl, rev)
 		s.singles.put(h)
+		if g.identity != "" {
+			s.singleOwn[token] = g.identity
+		}
 	} else {
 		s.leases[leaseID].addHolder(h)
 	}
@@ -256,6 +261,9 @@ func (s *StateMachine) opRelease(r *wire.Request, out *wire.Response, cause wire
 	if h == nil {
 		return s.tokenError(r.Token, r.Path)
 	}
+	if err := s.checkHolder(h, r); err != nil {
+		return err
+	}
 	out.Token, out.Lease, out.Mode = h.token, h.leaseID(), h.mode
 	if h.count > 1 {
 		h.count--
@@ -289,6 +297,9 @@ func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
 	if hv.single {
 		s.singles.remove(h) // before removeHolder clears h
 		s.dropCheckpoint(leaseID)
+		if len(s.singleOwn) > 0 {
+			delete(s.singleOwn, hv.token)
+		}
 	} else if l := s.leases[hv.lw]; l != nil {
 		l.removeHolder(h)
 	}

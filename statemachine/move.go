@@ -240,6 +240,9 @@ func (s *StateMachine) dropSubtree(ns *lockNode) {
 			removeHolder(n, h)
 			s.trie.AddHeld(n, hv.mode, -1)
 			s.nLocks--
+			if hv.single && len(s.singleOwn) > 0 {
+				delete(s.singleOwn, hv.token)
+			}
 			if x := s.holdX[hv.token]; x != nil {
 				delete(s.holdX, hv.token)
 				s.timersChanged = s.timersChanged || x.revokeAt != 0

@@ -196,16 +196,18 @@ func TestInstallRefusesSingleLeaseTokenClash(t *testing.T) {
 // none of it.
 func TestMoveCarriesOptionsDelaysAndOwners(t *testing.T) {
 	src, dst := twoShards(t)
-	src.mustOK(as("alice", &wire.Request{Op: wire.OpSession, Lease: 5, TTL: 10_000}))
-	sem := as("alice", acq("/s/x", wire.Shared, 5, "o"))
+	five := keyedLease(5)
+	src.mustOK(as("alice", &wire.Request{Op: wire.OpSession, Lease: five, TTL: 10_000}))
+	sem := as("alice", acq("/s/x", wire.Shared, five, "o"))
 	sem.Permits = 2
 	src.mustOK(sem)
-	rv := as("alice", acq("/r/x", ex, 5, "o"))
+	rv := as("alice", acq("/r/x", ex, five, "o"))
 	rv.Flags |= wire.FlagRevocable
 	held := src.mustOK(rv)
 	src.mustOK(&wire.Request{Op: wire.OpRevokeLock, Path: "/r/x", Grace: 1000})
 	revokeAt := lockInfo(src, "/r/x").RevokeAt
-	w := with(wait(acq("/r/x", ex, 0, "b")), 4, 1)
+	single := src.mustOK(as("alice", acq("/s/z", ex, 0, "o")))
+	w := as("carol", with(wait(acq("/r/x", ex, 0, "b")), 4, 1))
 	w.LockDelay = 700
 	src.expect(w, wire.Queued)
 	d := acq("/d/x", ex, 0, "a")
@@ -243,8 +245,18 @@ func TestMoveCarriesOptionsDelaysAndOwners(t *testing.T) {
 			t.Fatalf("waiter options %+v", *x)
 		}
 	}
-	dst.expect(as("bob", acq("/s/y", ex, 5, "o")), wire.Unauthorized)
-	dst.mustOK(as("alice", acq("/s/y", ex, 5, "o")))
+	dst.expect(as("bob", acq("/s/y", ex, five, "o")), wire.Unauthorized)
+	dst.mustOK(as("alice", acq("/s/y", ex, five, "o")))
+	if len(src.sm.singleOwn)+len(src.sm.waitOwn) != 0 {
+		t.Fatalf("source kept single-lock owners %v, queued %v", src.sm.singleOwn, src.sm.waitOwn)
+	}
+	for _, o := range dst.sm.waitOwn {
+		if o != "carol" || len(dst.sm.waitOwn) != 1 {
+			t.Fatalf("queued single-lock owners after the move: %v", dst.sm.waitOwn)
+		}
+	}
+	dst.expect(as("bob", rel("/s/z", single.Token)), wire.Unauthorized)
+	dst.mustOK(as("alice", rel("/s/z", single.Token)))
 	// At the deadline the moved revocation happens on the destination.
 	dst.now = revokeAt
 	deadlines(dst)

@@ -80,6 +80,9 @@ func (s *StateMachine) opHandOver(r *wire.Request, out *wire.Response) *wire.Err
 	if h == nil {
 		return s.tokenError(r.Token, r.Path)
 	}
+	if err := s.checkHolder(h, r); err != nil {
+		return err
+	}
 	if !h.campaign {
 		return wire.Errorf(wire.InvalidArgument, "token %d holds %s as a lock, not as an election leader", r.Token, r.Path)
 	}

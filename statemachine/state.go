@@ -144,6 +144,9 @@ type state struct {
 	waitX  map[uint64]*waitExtra // by waiter arrival
 	sems   map[string]uint32     // semaphore path -> permits, while held
 	delays map[string]int64      // path -> stamped ms its lock-delay ends
+
+	singleOwn map[uint64]string // single-lock holder's token -> its creator's identity (owners.go)
+	waitOwn   map[uint64]string // queued single-lock acquire's arrival -> its identity
 }
 
 func newState() state {
@@ -157,6 +160,8 @@ func newState() state {
 		waitX:       map[uint64]*waitExtra{},
 		sems:        map[string]uint32{},
 		delays:      map[string]int64{},
+		singleOwn:   map[uint64]string{},
+		waitOwn:     map[uint64]string{},
 	}
 }
 

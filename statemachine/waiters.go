@@ -33,6 +33,9 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 	if x := extraOf(r); x != nil {
 		s.waitX[w.arrival] = x
 	}
+	if id := singleIdentity(r); id != "" {
+		s.waitOwn[w.arrival] = id
+	}
 	s.queued = w
 	out.Code, out.Lease, out.Mode = wire.Queued, r.Lease, mode
 	return nil
@@ -60,6 +63,9 @@ func (s *StateMachine) unqueue(w *waiter) {
 	if len(s.waitX) > 0 {
 		delete(s.waitX, w.arrival)
 	}
+	if len(s.waitOwn) > 0 {
+		delete(s.waitOwn, w.arrival)
+	}
 	if l := s.leases[w.lease]; w.lease != 0 && l != nil {
 		l.removeWaiter(w)
 	}
@@ -80,11 +86,12 @@ func (s *StateMachine) dropWaiter(w *waiter, cause wire.Cause) {
 
 // grantWaiter hands the lock to w.
 func (s *StateMachine) grantWaiter(w *waiter) {
-	x := s.waitX[w.arrival]
+	x, identity := s.waitX[w.arrival], s.waitOwn[w.arrival]
 	s.unqueue(w)
 	path := w.node.Path()
 	h := s.grant(grantArgs{node: w.node, path: path, mode: w.mode, lease: w.lease, owner: w.owner,
-		ttl: w.ttl, campaign: w.campaign, value: w.value, cause: wire.CauseHandOff, client: w.client, seq: w.seq})
+		ttl: w.ttl, campaign: w.campaign, value: w.value, cause: wire.CauseHandOff, client: w.client, seq: w.seq,
+		identity: identity})
 	s.keepHoldExtra(h, x, path)
 	s.grants = append(s.grants, wire.Grant{Client: w.client, Seq: w.seq, Path: path,
 		Token: h.token, Lease: h.leaseID(), Mode: h.mode})

@@ -94,6 +94,7 @@ func (r *Request) fields(w *fieldWriter) {
 	w.uint(24, r.Term)
 	w.value(65, len(r.Remaining) > 0, r.Remaining)
 	w.str(70, r.Identity)
+	w.uint(71, r.LeaseKey)
 	w.value(30, len(r.Paths) > 0, r.Paths)
 	w.int(31, r.Grace)
 	w.str(32, r.Target)
@@ -187,6 +188,8 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = decodeList(dec, &r.Remaining)
 		case 70:
 			r.Identity, err = dec.DecodeString()
+		case 71:
+			r.LeaseKey, err = dec.DecodeUint64()
 		case 30:
 			err = decodeList(dec, &r.Paths)
 		case 31:

@@ -62,6 +62,12 @@ type Request struct {
 	// request, so the state machine can bind leases to their creator.
 	// Forwarding (peer) connections carry it from the first router.
 	Identity string
+	// LeaseKey proves the right to create the session lease Lease on a
+	// shard: Lease must equal LeaseID(LeaseKey). Only the session's client
+	// knows it (it never appears in answers or events), so with auth on an
+	// identity that learns a lease id cannot open it first on a shard its
+	// owner has not used yet. Field 71.
+	LeaseKey uint64
 
 	Paths     []string // AcquireMulti: the paths, all served by one shard
 	Grace     int64    // RevokeLock: ms the holder has to release before it is revoked (0: now)
