@@ -49,7 +49,13 @@ type Security struct {
 	FrameBurst      int           // (default FrameRate/10)
 	AcceptRate      float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
 	AcceptBurst     int           // (default AcceptRate)
-	Audit           *slog.Logger  // admin actions and refusals (default: the router's log)
+	// UnfairReads makes the connections of one IP share its byte and frame
+	// budgets first come, first served. By default each connection has a
+	// fair share (1/n of the budgets while the IP has n connections) that
+	// it uses without waiting on the others; only a connection over its
+	// share pays the IP's debt (flood.go).
+	UnfairReads bool
+	Audit       *slog.Logger // admin actions and refusals (default: the router's log)
 }
 
 func (sc *Security) fill(log *slog.Logger) {
@@ -153,6 +159,7 @@ func (s *Server) admitConn(nc net.Conn) *hostBudget {
 			budget = s.newHostBudget()
 			s.gate.budgets[host] = budget
 		}
+		budget.conns.Add(1)
 	}
 	s.gate.mu.Unlock()
 	if refused {
@@ -212,6 +219,9 @@ func (s *Server) releaseConn(nc net.Conn) {
 		delete(s.gate.budgets, host)
 	} else {
 		s.gate.perAddr[host]--
+		if b := s.gate.budgets[host]; b != nil {
+			b.conns.Add(-1)
+		}
 	}
 	s.gate.mu.Unlock()
 }

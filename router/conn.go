@@ -29,7 +29,9 @@ type conn struct {
 	acks   ackTracker
 	sec    connSecurity // identity proved in Hello (auth.go)
 	budget *hostBudget  // the client IP's read budget (flood.go); nil = none
+	share  *fairShare   // this connection's fair share of it (flood.go); nil = none
 	meter  readMeter    // reader goroutine only
+	pauses int          // reader pauses for the budget (reader goroutine only)
 
 	mu      sync.Mutex
 	out     []byte
@@ -53,7 +55,7 @@ type watch struct {
 }
 
 func newConn(s *Server, nc net.Conn, budget *hostBudget) *conn {
-	return &conn{s: s, nc: nc, budget: budget, sem: make(chan struct{}, s.cfg.MaxInflight), wake: make(chan struct{}, 1),
+	return &conn{s: s, nc: nc, budget: budget, share: s.newFairShare(budget), sem: make(chan struct{}, s.cfg.MaxInflight), wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), client: randomID(), parked: map[clientSeq]parkedWait{}, watches: map[uint64]*watch{}}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -34,6 +35,7 @@ import (
 type hostBudget struct {
 	bytes  *rate.Limiter // nil = unlimited
 	frames *rate.Limiter
+	conns  atomic.Int32 // open connections of the IP (fair shares)
 }
 
 func (s *Server) newHostBudget() *hostBudget {
@@ -86,12 +88,13 @@ func (c *conn) pace(r *bufio.Reader, frameBytes int) bool {
 	if r.Buffered() > 0 {
 		return true
 	}
-	d := c.budget.delay(time.Now(), c.meter.bytes, c.meter.frames)
+	d := c.budget.charge(c.share, time.Now(), c.meter.bytes, c.meter.frames)
 	c.meter = readMeter{}
 	if d <= 0 {
 		return true
 	}
 	throttledReads.Add(1)
+	c.pauses++
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -100,6 +103,89 @@ func (c *conn) pace(r *bufio.Reader, frameBytes int) bool {
 	case <-c.quit:
 		return false
 	}
+}
+
+// Fairness between the connections of one IP. Charged to one bucket, a
+// connection that reads as fast as it can keeps its IP's budget in debt,
+// and every other connection of the IP (the well-behaved client behind the
+// same NAT, or the same load balancer) would pause to pay that debt. So
+// each connection also has a fair share: 1/n of the IP's rates and bursts
+// while the IP has n connections. A read within the connection's share goes
+// on at once (it still spends the IP's budget); only a connection over its
+// share waits on the IP's budget, and so it pays the debt the others left.
+// The IP's total stays bounded by its rate (the shares add up to it), and a
+// connection alone, or with idle neighbours, may still use the whole budget.
+
+// fairShare is one connection's share of its IP's budget (reader only).
+type fairShare struct {
+	n      int32 // the IP's connection count the limits were set for
+	bytes  *rate.Limiter
+	frames *rate.Limiter
+}
+
+// Smallest share bursts: one full read buffer, a screenful of frames.
+const (
+	minShareBytes  = 64<<10 + 8
+	minShareFrames = 64
+)
+
+func (s *Server) newFairShare(b *hostBudget) *fairShare {
+	if b == nil || s.cfg.Security.UnfairReads || (b.bytes == nil && b.frames == nil) {
+		return nil
+	}
+	return &fairShare{} // sized by fit at the first read
+}
+
+// fit sets the share to 1/n of the IP's budget for the IP's current n.
+func (sh *fairShare) fit(b *hostBudget, now time.Time) {
+	n := max(b.conns.Load(), 1)
+	if n == sh.n {
+		return
+	}
+	sh.n = n
+	split := func(l **rate.Limiter, ip *rate.Limiter, least int) {
+		if ip == nil {
+			return
+		}
+		r, burst := ip.Limit()/rate.Limit(n), max(ip.Burst()/int(n), least)
+		if *l == nil {
+			*l = rate.NewLimiter(r, burst) // starts full
+			return
+		}
+		(*l).SetLimitAt(now, r)
+		(*l).SetBurstAt(now, burst)
+	}
+	split(&sh.bytes, b.bytes, minShareBytes)
+	split(&sh.frames, b.frames, minShareFrames)
+}
+
+// within takes n bytes and f frames from the share if it has them all.
+func (sh *fairShare) within(now time.Time, n, f int) bool {
+	if sh.bytes != nil && sh.bytes.TokensAt(now) < float64(n) ||
+		sh.frames != nil && sh.frames.TokensAt(now) < float64(f) {
+		return false
+	}
+	if sh.bytes != nil {
+		sh.bytes.ReserveN(now, n)
+	}
+	if sh.frames != nil {
+		sh.frames.ReserveN(now, f)
+	}
+	return true
+}
+
+// charge spends n bytes and f frames of the IP's budget for a connection
+// with share sh (nil: no fairness) and returns how long its reader pauses.
+func (b *hostBudget) charge(sh *fairShare, now time.Time, n, f int) time.Duration {
+	if sh == nil {
+		return b.delay(now, n, f)
+	}
+	sh.fit(b, now)
+	if sh.within(now, n, f) {
+		b.delay(now, n, f) // the debt this may leave is paid by connections over their share
+		return 0
+	}
+	return b.delay(now, n, f)
 }
 
 // acceptPacer paces the accept loop (all addresses together).
