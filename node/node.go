@@ -134,7 +134,7 @@ func Start(cfg Config) (*Node, error) {
 			store.Close()
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.ClientAddr)
+	ln, err := router.Listen(cfg.ClientAddr)
 	if err != nil {
 		closeStore()
 		return nil, fmt.Errorf("node: listen for clients: %w", err)

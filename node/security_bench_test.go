@@ -78,6 +78,7 @@ func BenchmarkFloods(b *testing.B) {
 			b.ReportMetric(float64(after.AcceptsPaced-stats.AcceptsPaced)/3, phase+"-paced/s")
 			b.ReportMetric(float64(after.ReadsThrottled-stats.ReadsThrottled)/3, phase+"-throttled/s")
 			b.ReportMetric(float64(after.OversizeClosed-stats.OversizeClosed)/3, phase+"-oversize-closed/s")
+			b.ReportMetric(float64(after.SilentRefusals-stats.SilentRefusals)/3, phase+"-silent/s")
 		}
 	}
 }

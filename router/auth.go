@@ -241,16 +241,18 @@ var (
 	acceptsPaced   atomic.Int64 // accepts delayed by AcceptRate
 	throttledReads atomic.Int64 // reader pauses for an IP over its byte/frame budget
 	oversizeClosed atomic.Int64 // connections closed for an oversized length prefix
+	silentRefusals atomic.Int64 // refused connections closed without an answer (over refusalAnswers)
 )
 
 // FloodStats counts what the flood protections did, in this process.
 type FloodStats struct {
 	ConnsRefused, AcceptsPaced, ReadsThrottled, OversizeClosed int64
+	SilentRefusals                                             int64 // refused without an answer frame (a flood of refusals)
 }
 
 // ReadFloodStats returns the process-wide flood counters.
 func ReadFloodStats() FloodStats {
-	return FloodStats{connsRefused.Load(), acceptsPaced.Load(), throttledReads.Load(), oversizeClosed.Load()}
+	return FloodStats{connsRefused.Load(), acceptsPaced.Load(), throttledReads.Load(), oversizeClosed.Load(), silentRefusals.Load()}
 }
 
 // admit is called for every request before it is routed or proposed. It
@@ -265,6 +267,7 @@ func (c *conn) admit(req *wire.Request, done func(*wire.Response)) func(*wire.Re
 			return nil
 		}
 		c.nc.SetReadDeadline(time.Time{})
+		keepAlive(c.nc)
 		return done
 	}
 	if c.peer {

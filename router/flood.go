@@ -248,6 +248,19 @@ func putReader(r *bufio.Reader, small bool) {
 // not wait for), so it gets a goroutine with a 1 s deadline, at most
 // maxRefusers at once; past that it is closed without an answer.
 func refuse(nc net.Conn, frame []byte) {
+	if !refusalAnswers.Allow() {
+		// A flood: close at once, with a reset instead of a FIN (no
+		// write, no TIME_WAIT left on this side for every refusal).
+		silentRefusals.Add(1)
+		if tc, ok := nc.(interface{ NetConn() net.Conn }); ok {
+			nc = tc.NetConn()
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		nc.Close()
+		return
+	}
 	if _, isTLS := nc.(*tls.Conn); !isTLS {
 		nc.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
 		nc.Write(frame)
@@ -271,3 +284,9 @@ func refuse(nc net.Conn, frame []byte) {
 const maxRefusers = 256
 
 var refusers = make(chan struct{}, maxRefusers)
+
+// refusalAnswers bounds the refused connections answered with a frame, all
+// addresses together: a client that meets a limit now and then is told why
+// (and when to retry); past this rate refusals are a flood, and the rest
+// are closed without an answer.
+var refusalAnswers = rate.NewLimiter(200, 200)

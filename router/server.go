@@ -147,9 +147,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		if tc, ok := nc.(*net.TCPConn); ok {
-			tc.SetNoDelay(true)
-		}
+		// (Go sets TCP_NODELAY on accepted connections already.)
 		budget := s.admitConn(nc)
 		if budget == nil {
 			continue

@@ -253,7 +253,7 @@ func routerCmd() *cobra.Command {
 				return &exitError{code: exitFailure, err: err}
 			}
 			srv := router.New(router.Config{Seeds: strings.Split(seeds, ","), Log: log, Security: rsec})
-			ln, err := net.Listen("tcp", listen)
+			ln, err := router.Listen(listen)
 			if err != nil {
 				return err
 			}
