@@ -65,3 +65,30 @@ func TestPrecheck(t *testing.T) {
 		t.Fatalf("precheck of a non-lock op: %v", err)
 	}
 }
+
+// TestPrecheckLetsRetriesThrough (found by FuzzApply, corpus entry
+// f07a37406f94ab53): a client re-sending its queued acquire with the same
+// (Client, Seq), on a path whose queue is now full, is answered from its
+// record by apply (Queued: it re-attaches) and takes no new slot, so the
+// pre-proposal check must not refuse it as TooMany.
+func TestPrecheckLetsRetriesThrough(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxWaiters = 2
+	h := newHarnessWith(t, cfg)
+	h.mustOK(acq("/r/a", ex, 1, "o"))
+	h.expect(with(wait(acq("/r/a", ex, 2, "p")), 7, 1), wire.Queued)
+	h.expect(wait(acq("/r/a", ex, 3, "q")), wire.Queued)
+	retry := with(wait(acq("/r/a", ex, 2, "p")), 7, 1)
+	v, err := h.sm.Lookup(LimitCheck{Req: retry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.(LimitResult).Err; got != nil {
+		t.Fatalf("precheck refused a retry of a queued acquire: %v", got)
+	}
+	h.expect(retry, wire.Queued)
+	fresh := wait(acq("/r/a", ex, 4, "s"))
+	if v, _ := h.sm.Lookup(LimitCheck{Req: fresh}); v.(LimitResult).Err == nil || v.(LimitResult).Err.Code != wire.TooMany {
+		t.Fatalf("a new waiter on a full queue: precheck %v, want TooMany", v.(LimitResult).Err)
+	}
+}
