@@ -433,9 +433,10 @@ func TestLimits(t *testing.T) {
 		stillServes(t, root)
 	})
 	t.Run("locks per session", func(t *testing.T) {
-		lease := uint64(0x1234_5678)
+		const key = 0x1234_5678
+		lease := wire.LeaseID(key) // auth is on: creating the lease needs its key
 		for _, s := range []string{"a", "b", "c"} {
-			if r := root.do(&wire.Request{Op: wire.OpAcquire, Path: "/limits/s/" + s, Lease: lease, TTL: 30000}); r.Code != wire.OK {
+			if r := root.do(&wire.Request{Op: wire.OpAcquire, Path: "/limits/s/" + s, Lease: lease, LeaseKey: key, TTL: 30000}); r.Code != wire.OK {
 				t.Fatalf("lock %s: %v %s", s, r.Code, r.Msg)
 			}
 		}
