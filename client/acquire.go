@@ -35,7 +35,10 @@ func waitFor(ctx context.Context, try bool) int64 {
 // Queued, or the grant that happened meanwhile). If the client is gone for
 // good its session expires and the waiter with it. A wait without a session
 // (Lease == 0) lives on its connection: the server withdraws it when the
-// connection breaks, so it is sent again with a new Seq. Tries (WaitNone)
+// connection breaks, so it is sent again with a new Seq. A wait answered
+// Superseded (a stale copy of it, still retried by the router of a broken
+// connection, replaced it in the shard) is sent again with the same Seq.
+// Tries (WaitNone)
 // are never parked and are retried like any other request.
 func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, undo func(token uint64) error) (*wire.Response, error) {
 	if c.cfg.tracer != nil && req.Trace == "" {
@@ -101,6 +104,11 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 			}
 			c.cfg.logger.Debug("warden: re-sending a wait after a broken connection", "op", req.Op, "path", req.Path)
 		case res.resp.Code.Retryable():
+			lastErr = res.resp.AsError()
+		case res.resp.Code == wire.Superseded:
+			// Another copy of this request took its place in the shard: a
+			// router still retrying the copy sent before a broken
+			// connection. Sending it again (same Seq) takes the place back.
 			lastErr = res.resp.AsError()
 		default:
 			return res.resp, res.resp.AsError()

@@ -116,16 +116,33 @@ func (rc *rangeCache) learn(hint *wire.Hint) {
 	rc.mu.Unlock()
 }
 
-// refresh re-reads the table (and, standalone, the leaders).
+// refreshTimeout bounds one table read (at least the dial timeout, for a
+// standalone router's seeds). A read index sent to a meta leader
+// that dies before answering is only resolved by its timeout; with the
+// caller's deadline (a waiting acquire's whole wait) every request routed
+// meanwhile would wait behind it, and a blocked acquire would never hear its
+// grant.
+const refreshTimeout = 2 * time.Second
+
+// refresh re-reads the table (and, standalone, the leaders). Concurrent
+// calls share one read, bounded by refreshTimeout whatever their deadlines;
+// each caller stops waiting when its own ctx ends.
 func (rc *rangeCache) refresh(ctx context.Context) error {
-	_, err, _ := rc.sf.Do("refresh", func() (any, error) {
+	ch := rc.sf.DoChan("refresh", func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.Background(), max(refreshTimeout, rc.s.cfg.DialTimeout))
+		defer cancel()
 		if h := rc.s.cfg.Host; h != nil {
-			_, err := h.RefreshTable(ctx)
+			_, err := h.RefreshTable(rctx)
 			return nil, err
 		}
-		return nil, rc.fetch(ctx)
+		return nil, rc.fetch(rctx)
 	})
-	return err
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (rc *rangeCache) fetch(ctx context.Context) error {

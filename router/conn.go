@@ -355,7 +355,7 @@ func (c *conn) routeData(req *wire.Request, done func(*wire.Response)) {
 			inner(r)
 		}
 	}
-	c.s.route(req, done)
+	c.s.routeFor(c.quit, req, done)
 }
 
 // cancel withdraws one of this connection's waits (the client's context

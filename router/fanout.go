@@ -38,7 +38,7 @@ func (s *Server) broadcast(req *wire.Request, done func(*wire.Response)) {
 	for _, si := range t.Shards {
 		sub := *req
 		sub.Shard = si.ID
-		s.routeAttempt(&sub, deadline, 0, agg.add)
+		s.routeAttempt(&sub, deadline, 0, nil, agg.add)
 	}
 }
 

@@ -116,6 +116,6 @@ func (s *Server) keepAliveShards(leases []uint64, identity string, done func(*wi
 	deadline := time.Now().Add(s.cfg.RequestTimeout)
 	for _, si := range t.Shards {
 		sub := &wire.Request{Op: wire.OpKeepAlive, Leases: leases, Shard: si.ID, Identity: identity}
-		s.routeAttempt(sub, deadline, 0, agg.add)
+		s.routeAttempt(sub, deadline, 0, nil, agg.add)
 	}
 }

@@ -14,7 +14,16 @@ import (
 // until the retry budget runs out. Retries are safe: mutating requests
 // carry (client, seq), which the state machine deduplicates.
 func (s *Server) route(req *wire.Request, done func(*wire.Response)) {
-	s.routeAttempt(req, time.Now().Add(s.budget(req)), 0, done)
+	s.routeAttempt(req, time.Now().Add(s.budget(req)), 0, nil, done)
+}
+
+// routeFor is route on behalf of a client connection: once quit is closed
+// (the connection is gone) no more attempts are made. The client sends the
+// request again through another connection with the same (client, seq); a
+// copy this router kept retrying would only compete with it (a shard keeps
+// one parked copy of a wait and answers the older one Superseded).
+func (s *Server) routeFor(quit <-chan struct{}, req *wire.Request, done func(*wire.Response)) {
+	s.routeAttempt(req, time.Now().Add(s.budget(req)), 0, quit, done)
 }
 
 func (s *Server) budget(req *wire.Request) time.Duration {
@@ -25,9 +34,9 @@ func (s *Server) budget(req *wire.Request) time.Duration {
 	return b
 }
 
-func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int, done func(*wire.Response)) {
+func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int, quit <-chan struct{}, done func(*wire.Response)) {
 	s.dispatch(req, func(resp *wire.Response) {
-		if !retryable(req, resp) || time.Now().After(deadline) || giveUpUnavailable(resp, attempt) {
+		if !retryable(req, resp) || time.Now().After(deadline) || giveUpUnavailable(resp, attempt) || closed(quit) {
 			done(resp)
 			return
 		}
@@ -38,13 +47,23 @@ func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int
 			if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && s.cache.table() == nil {
 				s.cache.refresh(ctx)
 			}
-			if !sleepCtx(ctx, jitter(attempt)) {
+			if !sleepCtx(ctx, jitter(attempt)) || closed(quit) {
 				done(resp)
 				return
 			}
-			s.routeAttempt(req, deadline, attempt+1, done)
+			s.routeAttempt(req, deadline, attempt+1, quit, done)
 		}()
 	})
+}
+
+// closed reports whether quit (nil: never) is closed.
+func closed(quit <-chan struct{}) bool {
+	select {
+	case <-quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // giveUpUnavailable: a shard with no reachable leader from here (an

@@ -114,7 +114,7 @@ func TestParkedRetryReplacesOlderCopy(t *testing.T) {
 	ps.add(k, &parkedReq{id: 1, done: func(r *wire.Response) { old = append(old, r) }})
 	ps.add(k, &parkedReq{id: 2, done: func(r *wire.Response) { cur = append(cur, r) }})
 	ps.deliver(k, &wire.Response{Code: wire.OK, Token: 9})
-	if len(old) != 1 || old[0].Code != wire.Cancelled || len(cur) != 1 || cur[0].Token != 9 {
+	if len(old) != 1 || old[0].Code != wire.Superseded || len(cur) != 1 || cur[0].Token != 9 {
 		t.Fatalf("old=%+v cur=%+v", old, cur)
 	}
 }

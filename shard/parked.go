@@ -32,12 +32,15 @@ func newParkedSet() *parkedSet { return &parkedSet{m: make(map[clientSeq]*parked
 func (ps *parkedSet) add(k clientSeq, p *parkedReq) {
 	ps.mu.Lock()
 	if old := ps.m[k]; old != nil {
-		// A retry of the same request (same client and seq) replaces the
-		// older parked copy; the older caller gets a clear answer.
+		// A newer copy of the same request (same client and seq)
+		// replaces the older one, which is answered Superseded: it is
+		// either the client's own earlier attempt, gone with its
+		// connection, or a stale copy a router still retried after its
+		// client left, in which case the client sends its copy again.
 		if old.timer != nil {
 			old.timer.Stop()
 		}
-		defer old.done(&wire.Response{ID: old.id, Code: wire.Cancelled, Msg: "superseded by a retry of the same request"})
+		defer old.done(&wire.Response{ID: old.id, Code: wire.Superseded, Msg: "superseded by a newer copy of the same request"})
 	}
 	ps.m[k] = p
 	ps.mu.Unlock()
