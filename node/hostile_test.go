@@ -91,6 +91,10 @@ func TestHostileInputGetsTypedErrors(t *testing.T) {
 		{"release unknown token", &wire.Request{ID: 19, Op: wire.OpRelease, Path: "/a/b/c", Token: 424242}, wire.NotHolder},
 		{"unknown op", &wire.Request{ID: 20, Op: 77, Path: "/a/b"}, wire.UnknownOp},
 		{"internal op", &wire.Request{ID: 21, Op: wire.OpExpire, Lease: 5}, wire.InvalidArgument},
+		{"range-move step from a client", &wire.Request{ID: 23, Op: wire.OpDropRange, Shard: 2, Gen: 1,
+			Ranges: []wire.Range{{Start: "", End: ""}}}, wire.InvalidArgument},
+		{"range export from a client", &wire.Request{ID: 24, Op: wire.OpExportRange, Shard: 2, Gen: 1,
+			Ranges: []wire.Range{{Start: "", End: ""}}}, wire.InvalidArgument},
 		{"shallow lock spanning shards", &wire.Request{ID: 22, Op: wire.OpAcquire, Path: "/a", TTL: 5000}, wire.SpansRanges},
 	}
 	for _, tc := range cases {

@@ -470,3 +470,77 @@ func TestPlacementLoopSplitsHotRanges(t *testing.T) {
 		t.Fatalf("the lock held across the splits: %+v %v", info, err)
 	}
 }
+
+// TestRangeMoveDrivenWithoutReplicas: on 5 nodes with 3 replicas per data
+// shard (shard 2 on nodes 1-3, shard 3 on nodes 2-4), the meta leader, and
+// so the move driver, is node 5, which holds no replica of either shard: it
+// freezes, exports, installs and drops through peer connections. Ranges
+// are split and moved back and forth under traffic from four clients; the
+// history must be linearizable.
+func TestRangeMoveDrivenWithoutReplicas(t *testing.T) {
+	var mu sync.Mutex
+	drivers := map[uint64]int{} // node → steps it drove
+	c := nodetest.Start(t, nodetest.Options{Nodes: 5, Shards: 2, Edit: func(cfg *node.Config) {
+		cfg.Replicas = 3
+		id := cfg.ID
+		cfg.MoveHook = func(uint64, placement.RangeStep, <-chan struct{}) {
+			mu.Lock()
+			drivers[id]++
+			mu.Unlock()
+		}
+	}})
+	for _, id := range []uint64{2, 3} {
+		if _, ok := c.Nodes[4].Host.Shard(id); ok {
+			t.Fatalf("node 5 holds a replica of shard %d; the layout this test needs changed", id)
+		}
+	}
+	c.WaitFor(30*time.Second, "node 5 leads the meta group", func() error {
+		lead := metaLeader(t, c)
+		if lead == 4 {
+			return nil
+		}
+		c.Nodes[lead].Host.TransferLeader(placement.MetaShard, 5)
+		return fmt.Errorf("node %d leads the meta group", lead+1)
+	})
+
+	admin := newClient(t, c)
+	w := newMoveWorkload(4)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		cl := newClient(t, c)
+		wg.Add(1)
+		go func(id int) { defer wg.Done(); w.run(ctx, t, id, cl) }(i)
+	}
+	actx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	moved := 0
+	for round := 0; round < 3; round++ {
+		ns := fmt.Sprintf("/mv/n%d", round)
+		if err := admin.SplitRange(actx, ns); err != nil && !errors.Is(err, wire.ErrInvalidArgument) {
+			t.Fatalf("split at %s: %v", ns, err)
+		}
+		key := wire.RouteKey(ns)
+		rows := waitRange(t, admin, key)
+		to := otherShard(rows, key)
+		if _, err := admin.MoveRange(actx, key, to); err != nil {
+			t.Fatalf("move the range of %s to shard %d: %v", ns, to, err)
+		}
+		waitOn(t, admin, key, to)
+		moved++
+		time.Sleep(300 * time.Millisecond) // traffic on the new layout
+	}
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if drivers[5] == 0 || len(drivers) != 1 {
+		t.Fatalf("steps driven per node: %v; want every step driven by node 5, which has no replica of either shard", drivers)
+	}
+	if w.ops < 200 {
+		t.Fatalf("too little traffic: %d ops", w.ops)
+	}
+	t.Logf("%d moves driven by node 5 (%d steps), %d ops", moved, drivers[5], w.ops)
+	w.check(t)
+}

@@ -240,7 +240,9 @@ func (c *conn) handle(req *wire.Request) {
 	if !c.peer {
 		req.Identity = c.leaseIdentity(req)
 	}
-	if req.Op.Internal() {
+	if req.Op.Internal() && !(c.peer && req.Shard != 0 && req.Op.PeerInternal()) {
+		// Range-move steps come from the node driving a move, over an
+		// authenticated forwarding connection, for one of our replicas.
 		done(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})
 		return
 	}

@@ -162,6 +162,17 @@ func (s *Server) forward(addr string, shardID uint64, req *wire.Request, done fu
 	p.send(&fwd, done)
 }
 
+// forwardInternal runs an internal op of the local host (a range-move step)
+// on a shard this node has no replica of: at the shard's leader as far as
+// this node knows, or any replica. The far side accepts it only over a
+// peer connection (conn.handle). One attempt: the host's driver retries.
+func (s *Server) forwardInternal(shardID uint64, req *wire.Request, done func(*wire.Response)) {
+	s.dispatchTo(shardID, req, func(r *wire.Response) {
+		s.cache.learn(r.Hint)
+		done(r)
+	})
+}
+
 // execLocal runs a request forwarded by another node on the local replica,
 // without routing it again.
 func (s *Server) execLocal(req *wire.Request, done func(*wire.Response)) {

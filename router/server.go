@@ -96,6 +96,7 @@ func New(cfg Config) *Server {
 		go func() { defer s.wg.Done(); s.refreshLoop() }()
 	} else {
 		go func() { defer s.wg.Done(); s.remoteLeaderLoop() }() // nodes.go
+		cfg.Host.SetForwarder(s.forwardInternal)
 	}
 	return s
 }

@@ -189,6 +189,7 @@ type Host struct {
 
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64
+	forward        atomic.Pointer[Forwarder] // set by the router: reaches shards with no local replica
 
 	stopc chan struct{}
 	wg    sync.WaitGroup

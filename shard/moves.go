@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -177,34 +176,35 @@ func (h *Host) recordStep(ctx context.Context, mv placement.Move, step placement
 
 // installMove copies the frozen range's state to the destination in
 // chunks; the last one makes the destination the range's owner.
+// Each chunk is read from the source (OpExportRange) and proposed to the
+// destination, locally or through a node with a replica of each.
 func (h *Host) installMove(ctx context.Context, mv placement.Move) error {
-	v, err := h.nh.SyncRead(ctx, mv.From, statemachine.ExportQuery{Start: mv.Start, End: mv.End})
-	if err != nil {
-		return err
-	}
-	x, ok := v.(*statemachine.RangeExport)
-	if !ok {
-		return fmt.Errorf("export of move %d: unexpected %T", mv.ID, v)
-	}
-	chunks, err := x.Chunks(installChunkBytes)
-	if err != nil {
-		return err
-	}
 	gen := uint64(0)
 	if t := h.Table(); t != nil {
 		gen = t.Gen + 1
 	}
+	from := wire.Range{Start: mv.Start, End: mv.End, Shard: mv.From}
 	to := wire.Range{Start: mv.Start, End: mv.End, Shard: mv.To, Gen: gen}
-	for i, c := range chunks {
-		req := &wire.Request{Op: wire.OpInstallRange, Gen: mv.ID, Ranges: []wire.Range{to}, Value: c}
-		if i == len(chunks)-1 {
+	n := uint32(1)
+	for i := uint32(0); i < n; i++ {
+		x, err := h.shardOp(ctx, mv.From, &wire.Request{Op: wire.OpExportRange, Gen: mv.ID, Ranges: []wire.Range{from}, Chunk: i})
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			n = max(1, x.Count)
+		} else if x.Count != n {
+			return fmt.Errorf("export of move %d changed from %d to %d chunks", mv.ID, n, x.Count)
+		}
+		req := &wire.Request{Op: wire.OpInstallRange, Gen: mv.ID, Ranges: []wire.Range{to}, Value: x.Value}
+		if i == n-1 {
 			req.Flags |= wire.FlagMoveFinal
 		}
 		if _, err := h.shardOp(ctx, mv.To, req); err != nil {
 			return err
 		}
 	}
-	h.log.Info("range installed", "move", mv.ID, "to", mv.To, "nodes", len(x.Nodes), "chunks", len(chunks))
+	h.log.Info("range installed", "move", mv.ID, "to", mv.To, "chunks", n)
 	return nil
 }
 
@@ -231,17 +231,38 @@ func (h *Host) metaRange(ctx context.Context, c placement.RangeCommand) error {
 	return err
 }
 
-// shardOp proposes an internal op through the local replica of a shard and
-// retries routing and availability errors until ctx ends.
-func (h *Host) shardOp(ctx context.Context, shardID uint64, req *wire.Request) (*wire.Response, error) {
-	s, ok := h.Shard(shardID)
-	if !ok {
-		return nil, fmt.Errorf("shard %d has no replica on node %d", shardID, h.cfg.NodeID)
+// Forwarder runs req on a shard this node holds no replica of, on a node
+// that holds one (the router's forwarding over peer connections), and calls
+// done once with the answer.
+type Forwarder func(shardID uint64, req *wire.Request, done func(*wire.Response))
+
+// SetForwarder lets the move driver reach shards with no local replica; the
+// node's router sets it.
+func (h *Host) SetForwarder(f Forwarder) { h.forward.Store(&f) }
+
+// submitTo runs req on the local replica of shardID, or through the
+// forwarder when there is none.
+func (h *Host) submitTo(shardID uint64, req *wire.Request, done func(*wire.Response)) {
+	if s, ok := h.Shard(shardID); ok {
+		s.Submit(req, done)
+		return
 	}
+	if f := h.forward.Load(); f != nil {
+		(*f)(shardID, req, done)
+		return
+	}
+	done(&wire.Response{ID: req.ID, Code: wire.Unavailable,
+		Msg: fmt.Sprintf("shard %d has no replica on node %d and no router forwards for it", shardID, h.cfg.NodeID)})
+}
+
+// shardOp runs an internal op on a shard, through its local replica or a
+// node that has one, and retries routing and availability errors until ctx
+// ends.
+func (h *Host) shardOp(ctx context.Context, shardID uint64, req *wire.Request) (*wire.Response, error) {
 	for attempt := 0; ; attempt++ {
 		done := make(chan *wire.Response, 1)
 		op := *req
-		s.Submit(&op, func(r *wire.Response) { done <- r })
+		h.submitTo(shardID, &op, func(r *wire.Response) { done <- r })
 		var r *wire.Response
 		select {
 		case r = <-done:

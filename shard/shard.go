@@ -77,6 +77,7 @@ type Shard struct {
 	timer    deadlineTimer
 	parked   *parkedSet
 	feed     *feed
+	exports  exportCache // export.go
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
@@ -208,6 +209,8 @@ func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
 	switch {
 	case req.Op == wire.OpKeepAlive:
 		s.lessor.keepAlive(req, done)
+	case req.Op == wire.OpExportRange:
+		s.exportRange(req, done)
 	case isRead(req.Op):
 		s.read(req, done)
 	case req.Op == wire.OpCancel:

@@ -93,6 +93,7 @@ func (r *Request) fields(w *fieldWriter) {
 	w.uint(23, r.Shard)
 	w.uint(24, r.Term)
 	w.value(65, len(r.Remaining) > 0, r.Remaining)
+	w.uint(80, uint64(r.Chunk))
 	w.str(70, r.Identity)
 	w.uint(71, r.LeaseKey)
 	w.value(30, len(r.Paths) > 0, r.Paths)
@@ -186,6 +187,8 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.Term, err = dec.DecodeUint64()
 		case 65:
 			err = decodeList(dec, &r.Remaining)
+		case 80:
+			r.Chunk, err = dec.DecodeUint32()
 		case 70:
 			r.Identity, err = dec.DecodeString()
 		case 71:

@@ -57,6 +57,8 @@ type Request struct {
 	// Remaining (internal, Checkpoint): ms left on Leases[i], or -1 to clear
 	// its checkpoint. Field 65.
 	Remaining []int64
+	// Chunk (internal, ExportRange): which chunk of the export. Field 80.
+	Chunk uint32
 	// Identity is set by the router, never trusted from a client: the
 	// authenticated identity of the connection that sent a lease-bearing
 	// request, so the state machine can bind leases to their creator.

@@ -71,7 +71,24 @@ const (
 	OpInstallRange  Op = 121 // destination: Value is one chunk of the range's exported state; FlagMoveFinal: take ownership
 	OpDropRange     Op = 122 // source after the switch (or destination on rollback): forget the range and its state
 	OpUnfreezeRange Op = 123 // source on rollback: serve the range again
+	// OpExportRange reads chunk Chunk of the frozen range's exported state
+	// (linearizable read, never proposed): Value is the chunk, Count the
+	// number of chunks. A driver without a replica of the source asks a
+	// node that has one.
+	OpExportRange Op = 124
 )
+
+// PeerInternal reports whether an internal op may arrive over an
+// authenticated forwarding (peer) connection: the range-move steps, which
+// the node driving a move sends to shards it holds no replica of. Client
+// connections never carry internal ops.
+func (op Op) PeerInternal() bool {
+	switch op {
+	case OpFreezeRange, OpInstallRange, OpDropRange, OpUnfreezeRange, OpSetRanges, OpExportRange:
+		return true
+	}
+	return false
+}
 
 // Internal reports whether op may only be proposed by the server itself.
 func (op Op) Internal() bool { return op >= OpExpire }
@@ -101,7 +118,8 @@ var opNames = map[Op]string{
 	OpAcquireMulti: "acquire.multi", OpRevokeLock: "revokelock", OpHandOver: "handover", OpDeadlines: "deadlines",
 	OpRangeSplit: "range.split", OpRangeMerge: "range.merge", OpRangeMove: "range.move", OpRangeList: "range.list",
 	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
-	OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
+	OpExportRange: "range.export",
+	OpNodeJoin:    "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
 }
 
 func (op Op) String() string {
