@@ -10,7 +10,7 @@ UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./cli
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
-.PHONY: all build run test test-unit test-cluster test-pg vet bench bench-cluster bench-load bench-peers fuzz clean deps chaos chaos-short test-chaos-short
+.PHONY: all build run test test-unit test-cluster test-pg vet bench bench-cluster bench-load bench-peers bench-scaling fuzz clean deps chaos chaos-short test-chaos-short
 
 all: build
 
@@ -55,6 +55,18 @@ bench: deps
 	@mkdir -p $(BENCH_OUT)
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./statemachine/ ./hierarchy/ ./wire/ | tee $(BENCH_OUT)/statemachine.txt
 	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=3 ./node/ | tee $(BENCH_OUT)/cluster.txt
+
+# The same load over 1, 2, 4 and 8 shard leaders on 3 and 5 nodes (about 3
+# minutes); writes $(BENCH_OUT)/scaling.md, the input of docs/scaling.md.
+# SCALING_SECONDS per row; SCALING_BATCH bounds each leader's pipeline
+# (operations per entry, one entry in flight; 0 = server defaults).
+SCALING_SECONDS ?= 5
+SCALING_BATCH ?= 8
+bench-scaling: deps
+	@mkdir -p $(BENCH_OUT)
+	WARDEN_SCALING_OUT=$(CURDIR)/$(BENCH_OUT)/scaling.md WARDEN_SCALING_SECONDS=$(SCALING_SECONDS) \
+	  WARDEN_SCALING_BATCH=$(SCALING_BATCH) \
+	  $(GO) test -run '^$$' -bench BenchmarkShardLeaders -benchtime 1x -timeout 30m ./node/
 
 # Warden alone: 3 processes per shard count (1..16), the scenario set at 8
 # shards, CPU profiles; writes $(BENCH_OUT)/load.{md,json,html} and profiles/.
