@@ -146,8 +146,8 @@ func Ports(base, n int) []string {
 type WardenOptions struct {
 	Binary   string // bin/warden
 	Shards   int
-	BasePort int    // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
-	Verb     string // "serve" (default) or "bench node" (adds pprof)
+	BasePort int      // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
+	Verb     string   // "serve" (default) or "bench node" (adds pprof)
 	Args     []string // more flags for every node (e.g. --no-audit)
 }
 
