@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 )
 
@@ -30,7 +31,11 @@ func BenchmarkCycleCost(b *testing.B) {
 }
 
 func benchCycleCost(b *testing.B, shards, workers int) {
-	c := nodetest.Start(b, nodetest.Options{Shards: shards})
+	o := nodetest.Options{Shards: shards}
+	if v, err := strconv.Atoi(os.Getenv("WARDEN_BENCH_INFLIGHT")); err == nil {
+		o.Edit = func(c *node.Config) { c.Shard.MaxInflight = v } // experiments with the pipeline depth
+	}
+	c := nodetest.Start(b, o)
 	ctx := context.Background()
 	clients := make([]*client.Client, 4)
 	for i := range clients {
@@ -149,4 +154,21 @@ func procIO() (reads, writes uint64) {
 		}
 	}
 	return reads, writes
+}
+
+// BenchmarkIdleCost reports the CPU an idle in-process 3-node cluster
+// burns (ticks, heartbeats, lessors): a fixed cost per shard that a
+// loaded cluster pays too. One op = one second of idling.
+func BenchmarkIdleCost(b *testing.B) {
+	for _, shards := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			nodetest.Start(b, nodetest.Options{Shards: shards})
+			time.Sleep(2 * time.Second) // elections and table installs settle
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			time.Sleep(time.Duration(b.N) * time.Second)
+			b.StopTimer()
+			b.ReportMetric((cpuTime() - cpu0).Seconds()/float64(b.N), "cores")
+		})
+	}
 }
