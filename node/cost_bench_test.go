@@ -168,7 +168,7 @@ func BenchmarkIdleCost(b *testing.B) {
 			b.ResetTimer()
 			time.Sleep(time.Duration(b.N) * time.Second)
 			b.StopTimer()
-			b.ReportMetric((cpuTime() - cpu0).Seconds()/float64(b.N), "cores")
+			b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cores")
 		})
 	}
 }
