@@ -7,49 +7,91 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// Events are stored in a small hand-written encoding (reflection-based
-// msgpack cost the writer most of its time). Format 1:
+// One applied entry's events are stored together, in one value, in a small
+// hand-written encoding (reflection-based msgpack cost the writer most of
+// its time; one key per event cost pebble most of the rest). Format 2:
 //
-//	1, uvarint rev, kind, cause, str path, mode, uvarint token, uvarint lease,
-//	str owner, bytes value (uvarint len+1, 0 = nil), uvarint version,
-//	uvarint client, uvarint seq, uvarint shard, varint time, varint ttl
-const eventFormat = 1
+//	header: 2, uvarint count, uvarint revSpan (last rev - first rev),
+//	        varint firstTime, uvarint timeSpan (last time - first time)
+//	count × event:
+//	        uvarint rev - previous rev (the first: rev - first rev = 0),
+//	        varint time - previous time, kind, cause, mode,
+//	        uvarint shared (bytes of the previous event's path it starts
+//	        with), str rest of path, uvarint token, uvarint lease,
+//	        str owner, bytes value (uvarint len+1, 0 = nil),
+//	        uvarint version, uvarint client, uvarint seq, varint ttl
+//
+// The shard and the first revision are in the key. Within a shard,
+// revisions grow by one per event and stamped time never goes back.
+const batchFormat = 2
 
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
 
-func appendEvent(b []byte, ev *wire.Event) []byte {
-	b = append(b, eventFormat)
-	b = binary.AppendUvarint(b, ev.Rev)
-	b = append(b, byte(ev.Kind), byte(ev.Cause))
-	b = appendStr(b, ev.Path)
-	b = append(b, byte(ev.Mode))
-	b = binary.AppendUvarint(b, ev.Token)
-	b = binary.AppendUvarint(b, ev.Lease)
-	b = appendStr(b, ev.Owner)
-	if ev.Value == nil {
-		b = binary.AppendUvarint(b, 0)
-	} else {
-		b = binary.AppendUvarint(b, uint64(len(ev.Value))+1)
-		b = append(b, ev.Value...)
+// appendBatch encodes events (of one shard, in revision order) after b.
+func appendBatch(b []byte, events []wire.Event) []byte {
+	first, last := &events[0], &events[len(events)-1]
+	b = append(b, batchFormat)
+	b = binary.AppendUvarint(b, uint64(len(events)))
+	b = binary.AppendUvarint(b, last.Rev-first.Rev)
+	b = binary.AppendVarint(b, first.Time)
+	b = binary.AppendUvarint(b, uint64(last.Time-first.Time))
+	rev, at, path := first.Rev, first.Time, ""
+	for i := range events {
+		ev := &events[i]
+		b = binary.AppendUvarint(b, ev.Rev-rev)
+		b = binary.AppendVarint(b, ev.Time-at)
+		b = append(b, byte(ev.Kind), byte(ev.Cause), byte(ev.Mode))
+		shared := commonPrefix(path, ev.Path)
+		b = binary.AppendUvarint(b, uint64(shared))
+		b = appendStr(b, ev.Path[shared:])
+		b = binary.AppendUvarint(b, ev.Token)
+		b = binary.AppendUvarint(b, ev.Lease)
+		b = appendStr(b, ev.Owner)
+		if ev.Value == nil {
+			b = append(b, 0)
+		} else {
+			b = binary.AppendUvarint(b, uint64(len(ev.Value))+1)
+			b = append(b, ev.Value...)
+		}
+		b = binary.AppendUvarint(b, ev.Version)
+		b = binary.AppendUvarint(b, ev.Client)
+		b = binary.AppendUvarint(b, ev.Seq)
+		b = binary.AppendVarint(b, ev.TTL)
+		rev, at, path = ev.Rev, ev.Time, ev.Path
 	}
-	for _, v := range []uint64{ev.Version, ev.Client, ev.Seq, ev.Shard} {
-		b = binary.AppendUvarint(b, v)
-	}
-	b = binary.AppendVarint(b, ev.Time)
-	return binary.AppendVarint(b, ev.TTL)
+	return b
 }
 
-var errBadEvent = errors.New("audit: undecodable event")
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
 
-type eventReader struct {
+var errBadEvent = errors.New("audit: undecodable event batch")
+
+// header is what a batch's first bytes say about it.
+type header struct {
+	count     uint64
+	firstRev  uint64 // from the key
+	lastRev   uint64
+	firstTime int64
+	lastTime  int64
+}
+
+type reader struct {
 	b   []byte
 	err error
 }
 
-func (r *eventReader) uvarint() uint64 {
+func (r *reader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
 		r.err, r.b = errBadEvent, nil
@@ -59,7 +101,7 @@ func (r *eventReader) uvarint() uint64 {
 	return v
 }
 
-func (r *eventReader) varint() int64 {
+func (r *reader) varint() int64 {
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.err, r.b = errBadEvent, nil
@@ -69,7 +111,7 @@ func (r *eventReader) varint() int64 {
 	return v
 }
 
-func (r *eventReader) byte1() byte {
+func (r *reader) byte1() byte {
 	if len(r.b) == 0 {
 		r.err = errBadEvent
 		return 0
@@ -79,7 +121,7 @@ func (r *eventReader) byte1() byte {
 	return c
 }
 
-func (r *eventReader) raw(n uint64) []byte {
+func (r *reader) raw(n uint64) []byte {
 	if n > uint64(len(r.b)) {
 		r.err, r.b = errBadEvent, nil
 		return nil
@@ -89,25 +131,54 @@ func (r *eventReader) raw(n uint64) []byte {
 	return v
 }
 
-func decodeEvent(b []byte) (wire.Event, error) {
-	r := &eventReader{b: b}
-	var ev wire.Event
-	if r.byte1() != eventFormat {
-		return ev, errBadEvent
+// readHeader decodes a batch's header; the reader is left at its events.
+func readHeader(v []byte, firstRev uint64) (header, *reader, error) {
+	r := &reader{b: v}
+	if r.byte1() != batchFormat {
+		return header{}, nil, errBadEvent
 	}
-	ev.Rev = r.uvarint()
-	ev.Kind, ev.Cause = wire.EventKind(r.byte1()), wire.Cause(r.byte1())
-	ev.Path = string(r.raw(r.uvarint()))
-	ev.Mode = wire.Mode(r.byte1())
-	ev.Token, ev.Lease = r.uvarint(), r.uvarint()
-	ev.Owner = string(r.raw(r.uvarint()))
-	if n := r.uvarint(); n > 0 {
-		ev.Value = append([]byte(nil), r.raw(n-1)...)
-	}
-	ev.Version, ev.Client, ev.Seq, ev.Shard = r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
-	ev.Time, ev.TTL = r.varint(), r.varint()
-	if r.err == nil && len(r.b) != 0 {
+	h := header{count: r.uvarint(), firstRev: firstRev}
+	h.lastRev = firstRev + r.uvarint()
+	h.firstTime = r.varint()
+	h.lastTime = h.firstTime + int64(r.uvarint())
+	if r.err == nil && (h.count == 0 || h.count > uint64(len(r.b))) {
 		r.err = errBadEvent
 	}
-	return ev, r.err
+	return h, r, r.err
+}
+
+// decodeBatch appends the events of the batch stored under (shard,
+// firstRev) to out.
+func decodeBatch(out []wire.Event, shard, firstRev uint64, v []byte) ([]wire.Event, error) {
+	h, r, err := readHeader(v, firstRev)
+	if err != nil {
+		return out, err
+	}
+	rev, at := h.firstRev, h.firstTime
+	var path []byte
+	for i := uint64(0); i < h.count && r.err == nil; i++ {
+		ev := wire.Event{Shard: shard}
+		rev += r.uvarint()
+		at += r.varint()
+		ev.Rev, ev.Time = rev, at
+		ev.Kind, ev.Cause, ev.Mode = wire.EventKind(r.byte1()), wire.Cause(r.byte1()), wire.Mode(r.byte1())
+		shared := r.uvarint()
+		if shared > uint64(len(path)) {
+			return out, errBadEvent
+		}
+		path = append(path[:shared], r.raw(r.uvarint())...)
+		ev.Path = string(path)
+		ev.Token, ev.Lease = r.uvarint(), r.uvarint()
+		ev.Owner = string(r.raw(r.uvarint()))
+		if n := r.uvarint(); n > 0 {
+			ev.Value = append([]byte(nil), r.raw(n-1)...)
+		}
+		ev.Version, ev.Client, ev.Seq = r.uvarint(), r.uvarint(), r.uvarint()
+		ev.TTL = r.varint()
+		out = append(out, ev)
+	}
+	if r.err == nil && (len(r.b) != 0 || rev != h.lastRev) {
+		r.err = errBadEvent
+	}
+	return out, r.err
 }

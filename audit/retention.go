@@ -2,6 +2,8 @@ package audit
 
 import (
 	"encoding/binary"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -9,8 +11,9 @@ import (
 
 // Retention drops the oldest records, by age and by size. Within a shard,
 // stamped time never goes back as revisions grow, so dropping by time drops
-// a prefix of each shard's history; the shard's mark then says where its
-// history starts, and a watch from before it is told Compacted.
+// a prefix of each shard's batches: one range deletion per shard. The
+// shard's mark then says where its history starts, and a watch from before
+// it is told Compacted.
 
 func (s *Store) sweeper() {
 	t := time.NewTicker(s.o.SweepEvery)
@@ -28,27 +31,20 @@ func (s *Store) sweeper() {
 // Sweep applies the retention limits as of now; it returns how many events
 // it dropped.
 func (s *Store) Sweep(now time.Time) int {
-	cutoff := now.Add(-s.o.MaxAge).UnixMilli()
-	dropped := 0
-	for {
-		n, err := s.dropBefore(cutoff, 50000)
-		dropped += n
-		if err != nil {
-			s.o.Log.Error("audit retention failed", "err", err)
-			return dropped
-		}
-		if n < 50000 {
-			break
-		}
+	dropped, err := s.dropBefore(now.Add(-s.o.MaxAge).UnixMilli())
+	if err != nil {
+		s.o.Log.Error("audit retention failed", "err", err)
+		return dropped
 	}
-	// Over the size limit: drop the oldest tenth until under it (a few
-	// rounds at most; sizes are estimates until compaction reclaims space).
+	// Over the size limit: drop the oldest tenth of the stamped time span
+	// until under it (a few rounds at most; sizes are estimates until
+	// compaction reclaims space).
 	for round := 0; round < 5 && s.size() > s.o.MaxBytes; round++ {
-		total := s.count()
-		if total == 0 {
+		oldest, newest, err := s.timeSpan()
+		if err != nil || oldest > newest {
 			break
 		}
-		n, err := s.dropOldest(max(total/10, 1))
+		n, err := s.dropBefore(oldest + max((newest-oldest)/10, 1))
 		dropped += n
 		if err != nil || n == 0 {
 			break
@@ -60,49 +56,61 @@ func (s *Store) Sweep(now time.Time) int {
 
 func (s *Store) size() int64 { return int64(s.db.Metrics().DiskSpaceUsage()) }
 
-func (s *Store) count() int {
-	it := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'t'}, UpperBound: []byte{'u'}})
-	defer it.Close()
-	n := 0
-	for it.First(); it.Valid(); it.Next() {
-		n++
+// timeSpan is the stamped time of the oldest and of the newest batch kept.
+func (s *Store) timeSpan() (oldest, newest int64, err error) {
+	oldest, newest = math.MaxInt64, math.MinInt64
+	for _, shard := range s.shards() {
+		lower, upper := shardBounds(shard)
+		it := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		if it.First() {
+			h, _, err := readHeader(it.Value(), 0)
+			if err == nil {
+				oldest = min(oldest, h.firstTime)
+			}
+			it.Last()
+			if h, _, err = readHeader(it.Value(), 0); err == nil {
+				newest = max(newest, h.lastTime)
+			}
+		}
+		if err := it.Close(); err != nil {
+			return 0, 0, err
+		}
 	}
-	return n
+	return oldest, newest, nil
 }
 
-// dropBefore drops up to limit events stamped before cutoff (unix ms).
-func (s *Store) dropBefore(cutoff int64, limit int) (int, error) {
-	upper := []byte{'t'}
-	upper = binary.BigEndian.AppendUint64(upper, uint64(max(cutoff, 0)))
-	return s.drop(upper, limit)
-}
-
-func (s *Store) dropOldest(n int) (int, error) { return s.drop([]byte{'u'}, n) }
-
-func (s *Store) drop(upper []byte, limit int) (int, error) {
-	it := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'t'}, UpperBound: upper})
+// dropBefore drops, in every shard, the batches whose events are all
+// stamped before cutoff (unix ms), and returns how many events it dropped.
+func (s *Store) dropBefore(cutoff int64) (int, error) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	marks := map[uint64]uint64{}
 	n := 0
-	for it.First(); it.Valid() && n < limit; it.Next() {
-		k := it.Key()
-		if len(k) != 25 {
-			continue
+	for _, shard := range s.shards() {
+		lower, upper := shardBounds(shard)
+		it := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		next := uint64(0)
+		for it.First(); it.Valid(); it.Next() {
+			h, _, err := readHeader(it.Value(), binary.BigEndian.Uint64(it.Key()[9:]))
+			if err != nil {
+				it.Close()
+				return n, fmt.Errorf("audit: shard %d: %w", shard, err)
+			}
+			if h.lastTime >= cutoff {
+				break
+			}
+			next = h.lastRev + 1
+			n += int(h.count)
 		}
-		shard, rev := binary.BigEndian.Uint64(k[9:]), binary.BigEndian.Uint64(k[17:])
-		b.Delete(k, nil)
-		b.Delete(historyKey(shard, rev), nil)
-		if path := it.Value(); len(path) > 0 {
-			b.Delete(pathKey(string(path), shard, rev), nil)
+		if err := it.Close(); err != nil {
+			return n, err
 		}
-		marks[shard] = max(marks[shard], rev+1)
-		n++
+		if next > 0 {
+			b.DeleteRange(lower, batchKey(shard, next), nil)
+			marks[shard] = next
+		}
 	}
-	if err := it.Close(); err != nil {
-		return 0, err
-	}
-	if n == 0 {
+	if len(marks) == 0 {
 		return 0, nil
 	}
 	s.mu.Lock()

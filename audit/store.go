@@ -1,11 +1,11 @@
 package audit
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -19,14 +19,20 @@ import (
 
 // Keys (all integers big-endian, so keys sort by them):
 //
-//	'h' shard rev               → event (msgpack): the shard's history, for watches
-//	'p' path 0x00 shard rev     → nothing: the per-path index, for audit queries
-//	't' time shard rev          → path: the time index, for retention
-//	'm' shard                   → lowest revision still kept (after retention)
+//	'b' shard firstRev → one applied entry's events (codec.go): the shard's
+//	                     history, for watches and audit queries
+//	'm' shard          → lowest revision still kept (after retention)
+//	'v'                → the store's format (storeFormat)
+//	'w'                → present after an older store was wiped: a shard
+//	                     with no history yet starts it at its first batch
 //
 // Every replica applies the same log, so every node records the same
-// events under the same keys; a replica replaying its log after a restart
-// writes them again, which changes nothing.
+// entries under the same keys; a replica replaying its log after a restart
+// writes them again, which changes nothing. There is no per-path or time
+// index: Find scans history newest first (an operator's query), and since
+// a shard's stamped time never goes back as revisions grow, retention
+// deletes a prefix of each shard's keys with one range deletion.
+const storeFormat = 2
 
 // Options configure a store.
 type Options struct {
@@ -65,12 +71,14 @@ type Store struct {
 	o  Options
 	db *pebble.DB
 
-	queue chan []wire.Event
+	queue chan *entry
 	flush chan chan struct{}
+	bufs  sync.Pool // *entry, reused once written
 
 	mu     sync.Mutex
 	oldest map[uint64]uint64 // shard → lowest rev kept (0 = from the start)
 	newest map[uint64]uint64 // shard → highest rev written
+	wiped  bool              // an older store was wiped: see key 'w'
 
 	dropped atomic.Uint64
 	written atomic.Uint64
@@ -81,22 +89,51 @@ type Store struct {
 	closeErr  error
 }
 
+// entry is one applied entry's events, encoded on the apply path (cheaper
+// than copying them: one pooled buffer, no allocation once warm).
+type entry struct {
+	shard, first, last uint64 // revisions
+	n                  int    // events
+	val                []byte // appendBatch
+}
+
+// maxPooled bounds the buffers kept for reuse (entries with large KV values
+// are rare; their buffers are left to the GC).
+const maxPooled = 64 << 10
+
 type quietLogger struct{ log *slog.Logger }
 
 func (l quietLogger) Infof(string, ...any)              {}
 func (l quietLogger) Fatalf(format string, args ...any) { l.log.Error(fmt.Sprintf(format, args...)) }
 
-// Open opens (or creates) the store in o.Dir and starts its writer.
+// Open opens (or creates) the store in o.Dir and starts its writer. A store
+// written by an older version (one key per event, format 1) is wiped, with
+// a log line: its history is lost, and watches resuming from before the
+// wipe are told Compacted.
 func Open(o Options) (*Store, error) {
 	o.fill()
 	cache := pebble.NewCache(8 << 20)
 	defer cache.Unref()
-	db, err := pebble.Open(o.Dir, &pebble.Options{Cache: cache, MemTableSize: 4 << 20, Logger: quietLogger{o.Log}})
+	db, err := pebble.Open(o.Dir, &pebble.Options{
+		Cache: cache,
+		// Large memtables (they start at 256 KiB and grow only under
+		// load) and a deeper L0 mean fewer flushes and compactions: the
+		// data is written once and read rarely.
+		MemTableSize:          32 << 20,
+		L0CompactionThreshold: 8,
+		L0StopWritesThreshold: 32,
+		LBaseMaxBytes:         256 << 20,
+		Logger:                quietLogger{o.Log},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("audit: open %s: %w", o.Dir, err)
 	}
-	s := &Store{o: o, db: db, queue: make(chan []wire.Event, o.Queue), flush: make(chan chan struct{}),
+	s := &Store{o: o, db: db, queue: make(chan *entry, o.Queue), flush: make(chan chan struct{}),
 		oldest: map[uint64]uint64{}, newest: map[uint64]uint64{}, stopc: make(chan struct{})}
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.loadMarks(); err != nil {
 		db.Close()
 		return nil, err
@@ -105,6 +142,47 @@ func Open(o Options) (*Store, error) {
 	go func() { defer s.wg.Done(); s.writer() }()
 	go func() { defer s.wg.Done(); s.sweeper() }()
 	return s, nil
+}
+
+// checkFormat stamps a new store with storeFormat and wipes one of an
+// older format.
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get([]byte{'v'})
+	if err == nil {
+		ok := len(v) == 1 && v[0] == storeFormat
+		closer.Close()
+		if ok {
+			_, closer, err := s.db.Get([]byte{'w'})
+			if err == nil {
+				closer.Close()
+				s.wiped = true
+			}
+			return nil
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("audit: %w", err)
+	}
+	it := s.db.NewIter(nil)
+	empty := !it.First()
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if !empty {
+		s.o.Log.Warn("audit store has an older format: wiped (its history is lost)", "dir", s.o.Dir)
+		b.DeleteRange([]byte{0}, []byte{0xff}, nil)
+		b.Set([]byte{'w'}, nil, nil)
+		s.wiped = true
+	}
+	b.Set([]byte{'v'}, []byte{storeFormat}, nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	if !empty {
+		return s.db.Compact([]byte{0}, []byte{0xff}, true)
+	}
+	return nil
 }
 
 // Close writes what is queued and closes the store. Later calls do
@@ -118,22 +196,32 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// Record queues an applied entry's events (copied). It never blocks: when
-// the queue is full the events are dropped and counted (Dropped).
+// Record queues an applied entry's events (of one shard, in revision
+// order), encoded: events is not kept. It never blocks: when the queue is
+// full the events are dropped and counted (Dropped).
 func (s *Store) Record(shard uint64, events []wire.Event) {
-	cp := make([]wire.Event, len(events))
-	copy(cp, events)
-	for i := range cp {
-		if cp[i].Value != nil {
-			cp[i].Value = bytes.Clone(cp[i].Value)
-		}
+	if len(events) == 0 {
+		return
 	}
+	e, _ := s.bufs.Get().(*entry)
+	if e == nil {
+		e = &entry{}
+	}
+	e.shard, e.first, e.last, e.n = shard, events[0].Rev, events[len(events)-1].Rev, len(events)
+	e.val = appendBatch(e.val[:0], events)
 	select {
-	case s.queue <- cp:
+	case s.queue <- e:
 	default:
-		if s.dropped.Add(uint64(len(cp))) == uint64(len(cp)) {
+		if s.dropped.Add(uint64(e.n)) == uint64(e.n) {
 			s.o.Log.Warn("audit queue full: records dropped (the disk is slower than apply)", "shard", shard)
 		}
+		s.release(e)
+	}
+}
+
+func (s *Store) release(e *entry) {
+	if cap(e.val) <= maxPooled {
+		s.bufs.Put(e)
 	}
 }
 
@@ -154,16 +242,16 @@ func (s *Store) Sync() {
 }
 
 func (s *Store) writer() {
-	var pending [][]wire.Event
+	var pending []*entry
 	for {
 		select {
-		case evs := <-s.queue:
-			pending = append(pending[:0], evs)
+		case e := <-s.queue:
+			pending = append(pending[:0], e)
 			// Take whatever else is queued: one batch, one write.
 			for more := true; more && len(pending) < 256; {
 				select {
-				case evs := <-s.queue:
-					pending = append(pending, evs)
+				case e := <-s.queue:
+					pending = append(pending, e)
 				default:
 					more = false
 				}
@@ -182,73 +270,58 @@ func (s *Store) writer() {
 func (s *Store) drain() {
 	for {
 		select {
-		case evs := <-s.queue:
-			s.write([][]wire.Event{evs})
+		case e := <-s.queue:
+			s.write([]*entry{e})
 		default:
 			return
 		}
 	}
 }
 
-func (s *Store) write(batches [][]wire.Event) {
+func (s *Store) write(entries []*entry) {
 	b := s.db.NewBatch()
 	defer b.Close()
 	n := 0
-	newest := map[uint64]uint64{}
-	var key, val []byte // reused: Set copies into the batch
-	for _, evs := range batches {
-		for i := range evs {
-			ev := &evs[i]
-			val = appendEvent(val[:0], ev)
-			key = appendHistoryKey(key[:0], ev.Shard, ev.Rev)
-			b.Set(key, val, nil)
-			if ev.Path != "" {
-				key = appendPathKey(key[:0], ev.Path, ev.Shard, ev.Rev)
-				b.Set(key, nil, nil)
-			}
-			key = appendTimeKey(key[:0], ev.Time, ev.Shard, ev.Rev)
-			val = append(val[:0], ev.Path...)
-			b.Set(key, val, nil)
-			newest[ev.Shard] = max(newest[ev.Shard], ev.Rev)
-			n++
+	var key [17]byte
+	s.mu.Lock()
+	for _, e := range entries {
+		b.Set(appendBatchKey(key[:0], e.shard, e.first), e.val, nil)
+		if s.wiped && s.newest[e.shard] == 0 && s.oldest[e.shard] == 0 {
+			// History before the wipe is gone: say where it starts.
+			s.oldest[e.shard] = e.first
+			b.Set(markKey(e.shard), binary.BigEndian.AppendUint64(nil, e.first), nil)
 		}
+		s.newest[e.shard] = max(s.newest[e.shard], e.last)
+		n += e.n
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	s.mu.Unlock()
+	err := b.Commit(pebble.NoSync)
+	for _, e := range entries {
+		s.release(e)
+	}
+	if err != nil {
 		s.o.Log.Error("audit write failed", "err", err)
 		s.dropped.Add(uint64(n))
 		return
 	}
 	s.written.Add(uint64(n))
-	s.mu.Lock()
-	for id, rev := range newest {
-		s.newest[id] = max(s.newest[id], rev)
+}
+
+func batchKey(shard, rev uint64) []byte { return appendBatchKey(make([]byte, 0, 17), shard, rev) }
+
+func appendBatchKey(k []byte, shard, rev uint64) []byte {
+	k = append(k, 'b')
+	k = binary.BigEndian.AppendUint64(k, shard)
+	return binary.BigEndian.AppendUint64(k, rev)
+}
+
+// shardBounds are the bounds of a shard's batch keys.
+func shardBounds(shard uint64) (lower, upper []byte) {
+	lower = appendBatchKey(nil, shard, 0)
+	if shard == ^uint64(0) {
+		return lower, []byte{'c'}
 	}
-	s.mu.Unlock()
-}
-
-func historyKey(shard, rev uint64) []byte { return appendHistoryKey(make([]byte, 0, 17), shard, rev) }
-
-func appendHistoryKey(k []byte, shard, rev uint64) []byte {
-	k = append(k, 'h')
-	k = binary.BigEndian.AppendUint64(k, shard)
-	return binary.BigEndian.AppendUint64(k, rev)
-}
-
-func pathKey(path string, shard, rev uint64) []byte { return appendPathKey(nil, path, shard, rev) }
-
-func appendPathKey(k []byte, path string, shard, rev uint64) []byte {
-	k = append(k, 'p')
-	k = append(k, path...)
-	k = append(k, 0)
-	k = binary.BigEndian.AppendUint64(k, shard)
-	return binary.BigEndian.AppendUint64(k, rev)
-}
-
-func appendTimeKey(k []byte, ms int64, shard, rev uint64) []byte {
-	k = append(k, 't')
-	k = binary.BigEndian.AppendUint64(k, uint64(ms))
-	k = binary.BigEndian.AppendUint64(k, shard)
-	return binary.BigEndian.AppendUint64(k, rev)
+	return lower, appendBatchKey(nil, shard+1, 0)
 }
 
 func markKey(shard uint64) []byte {
@@ -269,19 +342,40 @@ func (s *Store) loadMarks() error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	it = s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'h'}, UpperBound: []byte{'i'}})
+	it = s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{'b'}, UpperBound: []byte{'c'}})
 	defer it.Close()
-	// The newest rev of each shard: seek to the end of each shard's keys.
+	// The newest rev of each shard: the end of its last batch.
 	for ok := it.Last(); ok && it.Valid(); {
 		k := it.Key()
 		if len(k) != 17 {
-			break
+			return fmt.Errorf("audit: bad key %x", k)
 		}
 		shard := binary.BigEndian.Uint64(k[1:])
-		s.newest[shard] = binary.BigEndian.Uint64(k[9:])
-		ok = it.SeekLT(historyKey(shard, 0))
+		h, _, err := readHeader(it.Value(), binary.BigEndian.Uint64(k[9:]))
+		if err != nil {
+			return fmt.Errorf("audit: shard %d: %w", shard, err)
+		}
+		s.newest[shard] = h.lastRev
+		ok = it.SeekLT(batchKey(shard, 0))
 	}
-	return nil
+	return it.Error()
+}
+
+// shards lists the shards the store has history or marks for.
+func (s *Store) shards() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]uint64, 0, len(s.newest))
+	for id := range s.newest {
+		ids = append(ids, id)
+	}
+	for id := range s.oldest {
+		if _, ok := s.newest[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
 }
 
 // Record is one audit record.
@@ -320,45 +414,34 @@ type Query struct {
 	Limit  int       // default 1000
 }
 
-// Find returns the records matching q, oldest first.
+func (q *Query) matches(ev *wire.Event, prefix string) bool {
+	if ev.Path == "" || q.Token != 0 && ev.Token != q.Token {
+		return false
+	}
+	if prefix != "" && ev.Path != prefix && !(strings.HasPrefix(ev.Path, prefix) && ev.Path[len(prefix)] == '/') {
+		return false
+	}
+	t := time.UnixMilli(ev.Time)
+	return !(!q.Since.IsZero() && t.Before(q.Since) || !q.Until.IsZero() && t.After(q.Until))
+}
+
+// Find returns the records matching q, oldest first: the most recent
+// q.Limit of them. It reads each shard's history newest first and stops
+// at the limit or at q.Since.
 func (s *Store) Find(q Query) ([]Record, error) {
 	if q.Limit <= 0 {
 		q.Limit = 1000
 	}
 	prefix := strings.TrimRight(q.Prefix, "/")
-	lower := append([]byte{'p'}, prefix...)
-	upper := append([]byte{'p'}, prefix...)
-	upper = append(upper, 0xff)
-	if prefix == "" {
-		lower, upper = []byte{'p'}, []byte{'q'}
-	}
-	it := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	defer it.Close()
 	var out []Record
-	for it.First(); it.Valid(); it.Next() {
-		k := it.Key()
-		if len(k) < 1+1+16 {
-			continue
-		}
-		path := string(k[1 : len(k)-17])
-		if prefix != "" && path != prefix && !strings.HasPrefix(path, prefix+"/") {
-			continue
-		}
-		shard, rev := binary.BigEndian.Uint64(k[len(k)-16:]), binary.BigEndian.Uint64(k[len(k)-8:])
-		ev, ok, err := s.event(shard, rev)
+	for _, shard := range s.shards() {
+		recs, err := s.findInShard(shard, &q, prefix)
 		if err != nil {
 			return nil, err
 		}
-		if !ok || q.Token != 0 && ev.Token != q.Token {
-			continue
-		}
-		t := time.UnixMilli(ev.Time)
-		if !q.Since.IsZero() && t.Before(q.Since) || !q.Until.IsZero() && t.After(q.Until) {
-			continue
-		}
-		out = append(out, RecordOf(&ev))
+		out = append(out, recs...)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
+	sort.Slice(out, func(i, j int) bool {
 		if !out[i].Time.Equal(out[j].Time) {
 			return out[i].Time.Before(out[j].Time)
 		}
@@ -370,23 +453,46 @@ func (s *Store) Find(q Query) ([]Record, error) {
 	if len(out) > q.Limit {
 		out = out[len(out)-q.Limit:] // the most recent
 	}
-	return out, it.Error()
+	return out, nil
 }
 
-func (s *Store) event(shard, rev uint64) (wire.Event, bool, error) {
-	v, closer, err := s.db.Get(historyKey(shard, rev))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return wire.Event{}, false, nil
+// findInShard returns up to q.Limit of the shard's most recent matching
+// records.
+func (s *Store) findInShard(shard uint64, q *Query, prefix string) ([]Record, error) {
+	var since, until int64 = math.MinInt64, math.MaxInt64
+	if !q.Since.IsZero() {
+		since = q.Since.UnixMilli()
 	}
-	if err != nil {
-		return wire.Event{}, false, err
+	if !q.Until.IsZero() {
+		until = q.Until.UnixMilli()
 	}
-	defer closer.Close()
-	ev, err := decodeEvent(v)
-	if err != nil {
-		return wire.Event{}, false, err
+	lower, upper := shardBounds(shard)
+	it := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	defer it.Close()
+	var out []Record
+	var evs []wire.Event
+	for it.Last(); it.Valid() && len(out) < q.Limit; it.Prev() {
+		first := binary.BigEndian.Uint64(it.Key()[9:])
+		h, _, err := readHeader(it.Value(), first)
+		if err != nil {
+			return nil, fmt.Errorf("audit: shard %d rev %d: %w", shard, first, err)
+		}
+		if h.firstTime > until {
+			continue // all of it is after q.Until
+		}
+		if h.lastTime < since {
+			break // this batch and every older one are before q.Since
+		}
+		if evs, err = decodeBatch(evs[:0], shard, first, it.Value()); err != nil {
+			return nil, fmt.Errorf("audit: shard %d rev %d: %w", shard, first, err)
+		}
+		for i := len(evs) - 1; i >= 0 && len(out) < q.Limit; i-- {
+			if q.matches(&evs[i], prefix) {
+				out = append(out, RecordOf(&evs[i]))
+			}
+		}
 	}
-	return ev, true, nil
+	return out, it.Error()
 }
 
 // History returns the shard's events with revisions from..to (inclusive),
@@ -400,18 +506,38 @@ func (s *Store) History(shard, from, to uint64, limit int) ([]wire.Event, error)
 		return nil, wire.Errorf(wire.Compacted,
 			"revision %d of shard %d was removed by the audit retention (oldest kept is %d)", from, shard, oldest)
 	}
-	it := s.db.NewIter(&pebble.IterOptions{LowerBound: historyKey(shard, from), UpperBound: historyKey(shard, to+1)})
+	if to < from {
+		return nil, nil
+	}
+	lower, upper := shardBounds(shard)
+	if to < ^uint64(0) {
+		upper = batchKey(shard, to+1)
+	}
+	it := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	defer it.Close()
+	// The batch holding from starts at or before it.
+	if !it.SeekLT(batchKey(shard, from+1)) {
+		it.First()
+	}
 	var out []wire.Event
-	for it.First(); it.Valid(); it.Next() {
-		if limit > 0 && len(out) >= limit {
+	for ; it.Valid(); it.Next() {
+		first := binary.BigEndian.Uint64(it.Key()[9:])
+		start := len(out)
+		var err error
+		if out, err = decodeBatch(out, shard, first, it.Value()); err != nil {
+			return nil, fmt.Errorf("audit: shard %d rev %d: %w", shard, first, err)
+		}
+		// Keep from..to of this batch.
+		kept := out[:start]
+		for _, ev := range out[start:] {
+			if ev.Rev >= from && ev.Rev <= to {
+				kept = append(kept, ev)
+			}
+		}
+		out = kept
+		if limit > 0 && len(out) > limit {
 			return nil, wire.Errorf(wire.TooMany, "more than %d events to replay: start from a later revision", limit)
 		}
-		ev, err := decodeEvent(it.Value())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ev)
 	}
 	return out, it.Error()
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble"
+
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -157,23 +159,86 @@ func TestRecordNeverBlocks(t *testing.T) {
 	}
 }
 
-func TestEventEncodingRoundTrips(t *testing.T) {
+func TestBatchEncodingRoundTrips(t *testing.T) {
 	in := []wire.Event{
-		{Rev: 1, Kind: wire.EvKVPut, Cause: wire.CauseUser, Path: "/a/b", Value: []byte("v"), Version: 3, Shard: 2, Time: -5, TTL: 7},
-		{Rev: 1 << 60, Kind: wire.EvAcquired, Cause: wire.CauseHandOff, Path: "/x", Mode: wire.Shared, Token: 99, Lease: 1<<63 | 5,
+		{Rev: 1 << 60, Kind: wire.EvAcquired, Cause: wire.CauseHandOff, Path: "/x/y", Mode: wire.Shared, Token: 99, Lease: 1<<63 | 5,
 			Owner: "carol", Client: 11, Seq: 12, Shard: 9, Time: 1795290794000},
-		{Kind: wire.EvKVPut, Value: []byte{}},
+		{Rev: 1<<60 + 1, Kind: wire.EvKVPut, Cause: wire.CauseUser, Path: "/x/yz", Value: []byte("v"), Version: 3, Shard: 9, Time: 1795290794000, TTL: 7},
+		{Rev: 1<<60 + 2, Kind: wire.EvKVPut, Path: "/a", Value: []byte{}, Shard: 9, Time: 1795290794005},
+		{Rev: 1<<60 + 3, Kind: wire.EvLease, Shard: 9, Time: 1795290794005, TTL: 10000},
 	}
-	for _, ev := range in {
-		got, err := decodeEvent(appendEvent(nil, &ev))
-		if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", ev) {
-			t.Fatalf("round trip: %+v -> %+v (%v)", ev, got, err)
-		}
+	b := appendBatch(nil, in)
+	got, err := decodeBatch(nil, 9, in[0].Rev, b)
+	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", in) {
+		t.Fatalf("round trip:\n%+v\n%+v (%v)", in, got, err)
 	}
-	b := appendEvent(nil, &in[1])
+	h, _, err := readHeader(b, in[0].Rev)
+	if err != nil || h.count != 4 || h.lastRev != in[3].Rev || h.firstTime != in[0].Time || h.lastTime != in[3].Time {
+		t.Fatalf("header: %+v %v", h, err)
+	}
 	for i := 0; i < len(b); i++ {
-		if _, err := decodeEvent(b[:i]); err == nil {
+		if _, err := decodeBatch(nil, 9, in[0].Rev, b[:i]); err == nil {
 			t.Fatalf("truncated to %d bytes decoded", i)
 		}
+	}
+}
+
+func TestHistoryAcrossBatches(t *testing.T) {
+	s := open(t, Options{})
+	rev := uint64(0)
+	for _, n := range []int{3, 1, 4} {
+		var batch []wire.Event
+		for i := 0; i < n; i++ {
+			rev++
+			batch = append(batch, ev(2, rev, wire.EvKVPut, wire.CauseUser, fmt.Sprintf("/k/%d", rev), 0, "", 0))
+		}
+		s.Record(2, batch)
+	}
+	s.Sync()
+	cases := []struct{ from, to, first, n uint64 }{
+		{1, 8, 1, 8}, {2, 8, 2, 7}, {4, 4, 4, 1}, {5, 6, 5, 2}, {3, 5, 3, 3}, {7, 100, 7, 2}, {9, 100, 0, 0},
+	}
+	for _, c := range cases {
+		evs, err := s.History(2, c.from, c.to, 0)
+		if err != nil || uint64(len(evs)) != c.n || c.n > 0 && (evs[0].Rev != c.first || evs[0].Path != fmt.Sprintf("/k/%d", c.first)) {
+			t.Fatalf("History(%d, %d): %d events %v", c.from, c.to, len(evs), err)
+		}
+		for i := range evs {
+			if evs[i].Rev != c.first+uint64(i) || evs[i].Shard != 2 {
+				t.Fatalf("History(%d, %d): event %d is %+v", c.from, c.to, i, evs[i])
+			}
+		}
+	}
+	if s.Newest(2) != 8 {
+		t.Fatalf("newest %d", s.Newest(2))
+	}
+}
+
+func TestOlderFormatIsWipedAndResumesCompacted(t *testing.T) {
+	dir := t.TempDir()
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A format-1 store: one 'h' key per event (and index keys).
+	db.Set(append([]byte{'h'}, make([]byte, 16)...), []byte{1}, nil)
+	db.Close()
+	s := open(t, Options{Dir: dir})
+	if s.Newest(2) != 0 {
+		t.Fatal("old history survived")
+	}
+	s.Record(2, []wire.Event{ev(2, 50, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	s.Sync()
+	var we *wire.Error
+	if _, err := s.History(2, 10, 50, 0); !errors.As(err, &we) || we.Code != wire.Compacted {
+		t.Fatalf("history from before the wipe: %v", err)
+	}
+	s.Close()
+	s = open(t, Options{Dir: dir}) // reopened: not wiped again, the floor stays
+	if evs, err := s.History(2, 50, 50, 0); err != nil || len(evs) != 1 {
+		t.Fatalf("history after reopening: %d %v", len(evs), err)
+	}
+	if _, err := s.History(2, 10, 50, 0); !errors.As(err, &we) || we.Code != wire.Compacted {
+		t.Fatalf("history from before the wipe, reopened: %v", err)
 	}
 }

@@ -75,7 +75,9 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 		if req.Wait != wire.WaitForever {
 			req.Wait = waitFor(lctx, false)
 		}
-		cn, err := c.pool.pick(lctx)
+		// Straight to the shard leader's node when direct routing knows
+		// it (no forwarding hop); the wait is parked there.
+		cn, err := c.pick(lctx, req)
 		if err != nil {
 			if lctx.Err() != nil {
 				err = context.Cause(lctx)
@@ -105,6 +107,9 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 			c.cfg.logger.Debug("warden: re-sending a wait after a broken connection", "op", req.Op, "path", req.Path)
 		case res.resp.Code.Retryable():
 			lastErr = res.resp.AsError()
+			if c.direct != nil && (res.resp.Code == wire.NotLeader || res.resp.Code == wire.WrongShard || res.resp.Code == wire.RangeMoving) {
+				c.direct.stale()
+			}
 		case res.resp.Code == wire.Superseded:
 			// Another copy of this request took its place in the shard: a
 			// router still retrying the copy sent before a broken

@@ -76,8 +76,13 @@ func (c *conn) readLoop() {
 	for {
 		var err error
 		buf, err = wire.ReadFrameSkip(r, c.s.cfg.MaxFrame, c.oversizeSkip(), buf)
-		var fe *wire.FrameSizeError
-		if errors.As(err, &fe) {
+		if err != nil {
+			// fe is declared here, not per frame: its address escapes,
+			// which would cost an allocation for every frame read.
+			var fe *wire.FrameSizeError
+			if !errors.As(err, &fe) {
+				return
+			}
 			c.send(&wire.Response{Code: wire.TooLarge, Msg: fe.Error()})
 			if fe.Skipped {
 				c.sec.oversize++
@@ -86,9 +91,6 @@ func (c *conn) readLoop() {
 				}
 			}
 			oversizeClosed.Add(1)
-			return
-		}
-		if err != nil {
 			return
 		}
 		if !c.pace(r, wire.FrameHeaderSize+len(buf)) {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -74,18 +75,16 @@ func (f *feed) grow() bool {
 	return true
 }
 
-// append records events (copied) and delivers them to matching watches.
+// append records events (copied into the ring: events is reused by the
+// state machine) and delivers them to matching watches.
 func (f *feed) append(events []wire.Event) {
-	copies := make([]wire.Event, len(events))
-	copy(copies, events)
-	for i := range copies {
-		if copies[i].Value != nil {
-			copies[i].Value = append([]byte(nil), copies[i].Value...)
-		}
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, ev := range copies {
+	for i := range events {
+		ev := events[i]
+		if ev.Value != nil {
+			ev.Value = append([]byte(nil), ev.Value...)
+		}
 		if f.n == len(f.ring) && !f.grow() {
 			f.ring[f.start] = ev
 			f.start = (f.start + 1) % len(f.ring)
@@ -95,11 +94,24 @@ func (f *feed) append(events []wire.Event) {
 		}
 		f.last = ev.Rev
 	}
+	if len(f.subs) == 0 {
+		return
+	}
+	// The new events are the ring's last ones, unless there were more
+	// than it holds.
+	overflow := len(events) > f.n
 	for id, s := range f.subs {
 		var out []wire.Event
-		for i := range copies {
-			if s.matches(&copies[i]) {
-				out = append(out, copies[i])
+		for i := range events {
+			var ev wire.Event
+			if overflow {
+				ev = events[i]
+				ev.Value = bytes.Clone(ev.Value)
+			} else {
+				ev = f.at(f.n - len(events) + i)
+			}
+			if s.matches(&ev) {
+				out = append(out, ev)
 			}
 		}
 		if len(out) > 0 && !s.sub.Send(out) {

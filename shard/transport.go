@@ -234,10 +234,7 @@ type marshaler interface {
 
 // appendRaftFrame encodes m (of at most size bytes) as one frame into buf.
 func appendRaftFrame(buf []byte, kind byte, m marshaler, size int) ([]byte, error) {
-	if cap(buf) < frameHeader+size {
-		buf = make([]byte, frameHeader+size)
-	}
-	buf = buf[:frameHeader+size]
+	buf = frameRoom(buf, size)
 	n := 0
 	if m != nil {
 		var err error
@@ -245,6 +242,20 @@ func appendRaftFrame(buf []byte, kind byte, m marshaler, size int) ([]byte, erro
 			return buf, err
 		}
 	}
+	return sealRaftFrame(buf, kind, n)
+}
+
+// frameRoom returns buf resized to hold a frame of up to size bytes; the
+// caller marshals into buf[frameHeader:] and seals it.
+func frameRoom(buf []byte, size int) []byte {
+	if cap(buf) < frameHeader+size {
+		buf = make([]byte, frameHeader+size)
+	}
+	return buf[:frameHeader+size]
+}
+
+// sealRaftFrame writes the header of a frame whose n-byte body is in place.
+func sealRaftFrame(buf []byte, kind byte, n int) ([]byte, error) {
 	if n > maxRaftFrame {
 		return buf, fmt.Errorf("%w: %d bytes to send", errBadRaftFrame, n)
 	}
@@ -358,9 +369,14 @@ func (b *batchConn) broken() bool {
 func (b *batchConn) Close() { b.c.Close() }
 
 func (b *batchConn) SendMessageBatch(batch pb.MessageBatch) error {
-	var err error
-	b.buf, err = appendRaftFrame(b.buf[:0], frameBatch, &batch, batch.SizeUpperLimit())
+	// Marshalled here rather than through appendRaftFrame: passing &batch
+	// as an interface moved every batch to the heap.
+	b.buf = frameRoom(b.buf[:0], batch.SizeUpperLimit())
+	n, err := batch.MarshalTo(b.buf[frameHeader:])
 	if err != nil {
+		return err
+	}
+	if b.buf, err = sealRaftFrame(b.buf, frameBatch, n); err != nil {
 		return err
 	}
 	defer func() {
@@ -375,8 +391,13 @@ func (b *batchConn) SendMessageBatch(batch pb.MessageBatch) error {
 		}
 		redialed = true
 	}
+	if err = b.write(); err == nil || redialed {
+		return err
+	}
+	// Declared only on failure: its escaping address would cost an
+	// allocation per batch.
 	var ne net.Error
-	if err = b.write(); err == nil || redialed || errors.As(err, &ne) && ne.Timeout() {
+	if errors.As(err, &ne) && ne.Timeout() {
 		return err // a peer that stopped reading gets no second connection
 	}
 	if err := b.connect(); err != nil {

@@ -19,6 +19,12 @@ import (
 // namespace path. Hashing spreads namespaces evenly over ranges, and a
 // namespace is a single point, so its whole subtree lives in one range.
 func RouteKey(ns string) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], routeHash(ns))
+	return string(b[:])
+}
+
+func routeHash(ns string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(ns); i++ {
 		h ^= uint64(ns[i])
@@ -31,9 +37,7 @@ func RouteKey(ns string) string {
 	h ^= h >> 33
 	h *= 0xc4ceb9fe1a85ec53
 	h ^= h >> 33
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], h)
-	return string(b[:])
+	return h
 }
 
 // Namespace returns the first depth segments of p (p itself when shallower).
@@ -68,8 +72,11 @@ func Span(p string, depth int) (start, end string) {
 	if PathDepth(p) < depth {
 		return "", ""
 	}
-	k := RouteKey(Namespace(p, depth))
-	return k, k + "\x00"
+	// One allocation for both: end is start and a zero byte.
+	var b [9]byte
+	binary.BigEndian.PutUint64(b[:], routeHash(Namespace(p, depth)))
+	end = string(b[:])
+	return end[:8], end
 }
 
 // RouteTable is what OpRanges answers (Response.Table): the ranges and the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -126,13 +127,20 @@ func benchNodeCmd() *cobra.Command {
 	cmd := serveCmd()
 	cmd.Use, cmd.Short, cmd.Hidden = "node", "Run one node like serve, with net/http/pprof on --pprof", true
 	var addr string
+	var contention bool
 	cmd.Flags().StringVar(&addr, "pprof", "127.0.0.1:6060", "pprof HTTP address")
+	cmd.Flags().BoolVar(&contention, "contention", false, "record blocking and mutex profiles (/debug/pprof/block, /debug/pprof/mutex)")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if contention {
+			runtime.SetBlockProfileRate(10000) // one sample per 10 µs blocked
+			runtime.SetMutexProfileFraction(10)
+		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.ListenAndServe() }()
 		defer srv.Shutdown(context.Background())

@@ -146,8 +146,9 @@ func Ports(base, n int) []string {
 type WardenOptions struct {
 	Binary   string // bin/warden
 	Shards   int
-	BasePort int    // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
-	Verb     string // "serve" (default) or "bench node" (adds pprof)
+	BasePort int      // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
+	Verb     string   // "serve" (default) or "bench node" (adds pprof)
+	Args     []string // more flags for every node (e.g. --no-audit)
 }
 
 // StartWarden starts 3 Warden nodes as 3 processes and returns their client
@@ -175,6 +176,7 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 		if len(verb) > 1 {
 			argv = append(argv, "--pprof", fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i))
 		}
+		argv = append(argv, o.Args...)
 		p, err := Start(ctx, fmt.Sprintf("warden%d", i+1), filepath.Join(dir, fmt.Sprintf("node%d.log", i+1)), nil, argv...)
 		if err != nil {
 			g.Stop()

@@ -39,6 +39,8 @@ func main() {
 		only     = flag.String("only", "", "comma-separated step labels prefixes to run (empty: all)")
 		name     = flag.String("name", "load", "output file name (name.md, name.json, name.html)")
 	)
+	flag.BoolVar(&contention, "contention", false, "with --profile: also save blocking and mutex profiles of the nodes (they cost some CPU)")
+	flag.StringVar(&nodeArgs, "node-args", "", "more flags for every warden node, space-separated (e.g. --no-audit)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -129,7 +131,11 @@ func stepsFor(shards int, ref bool, sweep string, dur time.Duration, sessions st
 // it (plus the open-loop half-of-peak step and profiles at the reference
 // count), and stops it.
 func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps []loadtest.Step, repeat int, profile bool, out string) ([]loadtest.Outcome, error) {
-	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: shards, BasePort: port, Verb: "bench node"})
+	args := strings.Fields(nodeArgs)
+	if contention && profile {
+		args = append(args, "--contention")
+	}
+	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: shards, BasePort: port, Verb: "bench node", Args: args})
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +184,15 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 	return append(outs, more...), err
 }
 
+// Node options from the command line.
+var (
+	contention bool
+	nodeArgs   string
+)
+
 // profiles runs uncontended load at 256 clients and saves a 15 s CPU profile
-// of every node.
+// of every node (and, with --contention, its blocking and mutex profiles
+// over the same 15 s).
 func profiles(ctx context.Context, mk func() loadtest.Driver, port, shards int, out string) {
 	dir := filepath.Join(out, "profiles")
 	must(os.MkdirAll(dir, 0o755))
@@ -191,15 +204,21 @@ func profiles(ctx context.Context, mk func() loadtest.Driver, port, shards int, 
 		_, _ = loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: 256, Duration: 20 * time.Second, Warmup: time.Second})
 	}()
 	time.Sleep(3 * time.Second)
-	errs := make(chan error, 3)
-	for i := 0; i < 3; i++ {
-		go func() {
-			url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=15", port+200+i)
-			path := filepath.Join(dir, fmt.Sprintf("uncontended-c256-shards%d-node%d.pprof", shards, i+1))
-			errs <- fetch(ctx, url, path)
-		}()
+	kinds := map[string]string{"profile": ""}
+	if contention {
+		kinds["block"], kinds["mutex"] = "-block", "-mutex"
 	}
+	errs := make(chan error, 3*len(kinds))
 	for i := 0; i < 3; i++ {
+		for kind, suffix := range kinds {
+			go func() {
+				url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/%s?seconds=15", port+200+i, kind)
+				path := filepath.Join(dir, fmt.Sprintf("uncontended-c256-shards%d-node%d%s.pprof", shards, i+1, suffix))
+				errs <- fetch(ctx, url, path)
+			}()
+		}
+	}
+	for i := 0; i < 3*len(kinds); i++ {
 		if err := <-errs; err != nil {
 			fmt.Fprintln(os.Stderr, "benchload: profile:", err)
 		}
