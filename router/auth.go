@@ -506,6 +506,7 @@ func (s *Server) AuthorizeAdmin(identity, op, path string) error {
 type peerDialer struct {
 	tls    *tls.Config
 	secret string
+	checks bool // this router checks its clients (auth on): it may forward to nodes that do
 }
 
 func (d peerDialer) dial(addr string, timeout time.Duration) (net.Conn, error) {

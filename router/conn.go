@@ -308,6 +308,11 @@ func (c *conn) helloFrom(req *wire.Request, done func(*wire.Response)) {
 	if h := c.s.cfg.Host; h != nil {
 		info["node"] = h.NodeID()
 	}
+	if c.peer && c.s.cfg.Security.Policy != nil {
+		// A forwarding router checks its clients itself; one without a
+		// policy must not forward to a node that has one (dialPeer).
+		info["auth"] = true
+	}
 	b, _ := json.Marshal(info)
 	done(&wire.Response{Value: b})
 }

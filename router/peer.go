@@ -2,7 +2,9 @@ package router
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -45,7 +47,19 @@ func dialPeer(addr string, timeout time.Duration, maxFrame int, dialer peerDiale
 	case r := <-hello:
 		if r.Code != wire.OK {
 			p.close()
-			return nil, r.AsError()
+			return nil, fmt.Errorf("router: node %s refused this router's forwarding connection: %w", addr, r.AsError())
+		}
+		var info struct {
+			Auth bool `json:"auth"`
+		}
+		json.Unmarshal(r.Value, &info)
+		if info.Auth && !dialer.checks {
+			// The node trusts what its peers forward; this router checks
+			// nothing, so forwarding would let every client past the
+			// node's policy.
+			p.close()
+			return nil, fmt.Errorf("router: node %s enforces authentication but this router has no auth config: "+
+				"it would forward requests unchecked, so it does not forward (give it the nodes' --auth-config)", addr)
 		}
 	case <-time.After(timeout):
 		p.close()

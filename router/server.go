@@ -85,7 +85,7 @@ func New(cfg Config) *Server {
 	cfg.fill()
 	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{}, closing: make(chan struct{}),
 		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame,
-			dialer: peerDialer{tls: cfg.Security.PeerTLS, secret: cfg.Security.PeerSecret}}}
+			dialer: peerDialer{tls: cfg.Security.PeerTLS, secret: cfg.Security.PeerSecret, checks: cfg.Security.Policy != nil}}}
 	s.cache = newRangeCache(s)
 	if cfg.Security.AcceptRate > 0 {
 		s.pacer.lim = rate.NewLimiter(rate.Limit(cfg.Security.AcceptRate), cfg.Security.AcceptBurst)
@@ -104,10 +104,19 @@ func New(cfg Config) *Server {
 // refreshLoop keeps a standalone router's table and leader view fresh.
 // Routing errors refresh it sooner (coalesced).
 func (s *Server) refreshLoop() {
+	var lastErr string // logged once per change, not every 100 ms
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DialTimeout)
 		err := s.cache.refresh(ctx)
 		cancel()
+		if msg := errString(err); msg != lastErr {
+			if err != nil {
+				s.log.Error("router: cannot fetch the range table from the seed nodes", "err", err)
+			} else if lastErr != "" {
+				s.log.Info("router: range table fetched again")
+			}
+			lastErr = msg
+		}
 		wait := time.Second
 		if err != nil || s.cache.table() == nil {
 			wait = 100 * time.Millisecond
@@ -118,6 +127,13 @@ func (s *Server) refreshLoop() {
 		case <-time.After(wait):
 		}
 	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Serve accepts connections on ln until Close.
