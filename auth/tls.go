@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // TLSFiles names a node's TLS material. Nodes and clients have separate CAs,
@@ -95,6 +96,49 @@ func (f TLSFiles) Load() (*NodeTLS, error) {
 		},
 		PeerCAs: nodeCAs,
 	}, nil
+}
+
+// LiveTLS is a node's TLS material that can be read again from its files
+// (`warden serve` and `warden router` do on SIGHUP): listeners built with
+// ServerConfig and dialers using Current take the newest material for every
+// new connection; established connections keep what they handshook with.
+type LiveTLS struct {
+	files TLSFiles
+	cur   atomic.Pointer[NodeTLS]
+}
+
+// Live loads the files and returns material that Reload can refresh.
+func (f TLSFiles) Live() (*LiveTLS, error) {
+	nt, err := f.Load()
+	if err != nil {
+		return nil, err
+	}
+	l := &LiveTLS{files: f}
+	l.cur.Store(nt)
+	return l, nil
+}
+
+// Reload reads the files again. On any error (a missing or unreadable
+// file, a key that does not match its certificate, a CA file without a
+// certificate) the material in use is kept and the error returned.
+func (l *LiveTLS) Reload() error {
+	nt, err := l.files.Load()
+	if err != nil {
+		return err
+	}
+	l.cur.Store(nt)
+	return nil
+}
+
+// Current is the material in use.
+func (l *LiveTLS) Current() *NodeTLS { return l.cur.Load() }
+
+// ServerConfig is a listener's config that hands every handshake the
+// current server config (certificate, client CAs).
+func (l *LiveTLS) ServerConfig() *tls.Config {
+	cfg := l.Current().Server.Clone()
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return l.Current().Server, nil }
+	return cfg
 }
 
 // ClientConfig builds a client's TLS config: servers are verified with the

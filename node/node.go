@@ -50,9 +50,10 @@ type Config struct {
 	// Security (security.go). TLS nil = plaintext on the client, Raft and
 	// admin ports; otherwise TLS 1.3 on all three, mutual TLS for Raft.
 	TLS        *auth.TLSFiles
-	AdminTLS   *tls.Config  // admin HTTP port; defaults to the client port's config when TLS is set
-	Auth       *auth.Policy // nil = no authentication (everyone may do everything)
-	PeerSecret string       // authenticates node-to-node forwarding without mTLS (needed for auth over plaintext)
+	AdminTLS   *tls.Config   // admin HTTP port; defaults to the client port's config when TLS is set
+	Auth       *auth.Policy  // nil = no authentication (everyone may do everything)
+	PeerSecret string        // authenticates node-to-node forwarding without mTLS (needed for auth over plaintext)
+	liveTLS    *auth.LiveTLS // TLS's material, read again by Reload (set by security)
 
 	// SigningKey is the cluster's Ed25519 key for signed fencing tokens
 	// (nil: grants are never signed).

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,6 +32,10 @@ type Security struct {
 	PeerCAs *x509.CertPool
 	// PeerTLS is used to dial other nodes (nil = plaintext).
 	PeerTLS *tls.Config
+	// LiveTLS, when set, supplies PeerTLS and PeerCAs for every new
+	// connection, so certificates read again from their files
+	// (auth.LiveTLS.Reload, on SIGHUP) are used without a restart.
+	LiveTLS *auth.LiveTLS
 	// PeerSecret authenticates forwarding connections without mTLS (sent
 	// in Hello.Auth with FlagPeer). Falls back to Policy.PeerSecret().
 	PeerSecret string
@@ -110,13 +115,75 @@ func (sc *Security) fill(log *slog.Logger) {
 // connection that claims to be a forwarding node must prove it; otherwise a
 // client could set FlagPeer and skip every check.
 func (sc *Security) peerProofRequired() bool {
-	return sc.Policy != nil || sc.PeerSecret != "" || sc.PeerCAs != nil
+	return sc.Policy != nil || sc.PeerSecret != "" || sc.peerCAs() != nil
+}
+
+func (sc *Security) peerTLS() *tls.Config {
+	if sc.LiveTLS != nil {
+		return sc.LiveTLS.Current().Peer
+	}
+	return sc.PeerTLS
+}
+
+func (sc *Security) peerCAs() *x509.CertPool {
+	if sc.LiveTLS != nil {
+		return sc.LiveTLS.Current().PeerCAs
+	}
+	return sc.PeerCAs
+}
+
+// policy is the policy in use: Security.Policy, or what SetPolicy put in
+// its place.
+func (s *Server) policy() *auth.Policy { return s.pol.Load() }
+
+// SetPolicy puts a new policy in place (a reloaded --auth-config): new
+// handshakes are checked against it and so is every request from then on.
+// A connection whose token the new policy no longer has (or maps to another
+// identity), or whose certificate identity has lost its roles, is answered
+// Unauthorized at its next request and closed. Authentication cannot be
+// turned on or off this way, and a changed peer-secret is used only after
+// a restart.
+func (s *Server) SetPolicy(p *auth.Policy) error {
+	if err := s.CheckPolicy(p); err != nil {
+		return err
+	}
+	old := s.pol.Load()
+	if p != nil && p.PeerSecret() != old.PeerSecret() {
+		s.log.Warn("router: the reloaded auth config changes peer-secret; the old one stays in use until a restart")
+	}
+	s.pol.Store(p)
+	return nil
+}
+
+// CheckPolicy reports whether SetPolicy would take p.
+func (s *Server) CheckPolicy(p *auth.Policy) error {
+	if (p == nil) != (s.pol.Load() == nil) {
+		return errors.New("router: turning authentication on or off needs a restart")
+	}
+	return nil
+}
+
+// recheck proves the connection's credentials again against a policy that
+// replaced the one they were checked with.
+func (c *conn) recheck(pol *auth.Policy) error {
+	switch {
+	case c.sec.token != "":
+		if id, ok := pol.Token(c.sec.token); !ok || id != c.sec.identity {
+			return wire.Errorf(wire.Unauthorized, "the token of this connection (identity %q) was withdrawn", c.sec.identity)
+		}
+	case !pol.Known(c.sec.identity):
+		return wire.Errorf(wire.Unauthorized, "identity %q no longer has roles", c.sec.identity)
+	}
+	c.sec.pol = pol
+	return nil
 }
 
 // connSecurity is what a connection proved in its Hello.
 type connSecurity struct {
-	identity       string // "" when auth is off and no certificate was shown
-	rateKey        string // identity, or the client IP when auth is off
+	identity       string       // "" when auth is off and no certificate was shown
+	token          string       // the bearer token it was proven with, if any
+	pol            *auth.Policy // the policy identity was proven against (reader goroutine only)
+	rateKey        string       // identity, or the client IP when auth is off
 	pendingWatches atomic.Int32
 	oversize       int // oversized frames skipped so far (reader goroutine only)
 }
@@ -273,6 +340,14 @@ func (c *conn) admit(req *wire.Request, done func(*wire.Response)) func(*wire.Re
 	if c.peer {
 		return done // forwarded by an authenticated node, which checked its client
 	}
+	if pol := c.s.policy(); pol != c.sec.pol {
+		if err := c.recheck(pol); err != nil {
+			c.s.cfg.Security.Audit.Info("auth: credentials withdrawn", "remote", c.nc.RemoteAddr().String(), "err", err)
+			done(errorResponse(req.ID, err))
+			c.close()
+			return nil
+		}
+	}
 	if err := c.authorize(req); err != nil {
 		done(errorResponse(req.ID, err))
 		return nil
@@ -297,7 +372,7 @@ func (c *conn) authenticate(req *wire.Request) error {
 		if st := tc.ConnectionState(); len(st.PeerCertificates) > 0 {
 			leaf := st.PeerCertificates[0]
 			certID = auth.IdentityFromCert(leaf)
-			isNode = auth.IsNode(leaf, st.PeerCertificates[1:], sec.PeerCAs)
+			isNode = auth.IsNode(leaf, st.PeerCertificates[1:], sec.peerCAs())
 		}
 	}
 	c.sec.rateKey = remoteHost(c.nc)
@@ -309,7 +384,8 @@ func (c *conn) authenticate(req *wire.Request) error {
 		c.sec.identity = "node"
 		return nil
 	}
-	if sec.Policy == nil {
+	pol := c.s.policy()
+	if pol == nil {
 		c.sec.identity = certID
 		return nil
 	}
@@ -317,18 +393,19 @@ func (c *conn) authenticate(req *wire.Request) error {
 	switch {
 	case req.Auth != "":
 		var ok bool
-		if id, ok = sec.Policy.Token(req.Auth); !ok {
+		if id, ok = pol.Token(req.Auth); !ok {
 			return wire.Errorf(wire.Unauthorized, "unknown token")
 		}
+		c.sec.token = req.Auth
 	case certID != "":
-		if !sec.Policy.Known(certID) {
+		if !pol.Known(certID) {
 			return wire.Errorf(wire.Unauthorized, "certificate identity %q has no roles", certID)
 		}
 		id = certID
 	default:
 		return wire.Errorf(wire.Unauthorized, "credentials required: a client certificate or a token in Hello.Auth")
 	}
-	c.sec.identity, c.sec.rateKey = id, id
+	c.sec.identity, c.sec.rateKey, c.sec.pol = id, id, pol
 	return nil
 }
 
@@ -338,7 +415,7 @@ func (c *conn) authenticate(req *wire.Request) error {
 // single-lock lease (acquire or campaign without one) or names a holder by
 // its token, else "". Whatever the client put there is overwritten.
 func (c *conn) leaseIdentity(req *wire.Request) string {
-	if c.s.cfg.Security.Policy == nil || !leaseBearing(req) {
+	if c.s.policy() == nil || !leaseBearing(req) {
 		return ""
 	}
 	return c.sec.identity
@@ -397,7 +474,7 @@ func clusterAdmin(op wire.Op) bool {
 // path or one of its ancestors covers the path's whole subtree, which is
 // what a lock on it blocks and what a prefix list or watch shows.
 func (c *conn) authorize(req *wire.Request) error {
-	pol := c.s.cfg.Security.Policy
+	pol := c.s.policy()
 	if pol == nil {
 		return nil
 	}
@@ -406,7 +483,7 @@ func (c *conn) authorize(req *wire.Request) error {
 		return nil
 	}
 	if req.Op == wire.OpAcquireMulti {
-		return c.authorizeAll(req, perm)
+		return c.authorizeAll(req, pol, perm)
 	}
 	// Validate first: the check walks the path's ancestors, which only
 	// means something for a normalised path.
@@ -493,7 +570,7 @@ func (c *conn) admitWatch(req *wire.Request, done func(*wire.Response)) func(*wi
 // release, range move, node change) on path and writes the attempt to the
 // audit log. With auth off every admin action is allowed, and still audited.
 func (s *Server) AuthorizeAdmin(identity, op, path string) error {
-	pol := s.cfg.Security.Policy
+	pol := s.policy()
 	allowed := pol == nil || pol.Allowed(identity, auth.Admin, path)
 	s.cfg.Security.Audit.Info("audit", "identity", identity, "op", op, "path", path, "allowed", allowed)
 	if !allowed {
@@ -504,17 +581,21 @@ func (s *Server) AuthorizeAdmin(identity, op, path string) error {
 
 // peerDialer opens forwarding connections to other nodes.
 type peerDialer struct {
-	tls    *tls.Config
+	tls    func() *tls.Config // nil = plaintext
 	secret string
 	checks bool // this router checks its clients (auth on): it may forward to nodes that do
 }
 
 func (d peerDialer) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	nc, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil || d.tls == nil {
+	var base *tls.Config
+	if d.tls != nil {
+		base = d.tls()
+	}
+	if err != nil || base == nil {
 		return nc, err
 	}
-	cfg := d.tls.Clone()
+	cfg := base.Clone()
 	if cfg.ServerName == "" {
 		if host, _, err := net.SplitHostPort(addr); err == nil {
 			cfg.ServerName = host
@@ -531,12 +612,12 @@ func (d peerDialer) dial(addr string, timeout time.Duration) (net.Conn, error) {
 }
 
 // authorizeAll checks every path of a multi-lock.
-func (c *conn) authorizeAll(req *wire.Request, perm auth.Perm) error {
+func (c *conn) authorizeAll(req *wire.Request, pol *auth.Policy, perm auth.Perm) error {
 	for _, p := range req.Paths {
 		if err := hierarchy.Validate(p, c.s.cfg.Paths); err != nil {
 			return err
 		}
-		if !c.s.cfg.Security.Policy.Allowed(c.sec.identity, perm, p) {
+		if !pol.Allowed(c.sec.identity, perm, p) {
 			c.s.cfg.Security.Audit.Info("auth: denied", "identity", c.sec.identity, "op", req.Op.String(), "path", p)
 			return wire.Errorf(wire.Unauthorized, "identity %q may not %v %s: needs %v on it or on a parent prefix",
 				c.sec.identity, req.Op, p, perm)

@@ -164,3 +164,87 @@ func TestNewConnectionRatePerAddress(t *testing.T) {
 		t.Fatalf("admitted %d of 4 back-to-back connections with a burst of 2", admitted)
 	}
 }
+
+// TestSetPolicy: a replaced policy applies to the next request of an
+// established connection: a grant removed from its identity's roles is
+// refused, a token removed or moved to another identity ends the
+// connection; a certificate identity that lost its roles too. Turning auth
+// on or off is refused.
+func TestSetPolicy(t *testing.T) {
+	parse := func(y string) *auth.Policy {
+		t.Helper()
+		p, err := auth.Parse([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	v1 := parse(`
+tokens: {a-token: alice, b-token: bob}
+identities: {alice: [rw], bob: [rw], carol: [rw]}
+roles: {rw: [{prefix: /x, perms: [read, kv-write]}]}
+`)
+	s := newTestServer(t, Config{Security: Security{Policy: v1, PeerSecret: "s"}})
+	connAs := func(token, certID string) *conn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		c := newConn(s, a, nil)
+		if token == "" { // a certificate identity, as authenticate sets it
+			c.sec.identity, c.sec.pol = certID, s.policy()
+			return c
+		}
+		if err := c.authenticate(&wire.Request{Op: wire.OpHello, Auth: token}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	alice, bob, carol := connAs("a-token", ""), connAs("b-token", ""), connAs("", "carol")
+	var got []*wire.Response
+	ask := func(c *conn, op wire.Op) wire.Code {
+		got = got[:0]
+		if done := c.admit(&wire.Request{Op: op, Path: "/x/k"}, func(r *wire.Response) { got = append(got, r) }); done != nil {
+			return wire.OK
+		}
+		return got[0].Code
+	}
+	for _, c := range []*conn{alice, bob, carol} {
+		if code := ask(c, wire.OpKVPut); code != wire.OK {
+			t.Fatalf("%s before the reload: %v", c.sec.identity, code)
+		}
+	}
+	if err := s.SetPolicy(parse(`
+tokens: {a-token: alice, b-token: carol}
+identities: {alice: [ro], bob: [ro], carol: [ro]}
+roles: {ro: [{prefix: /x, perms: [read]}]}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	if code := ask(alice, wire.OpKVGet); code != wire.OK {
+		t.Fatalf("alice read after the reload: %v", code)
+	}
+	if code := ask(alice, wire.OpKVPut); code != wire.Unauthorized {
+		t.Fatalf("alice write after kv-write was removed from her role: %v", code)
+	}
+	if alice.isClosed() {
+		t.Fatal("alice's connection closed: her token is still hers")
+	}
+	if code := ask(bob, wire.OpKVGet); code != wire.Unauthorized || !bob.isClosed() {
+		t.Fatalf("bob's token now names carol: %v, closed %v; want Unauthorized and closed", code, bob.isClosed())
+	}
+	if err := s.SetPolicy(parse(`
+tokens: {a-token: alice}
+identities: {alice: [ro]}
+roles: {ro: [{prefix: /x, perms: [read]}]}
+`)); err != nil {
+		t.Fatal(err)
+	}
+	if code := ask(carol, wire.OpKVGet); code != wire.Unauthorized || !carol.isClosed() {
+		t.Fatalf("carol's certificate identity lost its roles: %v, closed %v", code, carol.isClosed())
+	}
+	if err := s.SetPolicy(nil); err == nil {
+		t.Fatal("auth turned off by a reload")
+	}
+	if err := newTestServer(t, Config{}).SetPolicy(v1); err == nil {
+		t.Fatal("auth turned on by a reload")
+	}
+}

@@ -57,7 +57,7 @@ func (c *conn) rangeAdmin(req *wire.Request, done func(*wire.Response)) {
 		}()
 		return
 	}
-	if pol := c.s.cfg.Security.Policy; pol != nil && !pol.Allowed(c.sec.identity, auth.Admin, "/") {
+	if pol := c.s.policy(); pol != nil && !pol.Allowed(c.sec.identity, auth.Admin, "/") {
 		done(&wire.Response{Code: wire.Unauthorized, Msg: "range changes need the admin permission on /"})
 		return
 	}

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/hierarchy"
 	"github.com/wardenlock/warden/shard"
 )
@@ -69,6 +71,7 @@ type Server struct {
 	cache      *rangeCache
 	keepAlives keepAliveBatcher
 	gate       gate
+	pol        atomic.Pointer[auth.Policy] // Security.Policy, or what SetPolicy put in its place
 	pacer      acceptPacer
 	closing    chan struct{} // closed by Close: ends an accept pause
 
@@ -85,7 +88,9 @@ func New(cfg Config) *Server {
 	cfg.fill()
 	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{}, closing: make(chan struct{}),
 		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame,
-			dialer: peerDialer{tls: cfg.Security.PeerTLS, secret: cfg.Security.PeerSecret, checks: cfg.Security.Policy != nil}}}
+			dialer: peerDialer{secret: cfg.Security.PeerSecret, checks: cfg.Security.Policy != nil}}}
+	s.peers.dialer.tls = s.cfg.Security.peerTLS
+	s.pol.Store(cfg.Security.Policy)
 	s.cache = newRangeCache(s)
 	if cfg.Security.AcceptRate > 0 {
 		s.pacer.lim = rate.NewLimiter(rate.Limit(cfg.Security.AcceptRate), cfg.Security.AcceptBurst)

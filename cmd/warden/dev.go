@@ -33,7 +33,7 @@ survives restarts. Every CLI verb reaches it with no flags.`,
 			}
 			fmt.Fprintf(os.Stderr, "warden dev: %d nodes, clients on 127.0.0.1:%d-%d (plaintext, no auth: development only), data in %s (Ctrl-C stops)\n",
 				n, port, port+n-1, dataDir)
-			return runNodes(cfgs, log)
+			return runNodes(cfgs, log, nil)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "./data", "data directory")

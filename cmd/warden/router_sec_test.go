@@ -210,14 +210,14 @@ func as(t *testing.T, addr string, tc *tls.Config, token string) *pconn {
 	return p
 }
 
-// eventually retries req until it is answered OK (a fresh router has no
-// range table for a moment).
+// eventually retries req until it is answered OK, NotFound or
+// Unauthorized (a fresh router has no range table for a moment).
 func eventually(t *testing.T, p *pconn, req *wire.Request) *wire.Response {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := p.do(req)
-		if r.Code == wire.OK || r.Code == wire.Unauthorized || time.Now().After(deadline) {
+		if r.Code == wire.OK || r.Code == wire.Unauthorized || r.Code == wire.NotFound || time.Now().After(deadline) {
 			return r
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -149,4 +150,46 @@ func (s *serveSecurity) routerSecurity() (router.Security, *tls.Config, error) {
 		return router.Security{}, nil, err
 	}
 	return node.RouterSecurity(&cfg)
+}
+
+// reloadPolicy reads --auth-config again: nil when auth is off or the file
+// does not load (then the error is logged and the old policy stays).
+func (s *serveSecurity) reloadPolicy(log *slog.Logger) *auth.Policy {
+	if s.authConfig == "" {
+		return nil
+	}
+	pol, err := auth.Load(s.authConfig)
+	if err != nil {
+		log.Error("reload: the auth config does not load; the old tokens and roles stay in use", "file", s.authConfig, "err", err)
+		return nil
+	}
+	return pol
+}
+
+// reloadNodes is `warden serve`'s SIGHUP: the auth config and the TLS
+// files are read again; what does not load is logged and kept as it was.
+func (s *serveSecurity) reloadNodes(nodes []*node.Node, log *slog.Logger) {
+	pol := s.reloadPolicy(log)
+	for _, n := range nodes {
+		if err := n.Reload(pol); err != nil {
+			log.Error("reload", "err", err)
+		}
+	}
+	log.Info("reload: done (SIGHUP)", "auth-config", s.authConfig != "", "policy-replaced", pol != nil)
+}
+
+// reloadRouter is `warden router`'s SIGHUP.
+func (s *serveSecurity) reloadRouter(srv *router.Server, live *auth.LiveTLS, log *slog.Logger) {
+	if live != nil {
+		if err := live.Reload(); err != nil {
+			log.Error("reload: TLS files not reloaded, the old certificates stay in use", "err", err)
+		}
+	}
+	pol := s.reloadPolicy(log)
+	if pol != nil {
+		if err := srv.SetPolicy(pol); err != nil {
+			log.Error("reload", "err", err)
+		}
+	}
+	log.Info("reload: done (SIGHUP)", "auth-config", s.authConfig != "", "policy-replaced", pol != nil)
 }

@@ -79,7 +79,7 @@ func serveCmd() *cobra.Command {
 			if err := sec.apply(&cfg); err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
-			return runNodes([]node.Config{cfg}, cfg.Log)
+			return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
 		},
 	}
 	f := cmd.Flags()
@@ -215,8 +215,13 @@ func newLogger(level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// runNodes starts the nodes and blocks until SIGINT/SIGTERM.
-func runNodes(cfgs []node.Config, log *slog.Logger) error {
+// runNodes starts the nodes and blocks until SIGINT/SIGTERM. On SIGHUP it
+// calls reload (when not nil).
+func runNodes(cfgs []node.Config, log *slog.Logger, reload func([]*node.Node, *slog.Logger)) error {
+	// Caught from the start: SIGHUP's default action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var nodes []*node.Node
 	defer func() {
 		for i := len(nodes) - 1; i >= 0; i-- {
@@ -233,9 +238,17 @@ func runNodes(cfgs []node.Config, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	<-ctx.Done()
-	log.Info("shutting down")
-	return nil
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down")
+			return nil
+		case <-hup:
+			if reload != nil {
+				reload(nodes, log)
+			}
+		}
+	}
 }
 
 func routerCmd() *cobra.Command {
@@ -248,6 +261,9 @@ func routerCmd() *cobra.Command {
 		Short: "Run a stateless router in front of a cluster",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := newLogger(level)
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP) // from the start: its default action ends the process
+			defer signal.Stop(hup)
 			rsec, serverTLS, err := sec.routerSecurity()
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
@@ -262,7 +278,17 @@ func routerCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			go func() { <-ctx.Done(); srv.Close() }()
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						srv.Close()
+						return
+					case <-hup:
+						sec.reloadRouter(srv, rsec.LiveTLS, log)
+					}
+				}
+			}()
 			log.Info("router listening", "addr", ln.Addr().String(), "seeds", seeds)
 			return srv.Serve(ln)
 		},
