@@ -54,6 +54,12 @@ type Security struct {
 	FrameBurst      int           // (default FrameRate/10)
 	AcceptRate      float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
 	AcceptBurst     int           // (default AcceptRate)
+	// RefusalRate bounds the refused connections (per-IP limits) answered
+	// with a TooMany frame, all addresses together: a client that meets a
+	// limit now and then is told why and when to retry; past this rate
+	// refusals are a flood, and the rest are closed with a reset and no
+	// answer (default 200/s, burst the same; <0 = answer every one).
+	RefusalRate float64
 	// UnfairReads makes the connections of one IP share its byte and frame
 	// budgets first come, first served. By default each connection has a
 	// fair share (1/n of the budgets while the IP has n connections) that
@@ -99,6 +105,9 @@ func (sc *Security) fill(log *slog.Logger) {
 	}
 	if sc.AcceptRate == 0 {
 		sc.AcceptRate = 2000
+	}
+	if sc.RefusalRate == 0 {
+		sc.RefusalRate = 200
 	}
 	if sc.AcceptBurst <= 0 {
 		sc.AcceptBurst = max(1, int(sc.AcceptRate))
@@ -232,7 +241,7 @@ func (s *Server) admitConn(nc net.Conn) *hostBudget {
 	if refused {
 		connsRefused.Add(1)
 		b, _ := wire.AppendFrame(nil, &wire.Response{Code: wire.TooMany, Msg: msg, TTL: 1000})
-		refuse(nc, b)
+		refuse(nc, b, s.refusals)
 		return nil
 	}
 	nc.SetReadDeadline(time.Now().Add(sec.HelloTimeout))
@@ -308,7 +317,7 @@ var (
 	acceptsPaced   atomic.Int64 // accepts delayed by AcceptRate
 	throttledReads atomic.Int64 // reader pauses for an IP over its byte/frame budget
 	oversizeClosed atomic.Int64 // connections closed for an oversized length prefix
-	silentRefusals atomic.Int64 // refused connections closed without an answer (over refusalAnswers)
+	silentRefusals atomic.Int64 // refused connections closed without an answer (over Security.RefusalRate)
 )
 
 // FloodStats counts what the flood protections did, in this process.

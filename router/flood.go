@@ -247,8 +247,10 @@ func putReader(r *bufio.Reader, small bool) {
 // TLS connection needs a handshake first (round trips the accept loop must
 // not wait for), so it gets a goroutine with a 1 s deadline, at most
 // maxRefusers at once; past that it is closed without an answer.
-func refuse(nc net.Conn, frame []byte) {
-	if !refusalAnswers.Allow() {
+// answers bounds the refusals answered, all addresses together
+// (Security.RefusalRate; nil = every one).
+func refuse(nc net.Conn, frame []byte, answers *rate.Limiter) {
+	if answers != nil && !answers.Allow() {
 		// A flood: close at once, with a reset instead of a FIN (no
 		// write, no TIME_WAIT left on this side for every refusal).
 		silentRefusals.Add(1)
@@ -284,9 +286,3 @@ func refuse(nc net.Conn, frame []byte) {
 const maxRefusers = 256
 
 var refusers = make(chan struct{}, maxRefusers)
-
-// refusalAnswers bounds the refused connections answered with a frame, all
-// addresses together: a client that meets a limit now and then is told why
-// (and when to retry); past this rate refusals are a flood, and the rest
-// are closed without an answer.
-var refusalAnswers = rate.NewLimiter(200, 200)

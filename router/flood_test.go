@@ -175,3 +175,45 @@ func TestReaderGrowsAfterHandshake(t *testing.T) {
 	b.Close()
 	<-done
 }
+
+// TestRefusalRate: past Security.RefusalRate refusals per second, refused
+// connections are closed without an answer; below it (or with -1, always)
+// each gets its TooMany frame.
+func TestRefusalRate(t *testing.T) {
+	refuseN := func(t *testing.T, refusalRate float64, n int) (answered int, silent int64) {
+		s := newTestServer(t, Config{Security: Security{MaxConnsPerAddr: 1, ConnRate: -1, RefusalRate: refusalRate}})
+		first, other := net.Pipe()
+		t.Cleanup(func() { first.Close(); other.Close() })
+		if s.admitConn(first) == nil {
+			t.Fatal("first connection refused")
+		}
+		before := ReadFloodStats().SilentRefusals
+		for i := 0; i < n; i++ {
+			a, b := net.Pipe()
+			got := make(chan bool, 1)
+			go func() {
+				b.SetReadDeadline(time.Now().Add(5 * time.Second))
+				body, err := wire.ReadFrame(bufio.NewReader(b), wire.DefaultMaxFrame, nil)
+				var r wire.Response
+				got <- err == nil && wire.DecodeResponse(body, &r) == nil && r.Code == wire.TooMany
+			}()
+			if s.admitConn(a) != nil {
+				t.Fatalf("connection %d over the per-address limit admitted", i)
+			}
+			if <-got {
+				answered++
+			}
+			a.Close()
+			b.Close()
+		}
+		return answered, ReadFloodStats().SilentRefusals - before
+	}
+	// One answer per 100 s (burst 1): no token comes back during the test,
+	// however slow the machine.
+	if answered, silent := refuseN(t, 0.01, 6); answered != 1 || silent != 5 {
+		t.Fatalf("RefusalRate 0.01 (burst 1): %d of 6 refusals answered, %d silent; want 1 and 5", answered, silent)
+	}
+	if answered, silent := refuseN(t, -1, 6); answered != 6 || silent != 0 {
+		t.Fatalf("RefusalRate -1: %d of 6 refusals answered, %d silent; want all answered", answered, silent)
+	}
+}

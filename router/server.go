@@ -73,6 +73,7 @@ type Server struct {
 	gate       gate
 	pol        atomic.Pointer[auth.Policy] // Security.Policy, or what SetPolicy put in its place
 	pacer      acceptPacer
+	refusals   *rate.Limiter // refusals answered with a frame (nil = all)
 	closing    chan struct{} // closed by Close: ends an accept pause
 
 	mu     sync.Mutex
@@ -92,6 +93,9 @@ func New(cfg Config) *Server {
 	s.peers.dialer.tls = s.cfg.Security.peerTLS
 	s.pol.Store(cfg.Security.Policy)
 	s.cache = newRangeCache(s)
+	if r := cfg.Security.RefusalRate; r > 0 {
+		s.refusals = rate.NewLimiter(rate.Limit(r), max(1, int(r)))
+	}
 	if cfg.Security.AcceptRate > 0 {
 		s.pacer.lim = rate.NewLimiter(rate.Limit(cfg.Security.AcceptRate), cfg.Security.AcceptBurst)
 	}

@@ -27,6 +27,7 @@ type serveSecurity struct {
 	rate                        float64
 	burst                       int
 	acceptRate, ipByteRate      float64
+	refusalRate                 float64
 	ipFrameRate                 float64
 }
 
@@ -46,6 +47,7 @@ func (s *serveSecurity) register(f *pflag.FlagSet) {
 	f.Float64Var(&s.acceptRate, "accept-rate", 2000, "connections accepted per second, all addresses; over it they wait in the kernel backlog (-1: unpaced)")
 	f.Float64Var(&s.ipByteRate, "ip-byte-rate", 128<<20, "bytes per second read from one client IP; over it its connections are not read (-1: unlimited)")
 	f.Float64Var(&s.ipFrameRate, "ip-frame-rate", 500_000, "frames per second read from one client IP (-1: unlimited)")
+	f.Float64Var(&s.refusalRate, "refusal-rate", 200, "refused connections answered with a TooMany frame per second, all addresses; past it they are reset without an answer (-1: answer all)")
 }
 
 // apply fills the node config. Serving without TLS must be asked for.
@@ -82,7 +84,7 @@ func (s *serveSecurity) apply(cfg *node.Config) error {
 	}
 	sec := &cfg.Router.Security
 	sec.MaxConnsPerAddr, sec.MaxWatches, sec.Rate, sec.Burst = s.maxConnsPerAddr, s.maxWatches, s.rate, s.burst
-	sec.AcceptRate, sec.ByteRate, sec.FrameRate = s.acceptRate, s.ipByteRate, s.ipFrameRate
+	sec.AcceptRate, sec.ByteRate, sec.FrameRate, sec.RefusalRate = s.acceptRate, s.ipByteRate, s.ipFrameRate, s.refusalRate
 	return nil
 }
 
