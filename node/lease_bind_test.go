@@ -36,8 +36,8 @@ func TestLeaseSquatOnFreshShardRefused(t *testing.T) {
 		t.Fatalf("alice locks %s: %v", here, err)
 	}
 
-	erin, _ := dialW(t, addr, nil, "erin-token", 0)
-	info := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: here})
+	erin, _ := nodetest.DialWire(t, addr, nil, "erin-token", 0)
+	info := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: here})
 	if len(info.Holders) != 1 || info.Holders[0].Lease != s.Lease() {
 		t.Fatalf("erin reads the holder's lease: %v %+v", info.Code, info.Holders)
 	}
@@ -52,21 +52,21 @@ func TestLeaseSquatOnFreshShardRefused(t *testing.T) {
 		{"campaign", &wire.Request{Op: wire.OpCampaign, Path: there, Lease: lease, TTL: 30000}},
 		{"open it as a session", &wire.Request{Op: wire.OpSession, Path: there, Lease: lease, TTL: 30000}},
 	} {
-		if r := erin.do(tc.req); r.Code != wire.Unauthorized || r.Msg == "" {
+		if r := erin.Do(tc.req); r.Code != wire.Unauthorized || r.Msg == "" {
 			t.Fatalf("erin's %s under alice's lease on the fresh shard: %v %q, want Unauthorized", tc.name, r.Code, r.Msg)
 		}
 	}
-	if r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: there}); r.Code != wire.NotFound {
+	if r := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: there}); r.Code != wire.NotFound {
 		t.Fatalf("the refused squat left %v %+v on %s", r.Code, r.Holders, there)
 	}
 
 	if err := client.NewMutex(s, there).Lock(ctx); err != nil {
 		t.Fatalf("alice locks %s on the shard erin tried first: %v", there, err)
 	}
-	if r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: there}); len(r.Holders) != 1 || r.Holders[0].Lease != lease {
+	if r := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: there}); len(r.Holders) != 1 || r.Holders[0].Lease != lease {
 		t.Fatalf("%s after alice's lock: %v %+v", there, r.Code, r.Holders)
 	}
-	if r := erin.do(&wire.Request{Op: wire.OpAcquire, Path: there + "/x", Lease: lease, TTL: 30000}); r.Code != wire.Unauthorized {
+	if r := erin.Do(&wire.Request{Op: wire.OpAcquire, Path: there + "/x", Lease: lease, TTL: 30000}); r.Code != wire.Unauthorized {
 		t.Fatalf("erin under alice's lease once it exists there: %v %q", r.Code, r.Msg)
 	}
 	if st := s.State(); st != client.Connected {
@@ -92,8 +92,8 @@ func TestSingleLockLeaseBoundToIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	erin, _ := dialW(t, addr, nil, "erin-token", 0)
-	info := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: path})
+	erin, _ := nodetest.DialWire(t, addr, nil, "erin-token", 0)
+	info := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: path})
 	if len(info.Holders) != 1 || info.Holders[0].Token != l.Token() {
 		t.Fatalf("erin reads the token: %v %+v", info.Code, info.Holders)
 	}
@@ -107,11 +107,11 @@ func TestSingleLockLeaseBoundToIdentity(t *testing.T) {
 		{"release naming the lease", &wire.Request{Op: wire.OpRelease, Path: path, Token: l.Token(), Lease: l.Lease()}},
 		{"revoke the lease", &wire.Request{Op: wire.OpRevoke, Lease: l.Lease()}},
 	} {
-		if r := erin.do(tc.req); r.Code != wire.Unauthorized || r.Msg == "" {
+		if r := erin.Do(tc.req); r.Code != wire.Unauthorized || r.Msg == "" {
 			t.Fatalf("erin's %s: %v %q, want Unauthorized", tc.name, r.Code, r.Msg)
 		}
 	}
-	after := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: path})
+	after := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: path})
 	if len(after.Holders) != 1 || after.Holders[0].Token != l.Token() || after.Holders[0].Count != 1 {
 		t.Fatalf("the refusals changed the lock: %+v", after.Holders)
 	}
@@ -121,7 +121,7 @@ func TestSingleLockLeaseBoundToIdentity(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("alice releases: %v", err)
 	}
-	if r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: path}); r.Code != wire.NotFound {
+	if r := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: path}); r.Code != wire.NotFound {
 		t.Fatalf("after alice's release: %v %+v", r.Code, r.Holders)
 	}
 }

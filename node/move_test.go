@@ -198,32 +198,11 @@ func otherShard(rows []client.RangeRow, start string) uint64 {
 func TestRangeSplitMoveMergeUnderTraffic(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
 	admin := newClient(t, c)
-	w := newMoveWorkload(4)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		cl := newClient(t, c)
-		wg.Add(1)
-		go func(id int) { defer wg.Done(); w.run(ctx, t, id, cl) }(i)
-	}
+	tr := startTraffic(t, c, 4)
+	w := tr.w
 	actx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	moved := 0
-	for round := 0; round < 4; round++ {
-		ns := fmt.Sprintf("/mv/n%d", round)
-		if err := admin.SplitRange(actx, ns); err != nil && !errors.Is(err, wire.ErrInvalidArgument) {
-			t.Fatalf("split at %s: %v", ns, err)
-		}
-		key := wire.RouteKey(ns)
-		rows := waitRange(t, admin, key)
-		to := otherShard(rows, key)
-		if _, err := admin.MoveRange(actx, key, to); err != nil {
-			t.Fatalf("move the range of %s to shard %d: %v", ns, to, err)
-		}
-		waitOn(t, admin, key, to)
-		moved++
-		time.Sleep(300 * time.Millisecond) // traffic on the new layout
-	}
+	moved := moveRounds(t, actx, admin, 4)
 	// Merge every pair of neighbours that share a shard.
 	merged := 0
 	for again := true; again; {
@@ -240,14 +219,62 @@ func TestRangeSplitMoveMergeUnderTraffic(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
-	stop()
-	wg.Wait()
+	tr.finish()
 	if moved == 0 || w.ops < 200 {
 		t.Fatalf("too little happened: %d moves, %d ops", moved, w.ops)
 	}
 	t.Logf("%d moves, %d merges, %d ops", moved, merged, w.ops)
 	w.check(t)
+}
+
+// traffic is a move workload's clients, running until finish.
+type traffic struct {
+	w    *moveWorkload
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// startTraffic starts n clients of a move workload on c.
+func startTraffic(t *testing.T, c *nodetest.Cluster, n int) *traffic {
+	ctx, stop := context.WithCancel(context.Background())
+	tr := &traffic{w: newMoveWorkload(n), stop: stop}
+	for i := 0; i < n; i++ {
+		cl := newClient(t, c)
+		tr.wg.Add(1)
+		go func(id int) { defer tr.wg.Done(); tr.w.run(ctx, t, id, cl) }(i)
+	}
+	return tr
+}
+
+// finish lets the traffic run on the final layout for a moment, then stops it.
+func (tr *traffic) finish() {
+	time.Sleep(500 * time.Millisecond)
+	tr.stop()
+	tr.wg.Wait()
+}
+
+// moveRounds splits the namespaces /mv/n0 … off into ranges of their own
+// and moves each to the other shard, one after another; it returns how
+// many moved.
+func moveRounds(t *testing.T, ctx context.Context, admin *client.Client, rounds int) int {
+	t.Helper()
+	moved := 0
+	for round := 0; round < rounds; round++ {
+		ns := fmt.Sprintf("/mv/n%d", round)
+		if err := admin.SplitRange(ctx, ns); err != nil && !errors.Is(err, wire.ErrInvalidArgument) {
+			t.Fatalf("split at %s: %v", ns, err)
+		}
+		key := wire.RouteKey(ns)
+		rows := waitRange(t, admin, key)
+		to := otherShard(rows, key)
+		if _, err := admin.MoveRange(ctx, key, to); err != nil {
+			t.Fatalf("move the range of %s to shard %d: %v", ns, to, err)
+		}
+		waitOn(t, admin, key, to)
+		moved++
+		time.Sleep(300 * time.Millisecond) // traffic on the new layout
+	}
+	return moved
 }
 
 // TestRangeMoveSurvivesDriverCrash stops the node driving a move right
@@ -504,35 +531,12 @@ func TestRangeMoveDrivenWithoutReplicas(t *testing.T) {
 	})
 
 	admin := newClient(t, c)
-	w := newMoveWorkload(4)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		cl := newClient(t, c)
-		wg.Add(1)
-		go func(id int) { defer wg.Done(); w.run(ctx, t, id, cl) }(i)
-	}
+	tr := startTraffic(t, c, 4)
+	w := tr.w
 	actx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	moved := 0
-	for round := 0; round < 3; round++ {
-		ns := fmt.Sprintf("/mv/n%d", round)
-		if err := admin.SplitRange(actx, ns); err != nil && !errors.Is(err, wire.ErrInvalidArgument) {
-			t.Fatalf("split at %s: %v", ns, err)
-		}
-		key := wire.RouteKey(ns)
-		rows := waitRange(t, admin, key)
-		to := otherShard(rows, key)
-		if _, err := admin.MoveRange(actx, key, to); err != nil {
-			t.Fatalf("move the range of %s to shard %d: %v", ns, to, err)
-		}
-		waitOn(t, admin, key, to)
-		moved++
-		time.Sleep(300 * time.Millisecond) // traffic on the new layout
-	}
-	time.Sleep(500 * time.Millisecond)
-	stop()
-	wg.Wait()
+	moved := moveRounds(t, actx, admin, 3)
+	tr.finish()
 	mu.Lock()
 	defer mu.Unlock()
 	if drivers[5] == 0 || len(drivers) != 1 {

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/tls"
 	"encoding/binary"
@@ -48,73 +47,6 @@ roles:
     - {prefix: /, perms: [all]}
 peer-secret: cluster-secret
 `
-
-// wconn speaks the protocol by hand over plaintext or TLS.
-type wconn struct {
-	t  *testing.T
-	nc net.Conn
-	r  *bufio.Reader
-	id uint64
-}
-
-func dialW(t *testing.T, addr string, tc *tls.Config, token string, flags uint32) (*wconn, *wire.Response) {
-	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tc != nil {
-		tc = tc.Clone()
-		tc.ServerName = "127.0.0.1"
-		nc = tls.Client(nc, tc)
-	}
-	t.Cleanup(func() { nc.Close() })
-	w := &wconn{t: t, nc: nc, r: bufio.NewReader(nc)}
-	return w, w.do(&wire.Request{Op: wire.OpHello, Rev: wire.ProtocolVersion, Auth: token, Flags: flags})
-}
-
-func (w *wconn) send(req *wire.Request) uint64 {
-	w.t.Helper()
-	w.id++
-	req.ID = w.id
-	b, err := wire.AppendFrame(nil, req)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if _, err := w.nc.Write(b); err != nil {
-		w.t.Fatal(err)
-	}
-	return req.ID
-}
-
-// recv reads the next frame; nil when the connection ended.
-func (w *wconn) recv(timeout time.Duration) *wire.Response {
-	w.nc.SetReadDeadline(time.Now().Add(timeout))
-	body, err := wire.ReadFrame(w.r, wire.DefaultMaxFrame, nil)
-	if err != nil {
-		return nil
-	}
-	var resp wire.Response
-	if err := wire.DecodeResponse(body, &resp); err != nil {
-		w.t.Fatal(err)
-	}
-	return &resp
-}
-
-// do sends req and waits for its answer, skipping pushes.
-func (w *wconn) do(req *wire.Request) *wire.Response {
-	w.t.Helper()
-	id := w.send(req)
-	for {
-		r := w.recv(20 * time.Second)
-		if r == nil {
-			return &wire.Response{Code: wire.Closed, Msg: "connection ended"}
-		}
-		if r.ID == id || r.ID == 0 && r.Stream == 0 && r.Code != wire.OK {
-			return r // its answer, or a connection-level refusal (ID 0)
-		}
-	}
-}
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -165,8 +97,8 @@ func TestPermissionsOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := c.AllEndpoints()[0]
-	as := func(token string, tc *tls.Config) *wconn {
-		w, hello := dialW(t, addr, tc, token, 0)
+	as := func(token string, tc *tls.Config) *nodetest.WireConn {
+		w, hello := nodetest.DialWire(t, addr, tc, token, 0)
 		if hello.Code != wire.OK {
 			t.Fatalf("hello as %q: %v %s", token, hello.Code, hello.Msg)
 		}
@@ -189,16 +121,16 @@ func TestPermissionsOverTLS(t *testing.T) {
 			{"client certificate claiming to be a peer", "", carolTLS, wire.FlagPeer},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				w, hello := dialW(t, addr, tc.tls, tc.token, tc.flags)
+				w, hello := nodetest.DialWire(t, addr, tc.tls, tc.token, tc.flags)
 				if hello.Code != wire.Unauthorized || hello.Msg == "" {
 					t.Fatalf("hello: %v %q, want Unauthorized with a message", hello.Code, hello.Msg)
 				}
-				if r := w.recv(5 * time.Second); r != nil {
+				if r := w.Recv(5 * time.Second); r != nil {
 					t.Fatalf("connection still open after a refused hello: %+v", r)
 				}
 			})
 		}
-		if _, hello := dialW(t, addr, nodeTLS.Peer, "", wire.FlagPeer); hello.Code != wire.OK {
+		if _, hello := nodetest.DialWire(t, addr, nodeTLS.Peer, "", wire.FlagPeer); hello.Code != wire.OK {
 			t.Fatalf("node certificate as peer: %v %s", hello.Code, hello.Msg)
 		}
 	})
@@ -208,7 +140,7 @@ func TestPermissionsOverTLS(t *testing.T) {
 	tokens := map[string]uint64{}
 	t.Run("lock granted to its holder of the prefix", func(t *testing.T) {
 		for _, p := range held {
-			r := alice.do(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000})
+			r := alice.Do(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000})
 			if r.Code != wire.OK || r.Token == 0 {
 				t.Fatalf("alice acquire %s: %v %s", p, r.Code, r.Msg)
 			}
@@ -218,7 +150,7 @@ func TestPermissionsOverTLS(t *testing.T) {
 
 	refusals := []struct {
 		name string
-		who  *wconn
+		who  *nodetest.WireConn
 		req  *wire.Request
 	}{
 		{"lock without the perm", bob, &wire.Request{Op: wire.OpAcquire, Path: "/locks/billing/free", TTL: 30000}},
@@ -234,7 +166,7 @@ func TestPermissionsOverTLS(t *testing.T) {
 		{"kv delete without kv-write", bob, &wire.Request{Op: wire.OpKVDelete, Path: "/config/app/keep"}},
 	}
 	t.Run("refused", func(t *testing.T) {
-		if r := carol.do(&wire.Request{Op: wire.OpKVPut, Path: "/config/app/keep", Value: []byte("1")}); r.Code != wire.OK {
+		if r := carol.Do(&wire.Request{Op: wire.OpKVPut, Path: "/config/app/keep", Value: []byte("1")}); r.Code != wire.OK {
 			t.Fatalf("carol put: %v %s", r.Code, r.Msg)
 		}
 		for _, tc := range refusals {
@@ -242,7 +174,7 @@ func TestPermissionsOverTLS(t *testing.T) {
 				if tc.req.Op == wire.OpRelease {
 					tc.req.Token = tokens[held[0]]
 				}
-				r := tc.who.do(tc.req)
+				r := tc.who.Do(tc.req)
 				if r.Code != wire.Unauthorized || !strings.Contains(r.Msg, "may not") {
 					t.Fatalf("got %v %q, want Unauthorized", r.Code, r.Msg)
 				}
@@ -251,28 +183,28 @@ func TestPermissionsOverTLS(t *testing.T) {
 	})
 	t.Run("nothing changed by the refusals", func(t *testing.T) {
 		for _, p := range held {
-			r := root.do(&wire.Request{Op: wire.OpLockInfo, Path: p})
+			r := root.Do(&wire.Request{Op: wire.OpLockInfo, Path: p})
 			if r.Code != wire.OK || len(r.Holders) != 1 || r.Holders[0].Token != tokens[p] {
 				t.Fatalf("%s after refusals: %v %+v", p, r.Code, r.Holders)
 			}
 		}
 		for _, p := range []string{"/locks/billing/free", "/locks/billing/elect"} {
-			r := root.do(&wire.Request{Op: wire.OpLockInfo, Path: p})
+			r := root.Do(&wire.Request{Op: wire.OpLockInfo, Path: p})
 			if len(r.Holders)+len(r.Waiters) != 0 {
 				t.Fatalf("%s changed by a refused request: %+v %+v", p, r.Holders, r.Waiters)
 			}
 		}
-		if r := root.do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/x"}); r.Code != wire.NotFound {
+		if r := root.Do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/x"}); r.Code != wire.NotFound {
 			t.Fatalf("refused put left a key: %v", r.Code)
 		}
-		if r := root.do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/keep"}); r.Code != wire.OK || string(r.Value) != "1" {
+		if r := root.Do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/keep"}); r.Code != wire.OK || string(r.Value) != "1" {
 			t.Fatalf("refused delete removed the key: %v", r.Code)
 		}
 	})
 	t.Run("granted", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string
-			who  *wconn
+			who  *nodetest.WireConn
 			req  *wire.Request
 		}{
 			{"read anywhere", bob, &wire.Request{Op: wire.OpLockInfo, Path: held[1]}},
@@ -284,7 +216,7 @@ func TestPermissionsOverTLS(t *testing.T) {
 			{"admin may lock anywhere", root, &wire.Request{Op: wire.OpAcquire, Path: "/locks/other/x", TTL: 30000}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				if r := tc.who.do(tc.req); r.Code != wire.OK {
+				if r := tc.who.Do(tc.req); r.Code != wire.OK {
 					t.Fatalf("got %v %s", r.Code, r.Msg)
 				}
 			})
@@ -333,17 +265,17 @@ func TestLimits(t *testing.T) {
 		cfg.SM.MaxLeaseLock = 3
 	}})
 	addr := c.AllEndpoints()[0]
-	as := func(token string) *wconn {
-		w, hello := dialW(t, addr, nil, token, 0)
+	as := func(token string) *nodetest.WireConn {
+		w, hello := nodetest.DialWire(t, addr, nil, token, 0)
 		if hello.Code != wire.OK {
 			t.Fatalf("hello: %v %s", hello.Code, hello.Msg)
 		}
 		return w
 	}
 	root := as("root-token")
-	stillServes := func(t *testing.T, w *wconn) {
+	stillServes := func(t *testing.T, w *nodetest.WireConn) {
 		t.Helper()
-		if r := w.do(&wire.Request{Op: wire.OpKVPut, Path: "/limits/ok/k", Value: []byte("v")}); r.Code != wire.OK {
+		if r := w.Do(&wire.Request{Op: wire.OpKVPut, Path: "/limits/ok/k", Value: []byte("v")}); r.Code != wire.OK {
 			t.Fatalf("after the limit: %v %s", r.Code, r.Msg)
 		}
 	}
@@ -357,8 +289,8 @@ func TestLimits(t *testing.T) {
 	t.Run("frame size", func(t *testing.T) {
 		var hdr [4]byte
 		binary.BigEndian.PutUint32(hdr[:], 9<<10)
-		root.nc.Write(append(hdr[:], make([]byte, 9<<10)...))
-		expect(t, root.recv(10*time.Second), wire.TooLarge)
+		root.NC.Write(append(hdr[:], make([]byte, 9<<10)...))
+		expect(t, root.Recv(10*time.Second), wire.TooLarge)
 		stillServes(t, root)
 	})
 	t.Run("repeated oversized frames close the connection", func(t *testing.T) {
@@ -367,10 +299,10 @@ func TestLimits(t *testing.T) {
 		binary.BigEndian.PutUint32(hdr[:], 9<<10)
 		frame := append(hdr[:], make([]byte, 9<<10)...)
 		for i := 0; i < 9; i++ {
-			w.nc.Write(frame)
+			w.NC.Write(frame)
 		}
 		n := 0
-		for r := w.recv(10 * time.Second); r != nil; r = w.recv(10 * time.Second) {
+		for r := w.Recv(10 * time.Second); r != nil; r = w.Recv(10 * time.Second) {
 			if r.Code != wire.TooLarge {
 				t.Fatalf("got %v", r.Code)
 			}
@@ -390,11 +322,11 @@ func TestLimits(t *testing.T) {
 		var hdr [4]byte
 		binary.BigEndian.PutUint32(hdr[:], 9<<10)
 		nc.Write(append(hdr[:], make([]byte, 9<<10)...))
-		w := &wconn{t: t, nc: nc, r: bufio.NewReader(nc)}
-		if r := w.recv(10 * time.Second); r == nil || r.Code != wire.TooLarge {
+		w := nodetest.NewWireConn(t, nc)
+		if r := w.Recv(10 * time.Second); r == nil || r.Code != wire.TooLarge {
 			t.Fatalf("first answer %+v", r)
 		}
-		if r := w.recv(10 * time.Second); r != nil {
+		if r := w.Recv(10 * time.Second); r != nil {
 			t.Fatalf("still open: %+v", r)
 		}
 	})
@@ -411,23 +343,23 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("path length", func(t *testing.T) {
-		expect(t, root.do(&wire.Request{Op: wire.OpKVGet, Path: "/limits/" + strings.Repeat("p", 600)}), wire.InvalidArgument)
+		expect(t, root.Do(&wire.Request{Op: wire.OpKVGet, Path: "/limits/" + strings.Repeat("p", 600)}), wire.InvalidArgument)
 		stillServes(t, root)
 	})
 	t.Run("waiters per lock", func(t *testing.T) {
 		p := "/limits/w/lock"
-		expect(t, &wire.Response{Code: root.do(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000}).Code, Msg: "-"}, wire.OK)
+		expect(t, &wire.Response{Code: root.Do(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000}).Code, Msg: "-"}, wire.OK)
 		for i := 0; i < 2; i++ {
 			w := as("root-token")
-			w.send(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000, Wait: wire.WaitForever})
+			w.Send(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000, Wait: wire.WaitForever})
 		}
-		waitFor(t, func() bool { return len(root.do(&wire.Request{Op: wire.OpLockInfo, Path: p}).Waiters) == 2 })
+		waitFor(t, func() bool { return len(root.Do(&wire.Request{Op: wire.OpLockInfo, Path: p}).Waiters) == 2 })
 		refusedBefore := shard.PrecheckRefusals()
-		expect(t, root.do(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000, Wait: wire.WaitForever}), wire.TooMany)
+		expect(t, root.Do(&wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000, Wait: wire.WaitForever}), wire.TooMany)
 		if shard.PrecheckRefusals() != refusedBefore+1 {
 			t.Fatal("the over-limit waiter was proposed: the shard leader must refuse it before Raft")
 		}
-		if n := len(root.do(&wire.Request{Op: wire.OpLockInfo, Path: p}).Waiters); n != 2 {
+		if n := len(root.Do(&wire.Request{Op: wire.OpLockInfo, Path: p}).Waiters); n != 2 {
 			t.Fatalf("%d waiters after the refusal, want 2", n)
 		}
 		stillServes(t, root)
@@ -436,33 +368,33 @@ func TestLimits(t *testing.T) {
 		const key = 0x1234_5678
 		lease := wire.LeaseID(key) // auth is on: creating the lease needs its key
 		for _, s := range []string{"a", "b", "c"} {
-			if r := root.do(&wire.Request{Op: wire.OpAcquire, Path: "/limits/s/" + s, Lease: lease, LeaseKey: key, TTL: 30000}); r.Code != wire.OK {
+			if r := root.Do(&wire.Request{Op: wire.OpAcquire, Path: "/limits/s/" + s, Lease: lease, LeaseKey: key, TTL: 30000}); r.Code != wire.OK {
 				t.Fatalf("lock %s: %v %s", s, r.Code, r.Msg)
 			}
 		}
 		refusedBefore := shard.PrecheckRefusals()
-		expect(t, root.do(&wire.Request{Op: wire.OpAcquire, Path: "/limits/s/d", Lease: lease, TTL: 30000}), wire.TooMany)
+		expect(t, root.Do(&wire.Request{Op: wire.OpAcquire, Path: "/limits/s/d", Lease: lease, TTL: 30000}), wire.TooMany)
 		if shard.PrecheckRefusals() != refusedBefore+1 {
 			t.Fatal("the over-limit lock was proposed: the shard leader must refuse it before Raft")
 		}
-		expect(t, root.do(&wire.Request{Op: wire.OpLockInfo, Path: "/limits/s/d"}), wire.NotFound)
+		expect(t, root.Do(&wire.Request{Op: wire.OpLockInfo, Path: "/limits/s/d"}), wire.NotFound)
 		stillServes(t, root)
 	})
 	t.Run("watches per connection", func(t *testing.T) {
 		w := as("root-token")
 		var streams []uint64
 		for i := 0; i < 2; i++ {
-			r := w.do(&wire.Request{Op: wire.OpWatch, Path: "/limits/watch", Flags: wire.FlagPrefix})
+			r := w.Do(&wire.Request{Op: wire.OpWatch, Path: "/limits/watch", Flags: wire.FlagPrefix})
 			if r.Code != wire.OK {
 				t.Fatalf("watch %d: %v %s", i, r.Code, r.Msg)
 			}
 			streams = append(streams, r.Stream)
 		}
-		expect(t, w.do(&wire.Request{Op: wire.OpWatch, Path: "/limits/watch"}), wire.TooMany)
-		if r := w.do(&wire.Request{Op: wire.OpUnwatch, Stream: streams[0]}); r.Code != wire.OK {
+		expect(t, w.Do(&wire.Request{Op: wire.OpWatch, Path: "/limits/watch"}), wire.TooMany)
+		if r := w.Do(&wire.Request{Op: wire.OpUnwatch, Stream: streams[0]}); r.Code != wire.OK {
 			t.Fatalf("unwatch: %v", r.Code)
 		}
-		if r := w.do(&wire.Request{Op: wire.OpWatch, Path: "/limits/watch"}); r.Code != wire.OK {
+		if r := w.Do(&wire.Request{Op: wire.OpWatch, Path: "/limits/watch"}); r.Code != wire.OK {
 			t.Fatalf("watch after unwatch: %v %s", r.Code, r.Msg)
 		}
 		stillServes(t, w)
@@ -470,39 +402,39 @@ func TestLimits(t *testing.T) {
 	t.Run("request rate per identity", func(t *testing.T) {
 		mallet, bob := as("mallet-token"), as("bob-token")
 		for i := 0; i < 120; i++ {
-			mallet.send(&wire.Request{Op: wire.OpKVGet, Path: "/limits/ok/k"})
+			mallet.Send(&wire.Request{Op: wire.OpKVGet, Path: "/limits/ok/k"})
 		}
 		var limited *wire.Response
 		for i := 0; i < 120; i++ {
-			if r := mallet.recv(20 * time.Second); r != nil && r.Code == wire.TooMany {
+			if r := mallet.Recv(20 * time.Second); r != nil && r.Code == wire.TooMany {
 				limited = r
 			}
 		}
 		if limited == nil || limited.TTL <= 0 || !strings.Contains(limited.Msg, "retry after") {
 			t.Fatalf("no TooMany with a retry hint for a flood: %+v", limited)
 		}
-		if r := bob.do(&wire.Request{Op: wire.OpKVGet, Path: "/limits/ok/k"}); r.Code != wire.OK {
+		if r := bob.Do(&wire.Request{Op: wire.OpKVGet, Path: "/limits/ok/k"}); r.Code != wire.OK {
 			t.Fatalf("another identity was limited too: %v %s", r.Code, r.Msg)
 		}
 		time.Sleep(time.Duration(limited.TTL) * time.Millisecond)
-		if r := mallet.do(&wire.Request{Op: wire.OpKVGet, Path: "/limits/ok/k"}); r.Code != wire.OK {
+		if r := mallet.Do(&wire.Request{Op: wire.OpKVGet, Path: "/limits/ok/k"}); r.Code != wire.OK {
 			t.Fatalf("after the hinted wait: %v %s", r.Code, r.Msg)
 		}
 	})
 	t.Run("peer flag needs the cluster secret", func(t *testing.T) {
-		if _, hello := dialW(t, addr, nil, "alice-token", wire.FlagPeer); hello.Code != wire.Unauthorized {
+		if _, hello := nodetest.DialWire(t, addr, nil, "alice-token", wire.FlagPeer); hello.Code != wire.Unauthorized {
 			t.Fatalf("peer claim with a client token: %v", hello.Code)
 		}
-		if _, hello := dialW(t, addr, nil, "cluster-secret", wire.FlagPeer); hello.Code != wire.OK {
+		if _, hello := nodetest.DialWire(t, addr, nil, "cluster-secret", wire.FlagPeer); hello.Code != wire.OK {
 			t.Fatalf("peer with the secret: %v %s", hello.Code, hello.Msg)
 		}
 	})
 	t.Run("connections per client address", func(t *testing.T) {
 		far := c.AllEndpoints()[2]
 		var refused *wire.Response
-		var open []*wconn
+		var open []*nodetest.WireConn
 		for i := 0; i < 20 && refused == nil; i++ {
-			w, hello := dialW(t, far, nil, "bob-token", 0)
+			w, hello := nodetest.DialWire(t, far, nil, "bob-token", 0)
 			if hello.Code == wire.TooMany {
 				refused = hello
 				break
@@ -512,9 +444,9 @@ func TestLimits(t *testing.T) {
 		if refused == nil || !strings.Contains(refused.Msg, "too many connections") {
 			t.Fatalf("20 connections from one address and none refused: %+v", refused)
 		}
-		open[0].nc.Close()
+		open[0].NC.Close()
 		waitFor(t, func() bool {
-			_, hello := dialW(t, far, nil, "bob-token", 0)
+			_, hello := nodetest.DialWire(t, far, nil, "bob-token", 0)
 			return hello.Code == wire.OK
 		})
 		stillServes(t, root)
@@ -534,8 +466,8 @@ func TestLeasesBoundToIdentity(t *testing.T) {
 	}
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) { cfg.Auth = pol }})
 	addr := c.AllEndpoints()[0]
-	as := func(token string) *wconn {
-		w, hello := dialW(t, addr, nil, token, 0)
+	as := func(token string) *nodetest.WireConn {
+		w, hello := nodetest.DialWire(t, addr, nil, token, 0)
 		if hello.Code != wire.OK {
 			t.Fatalf("hello: %v %s", hello.Code, hello.Msg)
 		}
@@ -546,11 +478,11 @@ func TestLeasesBoundToIdentity(t *testing.T) {
 	lease := wire.LeaseID(key)
 	held := []string{"/locks/billing/a1", "/locks/billing/b2", "/locks/billing/c3", "/locks/billing/d4"}
 	for _, p := range held {
-		if r := alice.do(&wire.Request{Op: wire.OpAcquire, Path: p, Lease: lease, LeaseKey: key, TTL: 30000}); r.Code != wire.OK {
+		if r := alice.Do(&wire.Request{Op: wire.OpAcquire, Path: p, Lease: lease, LeaseKey: key, TTL: 30000}); r.Code != wire.OK {
 			t.Fatalf("alice acquire %s: %v %s", p, r.Code, r.Msg)
 		}
 	}
-	info := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: held[0]})
+	info := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: held[0]})
 	if len(info.Holders) != 1 || info.Holders[0].Lease != lease {
 		t.Fatalf("erin reads the holder's lease: %+v", info.Holders)
 	}
@@ -564,37 +496,37 @@ func TestLeasesBoundToIdentity(t *testing.T) {
 		{"revoke it", &wire.Request{Op: wire.OpRevoke, Lease: lease}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if r := erin.do(tc.req); r.Code != wire.Unauthorized || r.Msg == "" {
+			if r := erin.Do(tc.req); r.Code != wire.Unauthorized || r.Msg == "" {
 				t.Fatalf("got %v %q, want Unauthorized with a message", r.Code, r.Msg)
 			}
 		})
 	}
 	t.Run("keepalive", func(t *testing.T) {
-		r := erin.do(&wire.Request{Op: wire.OpKeepAlive, Lease: lease})
+		r := erin.Do(&wire.Request{Op: wire.OpKeepAlive, Lease: lease})
 		if r.Code != wire.OK || len(r.Denied) != 1 || r.Denied[0] != lease || len(r.Leases) != 0 {
 			t.Fatalf("erin's keepalive: %v %q denied=%v gone=%v", r.Code, r.Msg, r.Denied, r.Leases)
 		}
-		if r := alice.do(&wire.Request{Op: wire.OpKeepAlive, Lease: lease}); r.Code != wire.OK || len(r.Denied)+len(r.Leases) != 0 {
+		if r := alice.Do(&wire.Request{Op: wire.OpKeepAlive, Lease: lease}); r.Code != wire.OK || len(r.Denied)+len(r.Leases) != 0 {
 			t.Fatalf("alice's keepalive: %v %q denied=%v gone=%v", r.Code, r.Msg, r.Denied, r.Leases)
 		}
 	})
 	t.Run("nothing changed by the refusals", func(t *testing.T) {
 		for _, p := range held {
-			r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: p})
+			r := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: p})
 			if r.Code != wire.OK || len(r.Holders) != 1 || r.Holders[0].Lease != lease || r.Holders[0].Count != 1 {
 				t.Fatalf("%s: %v %+v", p, r.Code, r.Holders)
 			}
 		}
-		if r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: "/locks/billing/erin"}); r.Code != wire.NotFound {
+		if r := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: "/locks/billing/erin"}); r.Code != wire.NotFound {
 			t.Fatalf("erin's refused acquire left %v %+v", r.Code, r.Holders)
 		}
 	})
 	t.Run("the owner ends it", func(t *testing.T) {
-		if r := alice.do(&wire.Request{Op: wire.OpRevoke, Lease: lease}); r.Code != wire.OK {
+		if r := alice.Do(&wire.Request{Op: wire.OpRevoke, Lease: lease}); r.Code != wire.OK {
 			t.Fatalf("alice revoke: %v %s", r.Code, r.Msg)
 		}
 		for _, p := range held {
-			if r := erin.do(&wire.Request{Op: wire.OpLockInfo, Path: p}); r.Code != wire.NotFound {
+			if r := erin.Do(&wire.Request{Op: wire.OpLockInfo, Path: p}); r.Code != wire.NotFound {
 				t.Fatalf("%s after the revoke: %v %+v", p, r.Code, r.Holders)
 			}
 		}
@@ -610,7 +542,7 @@ func TestReadBudgetPushesBack(t *testing.T) {
 		cfg.Router.MaxFrame = 8 << 10
 		cfg.Router.Security = router.Security{ByteRate: 256 << 10, ByteBurst: 16 << 10}
 	}})
-	w, hello := dialW(t, c.AllEndpoints()[0], nil, "", 0)
+	w, hello := nodetest.DialWire(t, c.AllEndpoints()[0], nil, "", 0)
 	if hello.Code != wire.OK {
 		t.Fatalf("hello: %v", hello.Code)
 	}
@@ -618,10 +550,10 @@ func TestReadBudgetPushesBack(t *testing.T) {
 	value := bytes.Repeat([]byte("v"), 4000)
 	const n = 40 // 160 KB: ten times the bucket
 	for i := 0; i < n; i++ {
-		w.send(&wire.Request{Op: wire.OpKVPut, Path: fmt.Sprintf("/budget/ns/k%d", i), Value: value})
+		w.Send(&wire.Request{Op: wire.OpKVPut, Path: fmt.Sprintf("/budget/ns/k%d", i), Value: value})
 	}
 	for i := 0; i < n; i++ {
-		r := w.recv(30 * time.Second)
+		r := w.Recv(30 * time.Second)
 		if r == nil || r.Code != wire.OK {
 			t.Fatalf("answer %d: %+v", i, r)
 		}
@@ -629,7 +561,7 @@ func TestReadBudgetPushesBack(t *testing.T) {
 	if router.ReadFloodStats().ReadsThrottled == before {
 		t.Fatal("160 KB against a 16 KB bucket and the reader never paused")
 	}
-	if r := w.do(&wire.Request{Op: wire.OpKVGet, Path: "/budget/ns/k39"}); r.Code != wire.OK || len(r.Value) != len(value) {
+	if r := w.Do(&wire.Request{Op: wire.OpKVGet, Path: "/budget/ns/k39"}); r.Code != wire.OK || len(r.Value) != len(value) {
 		t.Fatalf("after the burst: %v", r.Code)
 	}
 }
@@ -640,23 +572,23 @@ func TestReadBudgetPushesBack(t *testing.T) {
 func TestInflightLimitIsBackpressure(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 1, Shards: 1, Edit: func(cfg *node.Config) { cfg.Router.MaxInflight = 1 }})
 	addr := c.AllEndpoints()[0]
-	holder, _ := dialW(t, addr, nil, "", 0)
-	waiter, _ := dialW(t, addr, nil, "", 0)
-	h := holder.do(&wire.Request{Op: wire.OpAcquire, Path: "/inflight/a/lock", TTL: 30000})
+	holder, _ := nodetest.DialWire(t, addr, nil, "", 0)
+	waiter, _ := nodetest.DialWire(t, addr, nil, "", 0)
+	h := holder.Do(&wire.Request{Op: wire.OpAcquire, Path: "/inflight/a/lock", TTL: 30000})
 	if h.Code != wire.OK {
 		t.Fatalf("acquire: %v", h.Code)
 	}
-	waiter.send(&wire.Request{Op: wire.OpAcquire, Path: "/inflight/a/lock", TTL: 30000, Wait: wire.WaitForever})
-	getID := waiter.send(&wire.Request{Op: wire.OpKVGet, Path: "/inflight/a/k"})
-	if r := waiter.recv(500 * time.Millisecond); r != nil {
+	waiter.Send(&wire.Request{Op: wire.OpAcquire, Path: "/inflight/a/lock", TTL: 30000, Wait: wire.WaitForever})
+	getID := waiter.Send(&wire.Request{Op: wire.OpKVGet, Path: "/inflight/a/k"})
+	if r := waiter.Recv(500 * time.Millisecond); r != nil {
 		t.Fatalf("answered while the connection's only slot is taken: %+v", r)
 	}
-	if r := holder.do(&wire.Request{Op: wire.OpRelease, Path: "/inflight/a/lock", Token: h.Token}); r.Code != wire.OK {
+	if r := holder.Do(&wire.Request{Op: wire.OpRelease, Path: "/inflight/a/lock", Token: h.Token}); r.Code != wire.OK {
 		t.Fatalf("release: %v", r.Code)
 	}
 	got := map[uint64]wire.Code{}
 	for len(got) < 2 {
-		r := waiter.recv(20 * time.Second)
+		r := waiter.Recv(20 * time.Second)
 		if r == nil {
 			t.Fatalf("connection ended; got %v", got)
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -45,7 +46,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		}
 	}
 	helloAt := func(addr, token string) wire.Code {
-		_, hello := dialP(t, addr, tokenTLS, token, 0)
+		_, hello := nodetest.DialWire(t, addr, tokenTLS, token, 0)
 		return hello.Code
 	}
 	// until waits for every address to answer a hello with token as want.
@@ -101,16 +102,16 @@ func TestReloadOnSIGHUP(t *testing.T) {
 			if r := eventually(t, frank, &wire.Request{Op: wire.OpAcquire, Path: path, TTL: 30000}); r.Code != wire.OK {
 				t.Fatalf("frank acquire %s at %s: %v %s", path, addr, r.Code, r.Msg)
 			}
-			if r := frank.do(&wire.Request{Op: wire.OpKVPut, Path: "/config/app/frank", Value: []byte("x")}); r.Code != wire.Unauthorized {
+			if r := frank.Do(&wire.Request{Op: wire.OpKVPut, Path: "/config/app/frank", Value: []byte("x")}); r.Code != wire.Unauthorized {
 				t.Fatalf("frank has no kv-write: %v %s", r.Code, r.Msg)
 			}
 		}
 	})
 	t.Run("a removed token ends the connection it opened", func(t *testing.T) {
-		if r := bobOld.do(&wire.Request{Op: wire.OpLockInfo, Path: "/locks/billing/r"}); r.Code != wire.Unauthorized {
+		if r := bobOld.Do(&wire.Request{Op: wire.OpLockInfo, Path: "/locks/billing/r"}); r.Code != wire.Unauthorized {
 			t.Fatalf("bob's old connection after the reload: %v %s", r.Code, r.Msg)
 		}
-		if r := bobOld.recv(5 * time.Second); r != nil {
+		if r := bobOld.Recv(5 * time.Second); r != nil {
 			t.Fatalf("bob's old connection still open: %+v", r)
 		}
 	})
@@ -198,7 +199,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 				t.Fatalf("%s changed its certificate on a broken key file", addr)
 			}
 			frank := as(t, addr, tokenTLS, "frank-token")
-			if r := frank.do(&wire.Request{Op: wire.OpLockInfo, Path: "/locks/billing/renewed"}); r.Code != wire.OK || len(r.Holders) != 1 {
+			if r := frank.Do(&wire.Request{Op: wire.OpLockInfo, Path: "/locks/billing/renewed"}); r.Code != wire.OK || len(r.Holders) != 1 {
 				t.Fatalf("read at %s after a bad TLS reload: %v %s", addr, r.Code, r.Msg)
 			}
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -136,74 +135,10 @@ func (sc *secCluster) tlsAs(t *testing.T, name string) *tls.Config {
 	return tc
 }
 
-// pconn speaks the protocol by hand, so every request goes where it is
-// sent (the Go client would route around a router to the nodes).
-type pconn struct {
-	t  *testing.T
-	nc net.Conn
-	r  *bufio.Reader
-	id uint64
-}
-
-// dialP connects (over TLS when tc is set) and says hello; the hello's
-// answer is returned, or a Closed answer when the connection broke.
-func dialP(t *testing.T, addr string, tc *tls.Config, token string, flags uint32) (*pconn, *wire.Response) {
-	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tc != nil {
-		tc = tc.Clone()
-		tc.ServerName = "127.0.0.1"
-		nc = tls.Client(nc, tc)
-	}
-	t.Cleanup(func() { nc.Close() })
-	p := &pconn{t: t, nc: nc, r: bufio.NewReader(nc)}
-	return p, p.do(&wire.Request{Op: wire.OpHello, Rev: wire.ProtocolVersion, Auth: token, Flags: flags})
-}
-
-// recv reads the next answer; nil when the connection ended or sent
-// something that is not a frame of the protocol.
-func (p *pconn) recv(timeout time.Duration) *wire.Response {
-	p.nc.SetReadDeadline(time.Now().Add(timeout))
-	body, err := wire.ReadFrame(p.r, wire.DefaultMaxFrame, nil)
-	if err != nil {
-		return nil
-	}
-	var resp wire.Response
-	if wire.DecodeResponse(body, &resp) != nil {
-		return nil
-	}
-	return &resp
-}
-
-func (p *pconn) do(req *wire.Request) *wire.Response {
-	p.t.Helper()
-	p.id++
-	req.ID = p.id
-	b, err := wire.AppendFrame(nil, req)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if _, err := p.nc.Write(b); err != nil {
-		return &wire.Response{Code: wire.Closed, Msg: "write: " + err.Error()}
-	}
-	for {
-		r := p.recv(20 * time.Second)
-		if r == nil {
-			return &wire.Response{Code: wire.Closed, Msg: "connection ended"}
-		}
-		if r.ID == req.ID || r.ID == 0 && r.Stream == 0 && r.Code != wire.OK {
-			return r
-		}
-	}
-}
-
 // as is an authenticated connection through addr.
-func as(t *testing.T, addr string, tc *tls.Config, token string) *pconn {
+func as(t *testing.T, addr string, tc *tls.Config, token string) *nodetest.WireConn {
 	t.Helper()
-	p, hello := dialP(t, addr, tc, token, 0)
+	p, hello := nodetest.DialWire(t, addr, tc, token, 0)
 	if hello.Code != wire.OK {
 		t.Fatalf("hello (token %q) at %s: %v %s", token, addr, hello.Code, hello.Msg)
 	}
@@ -212,11 +147,11 @@ func as(t *testing.T, addr string, tc *tls.Config, token string) *pconn {
 
 // eventually retries req until it is answered OK, NotFound or
 // Unauthorized (a fresh router has no range table for a moment).
-func eventually(t *testing.T, p *pconn, req *wire.Request) *wire.Response {
+func eventually(t *testing.T, p *nodetest.WireConn, req *wire.Request) *wire.Response {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r := p.do(req)
+		r := p.Do(req)
 		if r.Code == wire.OK || r.Code == wire.Unauthorized || r.Code == wire.NotFound || time.Now().After(deadline) {
 			return r
 		}
@@ -254,10 +189,10 @@ func TestSecureRouterTier(t *testing.T) {
 			}
 			tokens[p] = r.Token
 		}
-		if r := carol.do(&wire.Request{Op: wire.OpKVPut, Path: "/config/app/keep", Value: []byte("1")}); r.Code != wire.OK {
+		if r := carol.Do(&wire.Request{Op: wire.OpKVPut, Path: "/config/app/keep", Value: []byte("1")}); r.Code != wire.OK {
 			t.Fatalf("carol (certificate identity) put: %v %s", r.Code, r.Msg)
 		}
-		if r := bob.do(&wire.Request{Op: wire.OpLockInfo, Path: held[1]}); r.Code != wire.OK || len(r.Holders) != 1 {
+		if r := bob.Do(&wire.Request{Op: wire.OpLockInfo, Path: held[1]}); r.Code != wire.OK || len(r.Holders) != 1 {
 			t.Fatalf("bob read: %v %s %+v", r.Code, r.Msg, r.Holders)
 		}
 	})
@@ -265,7 +200,7 @@ func TestSecureRouterTier(t *testing.T) {
 	t.Run("refused to the wrong identity", func(t *testing.T) {
 		for _, tc := range []struct {
 			name string
-			who  *pconn
+			who  *nodetest.WireConn
 			req  *wire.Request
 		}{
 			{"lock without the perm", bob, &wire.Request{Op: wire.OpAcquire, Path: "/locks/billing/free", TTL: 30000}},
@@ -286,7 +221,7 @@ func TestSecureRouterTier(t *testing.T) {
 				case wire.OpRelease, wire.OpRenew:
 					tc.req.Token = tokens[tc.req.Path]
 				}
-				if r := tc.who.do(tc.req); r.Code != wire.Unauthorized {
+				if r := tc.who.Do(tc.req); r.Code != wire.Unauthorized {
 					t.Fatalf("got %v %q, want Unauthorized", r.Code, r.Msg)
 				}
 			})
@@ -307,11 +242,11 @@ func TestSecureRouterTier(t *testing.T) {
 			{"client certificate claiming to be a node", "", sc.tlsAs(t, "admin"), wire.FlagPeer},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				p, hello := dialP(t, raddr, tc.tls, tc.token, tc.flags)
+				p, hello := nodetest.DialWire(t, raddr, tc.tls, tc.token, tc.flags)
 				if hello.Code != wire.Unauthorized || hello.Msg == "" {
 					t.Fatalf("hello: %v %q, want Unauthorized with a message", hello.Code, hello.Msg)
 				}
-				if r := p.recv(5 * time.Second); r != nil {
+				if r := p.Recv(5 * time.Second); r != nil {
 					t.Fatalf("connection still open after a refused hello: %+v", r)
 				}
 			})
@@ -319,11 +254,11 @@ func TestSecureRouterTier(t *testing.T) {
 	})
 
 	t.Run("plaintext client refused by a TLS router", func(t *testing.T) {
-		p, hello := dialP(t, raddr, nil, "alice-token", 0)
+		p, hello := nodetest.DialWire(t, raddr, nil, "alice-token", 0)
 		if hello.Code == wire.OK {
 			t.Fatalf("plaintext hello answered OK")
 		}
-		if r := p.do(&wire.Request{Op: wire.OpAcquire, Path: "/locks/billing/plain", TTL: 30000}); r.Code == wire.OK {
+		if r := p.Do(&wire.Request{Op: wire.OpAcquire, Path: "/locks/billing/plain", TTL: 30000}); r.Code == wire.OK {
 			t.Fatalf("plaintext acquire answered OK")
 		}
 	})
@@ -339,7 +274,7 @@ func TestSecureRouterTier(t *testing.T) {
 			{Op: wire.OpAcquire, Path: "/locks/billing/free", TTL: 30000},
 			{Op: wire.OpKVPut, Path: "/config/app/x", Value: []byte("v")},
 		} {
-			if r := anyone.do(req); r.Code == wire.OK {
+			if r := anyone.Do(req); r.Code == wire.OK {
 				t.Fatalf("%v %s through a router without auth: OK", req.Op, req.Path)
 			}
 		}
@@ -358,7 +293,7 @@ func TestSecureRouterTier(t *testing.T) {
 		insecure := sc.tlsAs(t, "")
 		insecure.InsecureSkipVerify = true // its certificate is no server certificate
 		p := as(t, fake, insecure, "alice-token")
-		if r := p.do(&wire.Request{Op: wire.OpAcquire, Path: "/locks/billing/fake", TTL: 30000}); r.Code == wire.OK {
+		if r := p.Do(&wire.Request{Op: wire.OpAcquire, Path: "/locks/billing/fake", TTL: 30000}); r.Code == wire.OK {
 			t.Fatalf("acquire through a router with a client certificate: OK")
 		}
 		if !strings.Contains(sc.log("router-fake"), "node certificate") {
@@ -368,24 +303,24 @@ func TestSecureRouterTier(t *testing.T) {
 
 	t.Run("nothing changed by the refusals", func(t *testing.T) {
 		for _, p := range held {
-			r := admin.do(&wire.Request{Op: wire.OpLockInfo, Path: p})
+			r := admin.Do(&wire.Request{Op: wire.OpLockInfo, Path: p})
 			if r.Code != wire.OK || len(r.Holders) != 1 || r.Holders[0].Token != tokens[p] {
 				t.Fatalf("%s after refusals: %v %s %+v", p, r.Code, r.Msg, r.Holders)
 			}
 		}
 		for _, p := range []string{"/locks/billing/free", "/locks/billingX/a", "/locks/billing/plain", "/locks/billing/fake"} {
-			r := admin.do(&wire.Request{Op: wire.OpLockInfo, Path: p})
+			r := admin.Do(&wire.Request{Op: wire.OpLockInfo, Path: p})
 			if r.Code != wire.OK && r.Code != wire.NotFound || len(r.Holders)+len(r.Waiters) != 0 {
 				t.Fatalf("%s changed by a refused request: %v %+v %+v", p, r.Code, r.Holders, r.Waiters)
 			}
 		}
-		if r := admin.do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/x"}); r.Code != wire.NotFound {
+		if r := admin.Do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/x"}); r.Code != wire.NotFound {
 			t.Fatalf("refused put left a key: %v", r.Code)
 		}
-		if r := admin.do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/keep"}); r.Code != wire.OK || string(r.Value) != "1" {
+		if r := admin.Do(&wire.Request{Op: wire.OpKVGet, Path: "/config/app/keep"}); r.Code != wire.OK || string(r.Value) != "1" {
 			t.Fatalf("refused delete removed the key: %v", r.Code)
 		}
-		if r := alice.do(&wire.Request{Op: wire.OpRelease, Path: held[2], Token: tokens[held[2]]}); r.Code != wire.OK {
+		if r := alice.Do(&wire.Request{Op: wire.OpRelease, Path: held[2], Token: tokens[held[2]]}); r.Code != wire.OK {
 			t.Fatalf("the holder's release through the router: %v %s", r.Code, r.Msg)
 		}
 	})
