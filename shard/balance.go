@@ -75,6 +75,11 @@ const (
 	minLeadership = 10 * time.Second
 )
 
+// SetLeaderBalance turns this node's leader balancer on or off (it acts
+// only while this node leads the meta group). HostConfig.NoLeaderBalance
+// sets it at start.
+func (h *Host) SetLeaderBalance(on bool) { h.balanceOff.Store(!on) }
+
 // balanceLeaders runs one round on the meta leader. It counts every shard's
 // leader: its own replicas' from Raft events, the other shards' as the
 // router's remote leader loop heard them from nodes holding a replica
@@ -82,7 +87,7 @@ const (
 // transfer of a shard this node holds no replica of goes to a node that has
 // one (transfer.go).
 func (h *Host) balanceLeaders(t *placement.Table) {
-	if h.cfg.NoLeaderBalance || h.Leader(placement.MetaShard) != h.cfg.NodeID {
+	if h.balanceOff.Load() || h.Leader(placement.MetaShard) != h.cfg.NodeID {
 		return
 	}
 	if time.Since(h.lastBalance) < balanceEvery {

@@ -185,6 +185,7 @@ type Host struct {
 	remote      map[uint64]uint64    // shard without a local replica → leader node, as last heard (transfer.go)
 	remoteSince map[uint64]time.Time // shard without a local replica → when a change of its leader was heard
 
+	balanceOff  atomic.Bool  // the leader balancer is off (HostConfig.NoLeaderBalance, SetLeaderBalance)
 	lastBalance time.Time    // placement loop only
 	sampler     rangeSampler // placement loop only (autosplit.go)
 
@@ -207,6 +208,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{}, remoteSince: map[uint64]time.Time{},
 		stopc: make(chan struct{})}
 	h.shards.Store(&map[uint64]*Shard{})
+	h.balanceOff.Store(cfg.NoLeaderBalance)
 	man, err := loadManifest(cfg.DataDir)
 	if err != nil {
 		return nil, err

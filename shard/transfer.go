@@ -72,10 +72,14 @@ func (h *Host) TransferLeadership(ctx context.Context, shardID, node uint64) err
 		}
 	}
 	_, err = h.shardOp(ctx, shardID, &wire.Request{Op: wire.OpLeaderTransfer, Shard: shardID, ToReplica: rid})
-	if err == nil {
-		h.log.Info("shard leadership transfer requested", "shard", shardID, "to", node)
+	if err != nil {
+		return err
 	}
-	return err
+	if _, local := h.Shard(shardID); !local {
+		h.forgetLeader(shardID) // until heard again, after the transfer
+	}
+	h.log.Info("shard leadership transfer requested", "shard", shardID, "to", node)
+	return nil
 }
 
 // NoteLeader records the leader node of a shard this node holds no replica
