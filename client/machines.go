@@ -53,6 +53,18 @@ func (c *Client) AbortReplicaMove(ctx context.Context, shard uint64) error {
 	return err
 }
 
+// TransferLeader asks shard's Raft group to hand its leadership to the
+// replica on node (a voter; not a draining node). It returns once the
+// transfer has started on a replica of the shard; the new leader is
+// elected a few heartbeats later (Shards shows it). The leader balancer
+// leaves a fresh leadership alone for a while, then may move it again if
+// the spread over nodes calls for it.
+func (c *Client) TransferLeader(ctx context.Context, shard, node uint64) error {
+	b, _ := json.Marshal(map[string]any{"shard": shard, "node": node})
+	_, err := c.call(ctx, &wire.Request{Op: wire.OpShardTransfer, Path: "/", Value: b}, c.cfg.requestTimeout)
+	return err
+}
+
 // ShardReplica is one replica in the Shards view.
 type ShardReplica struct {
 	Node    uint64 `json:"node"`

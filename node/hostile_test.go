@@ -95,6 +95,7 @@ func TestHostileInputGetsTypedErrors(t *testing.T) {
 			Ranges: []wire.Range{{Start: "", End: ""}}}, wire.InvalidArgument},
 		{"range export from a client", &wire.Request{ID: 24, Op: wire.OpExportRange, Shard: 2, Gen: 1,
 			Ranges: []wire.Range{{Start: "", End: ""}}}, wire.InvalidArgument},
+		{"leader transfer from a client", &wire.Request{ID: 25, Op: wire.OpLeaderTransfer, Shard: 2, ToReplica: 1}, wire.InvalidArgument},
 		{"shallow lock spanning shards", &wire.Request{ID: 22, Op: wire.OpAcquire, Path: "/a", TTL: 5000}, wire.SpansRanges},
 	}
 	for _, tc := range cases {

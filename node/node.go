@@ -65,8 +65,12 @@ type Config struct {
 	NoAudit bool
 	// Ranges tunes automatic range splits and rebalancing (off by default);
 	// MoveHook is a test hook on every range-move step (shard.HostConfig).
-	Ranges   shard.RangePolicy
-	MoveHook func(move uint64, step placement.RangeStep, stop <-chan struct{})
+	Ranges shard.RangePolicy
+	// NoLeaderBalance leaves shard leaders wherever elections and
+	// operators put them (shard/balance.go; Host.SetLeaderBalance turns
+	// it on and off at run time).
+	NoLeaderBalance bool
+	MoveHook        func(move uint64, step placement.RangeStep, stop <-chan struct{})
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -160,7 +164,7 @@ func Start(cfg Config) (*Node, error) {
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
-		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook,
+		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas,
 	})

@@ -461,7 +461,7 @@ func opPerm(req *wire.Request) auth.Perm {
 		return auth.Watch
 	case wire.OpKVPut, wire.OpKVDelete:
 		return auth.KVWrite
-	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove,
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShardTransfer,
 		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove:
 		return auth.Admin
 	}
@@ -472,11 +472,22 @@ func opPerm(req *wire.Request) auth.Perm {
 // permission on "/" (a grant on a narrower prefix is not enough).
 func clusterAdmin(op wire.Op) bool {
 	switch op {
-	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove,
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShardTransfer,
 		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove:
 		return true
 	}
 	return false
+}
+
+// auditAdmin records a machines admin request (node add, drain, remove,
+// replica move, leader transfer) that passed authorization: who asked for
+// what (its JSON argument, cut at 256 bytes).
+func (c *conn) auditAdmin(req *wire.Request) {
+	args := req.Value
+	if len(args) > 256 {
+		args = args[:256]
+	}
+	c.s.cfg.Security.Audit.Info("admin: machines", "identity", c.sec.identity, "op", req.Op.String(), "args", string(args))
 }
 
 // authorize checks req against the connection's identity. A grant on the

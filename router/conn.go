@@ -283,7 +283,10 @@ func (c *conn) handle(req *wire.Request) {
 		c.watch(req, done)
 	case wire.OpUnwatch:
 		c.unwatch(req, done)
-	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards:
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer:
+		if clusterAdmin(req.Op) {
+			c.auditAdmin(req)
+		}
 		c.s.placementOp(req, done) // nodes.go
 	case wire.OpCancel:
 		c.cancel(req, done)

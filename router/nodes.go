@@ -12,8 +12,9 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// Machines: the admin operations that add, drain and remove nodes and move
-// replicas (OpNodeJoin, OpNodeAdmin, OpReplicaMove), and the cluster-wide
+// Machines: the admin operations that add, drain and remove nodes, move
+// replicas and shard leaderships (OpNodeJoin, OpNodeAdmin, OpReplicaMove,
+// OpShardTransfer), and the cluster-wide
 // shard view (OpShards). They run on the node the client reached; its host
 // proposes to the meta group (forwarded to the meta leader by Raft).
 
@@ -29,6 +30,12 @@ type ReplicaMoveArgs struct {
 	From  uint64 `json:"from,omitempty"`
 	To    uint64 `json:"to,omitempty"`
 	Abort bool   `json:"abort,omitempty"`
+}
+
+// ShardTransferArgs is OpShardTransfer's Value (and its answer).
+type ShardTransferArgs struct {
+	Shard uint64 `json:"shard"`
+	Node  uint64 `json:"node"` // the node whose replica is to lead
 }
 
 // JoinAnswer is OpNodeJoin's answer.
@@ -119,6 +126,12 @@ func (s *Server) runPlacementOp(ctx context.Context, h *shard.Host, req *wire.Re
 		}
 		_, err := h.MoveReplica(ctx, a.Shard, a.From, a.To)
 		return a, err
+	case wire.OpShardTransfer:
+		var a ShardTransferArgs
+		if err := json.Unmarshal(req.Value, &a); err != nil || a.Shard == 0 || a.Node == 0 {
+			return nil, wire.Errorf(wire.InvalidArgument, "shard.transfer: want {\"shard\", \"node\"}")
+		}
+		return a, h.TransferLeadership(ctx, a.Shard, a.Node)
 	case wire.OpShards:
 		return s.Shards(ctx)
 	}
@@ -270,7 +283,7 @@ func (s *Server) AskJoin(ctx context.Context, addrs []string, n placement.Node) 
 // request per node covers many shards) instead of sending every request
 // through a follower. Shards without a known leader are looked up every
 // second, all of them every remoteLeaderRefresh; NotLeader hints update
-// them in between.
+// them in between. What it hears also feeds the host's leader balancer.
 func (s *Server) remoteLeaderLoop() {
 	h := s.cfg.Host
 	var lastFull time.Time
@@ -293,7 +306,7 @@ func (s *Server) remoteLeaderLoop() {
 			if _, local := h.Shard(si.ID); local {
 				continue
 			}
-			if addr, _ := s.cache.leaderAddr(si.ID); addr != "" && !full {
+			if addr, _ := s.cache.leaderAddr(si.ID); addr != "" && h.Leader(si.ID) != 0 && !full {
 				continue
 			}
 			if addr := s.cache.anyReplicaAddr(si.ID); addr != "" {
@@ -316,6 +329,9 @@ func (s *Server) learnLeadersFrom(t *placement.Table, addr string, shards []uint
 		return
 	}
 	for _, id := range shards {
+		// The host's leader balancer counts the leaderships of shards
+		// this node holds no replica of (shard/transfer.go).
+		s.cfg.Host.NoteLeader(id, info.Leaders[id])
 		if n, ok := t.Node(info.Leaders[id]); ok && n.ClientAddr != "" {
 			s.cache.learn(&wire.Hint{Shard: id, Leader: n.ClientAddr})
 		}

@@ -61,7 +61,7 @@ var (
 	// rootAdminOps change the cluster's machines: admin on "/" is needed,
 	// whatever path the request names (so admin on /p is not enough).
 	rootAdminOps = map[wire.Op]bool{wire.OpNodeJoin: true, wire.OpNodeAdmin: true, wire.OpReplicaMove: true,
-		wire.OpRangeSplit: true, wire.OpRangeMerge: true, wire.OpRangeMove: true}
+		wire.OpShardTransfer: true, wire.OpRangeSplit: true, wire.OpRangeMerge: true, wire.OpRangeMove: true}
 )
 
 // TestEveryOpIsGuarded: every client op is refused to an identity without

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/wire"
 )
 
 // Leader balancing: every shard's leader does that shard's work (proposals,
@@ -63,20 +64,30 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 // balanceEvery spaces rounds so each round's transfers land first.
 const balanceEvery = 2 * time.Second
 
-// A leadership change gives each lease of the shard a fresh TTL (bounded by
-// lease checkpoints, lessor_checkpoint.go, for leases nobody keeps alive),
-// and every change costs an election's worth of unavailability, so moving
-// leaders while the cluster is unsettled only adds churn. Balancing
-// waits until no shard has changed leader for stableFor, and never moves a
-// shard led for less than minLeadership.
+// Every leadership change costs an election's worth of unavailability
+// (and the new leader's lessor restarts each lease's countdown from the
+// remaining time its checkpoint recorded, lessor_checkpoint.go), so moving
+// leaders while the cluster is unsettled only adds churn. Balancing waits
+// until no shard has changed leader for stableFor, and never moves a shard
+// led for less than minLeadership.
 const (
 	stableFor     = 5 * time.Second
 	minLeadership = 10 * time.Second
 )
 
-// balanceLeaders runs one round on the meta leader.
+// SetLeaderBalance turns this node's leader balancer on or off (it acts
+// only while this node leads the meta group). HostConfig.NoLeaderBalance
+// sets it at start.
+func (h *Host) SetLeaderBalance(on bool) { h.balanceOff.Store(!on) }
+
+// balanceLeaders runs one round on the meta leader. It counts every shard's
+// leader: its own replicas' from Raft events, the other shards' as the
+// router's remote leader loop heard them from nodes holding a replica
+// (NoteLeader; a shard not heard of yet is left out of the round). A
+// transfer of a shard this node holds no replica of goes to a node that has
+// one (transfer.go).
 func (h *Host) balanceLeaders(t *placement.Table) {
-	if h.cfg.NoLeaderBalance || h.Leader(placement.MetaShard) != h.cfg.NodeID {
+	if h.balanceOff.Load() || h.Leader(placement.MetaShard) != h.cfg.NodeID {
 		return
 	}
 	if time.Since(h.lastBalance) < balanceEvery {
@@ -85,34 +96,44 @@ func (h *Host) balanceLeaders(t *placement.Table) {
 	h.lastBalance = time.Now()
 	leaders := map[uint64]uint64{}
 	replicas := map[uint64][]uint64{}
+	since := map[uint64]time.Time{}
 	now := time.Now()
 	h.mu.RLock()
-	for _, since := range h.leaderSince {
-		if now.Sub(since) < stableFor {
-			h.mu.RUnlock()
-			return // leaderships are still moving: let them settle
+	for _, m := range []map[uint64]time.Time{h.leaderSince, h.remoteSince} {
+		for _, at := range m {
+			if now.Sub(at) < stableFor {
+				h.mu.RUnlock()
+				return // leaderships are still moving: let them settle
+			}
 		}
 	}
 	for _, si := range t.Shards {
+		l, at := h.leaders[si.ID], h.leaderSince[si.ID]
 		if _, local := h.Shard(si.ID); !local {
-			continue // a transfer is requested through a local replica
+			if l, at = h.remote[si.ID], h.remoteSince[si.ID]; l == 0 {
+				continue // not heard of yet
+			}
 		}
-		leaders[si.ID] = h.leaders[si.ID]
+		leaders[si.ID], since[si.ID] = l, at
 		replicas[si.ID] = si.Replicas
-	}
-	since := make(map[uint64]time.Time, len(h.leaderSince))
-	for id, t := range h.leaderSince {
-		since[id] = t
 	}
 	h.mu.RUnlock()
 	nodes := t.ActiveNodes() // draining nodes receive no leadership
 	for _, m := range leaderMoves(leaders, replicas, nodes) {
-		if now.Sub(since[m[0]]) < minLeadership {
+		shardID, from, to := m[0], leaders[m[0]], m[1]
+		if now.Sub(since[shardID]) < minLeadership {
 			continue // counted, but too recently elected to move
 		}
-		si, _ := t.Shard(m[0])
-		if err := h.nh.RequestLeaderTransfer(m[0], si.RID(m[1])); err == nil {
-			h.log.Info("moving shard leadership", "shard", m[0], "from", leaders[m[0]], "to", m[1])
+		si, _ := t.Shard(shardID)
+		if _, local := h.Shard(shardID); !local {
+			h.forgetLeader(shardID) // until heard again, after the transfer
 		}
+		h.requestTransfer(shardID, si.RID(to), func(r *wire.Response) {
+			if r.Code == wire.OK {
+				h.log.Info("moving shard leadership", "shard", shardID, "from", from, "to", to)
+			} else {
+				h.log.Debug("shard leadership transfer not started", "shard", shardID, "to", to, "code", r.Code, "err", r.Msg)
+			}
+		})
 	}
 }

@@ -182,8 +182,10 @@ type Host struct {
 	table       *placement.Table
 	leaders     map[uint64]uint64    // shard → leader replica id
 	leaderSince map[uint64]time.Time // shard → when its leadership last changed
-	remote      map[uint64]uint64    // shard without a local replica → leader node, as last heard
+	remote      map[uint64]uint64    // shard without a local replica → leader node, as last heard (transfer.go)
+	remoteSince map[uint64]time.Time // shard without a local replica → when a change of its leader was heard
 
+	balanceOff  atomic.Bool  // the leader balancer is off (HostConfig.NoLeaderBalance, SetLeaderBalance)
 	lastBalance time.Time    // placement loop only
 	sampler     rangeSampler // placement loop only (autosplit.go)
 
@@ -203,9 +205,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	}
 	routeRaftLogs(cfg.Log)
 	h := &Host{cfg: cfg, log: cfg.Log, leaders: map[uint64]uint64{},
-		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{},
+		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{}, remoteSince: map[uint64]time.Time{},
 		stopc: make(chan struct{})}
 	h.shards.Store(&map[uint64]*Shard{})
+	h.balanceOff.Store(cfg.NoLeaderBalance)
 	man, err := loadManifest(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -450,6 +453,8 @@ func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
 	h.mu.Lock()
 	h.leaders[info.ShardID] = leader
 	h.leaderSince[info.ShardID] = time.Now()
+	delete(h.remote, info.ShardID)
+	delete(h.remoteSince, info.ShardID)
 	h.mu.Unlock()
 	if s != nil {
 		s.onLeader(leader, info.Term)

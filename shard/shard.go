@@ -211,6 +211,8 @@ func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
 		s.lessor.keepAlive(req, done)
 	case req.Op == wire.OpExportRange:
 		s.exportRange(req, done)
+	case req.Op == wire.OpLeaderTransfer:
+		s.transferLocal(req, done) // transfer.go
 	case isRead(req.Op):
 		s.read(req, done)
 	case req.Op == wire.OpCancel:

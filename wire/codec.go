@@ -94,6 +94,7 @@ func (r *Request) fields(w *fieldWriter) {
 	w.uint(24, r.Term)
 	w.value(65, len(r.Remaining) > 0, r.Remaining)
 	w.uint(80, uint64(r.Chunk))
+	w.uint(81, r.ToReplica)
 	w.str(70, r.Identity)
 	w.uint(71, r.LeaseKey)
 	w.value(30, len(r.Paths) > 0, r.Paths)
@@ -189,6 +190,8 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			err = decodeList(dec, &r.Remaining)
 		case 80:
 			r.Chunk, err = dec.DecodeUint32()
+		case 81:
+			r.ToReplica, err = dec.DecodeUint64()
 		case 70:
 			r.Identity, err = dec.DecodeString()
 		case 71:

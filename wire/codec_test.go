@@ -21,6 +21,7 @@ func TestRequestRoundTrip(t *testing.T) {
 			Ranges: []Range{{Start: "a", End: "b", Shard: 2, Gen: 1}}}},
 		{"features", Request{Op: OpAcquireMulti, Paths: []string{"/a/x", "/b/y"}, Grace: 1500, Target: "node-b",
 			Permits: 3, LockDelay: LockDelayNone, Priority: -2, Flags: FlagRevocable | FlagForce}},
+		{"internal", Request{Op: OpLeaderTransfer, Shard: 3, ToReplica: 1<<20 | 4, Chunk: 2}},
 		{"trace", Request{ID: 3, Op: OpAcquire, Path: "/t",
 			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;congo=t61rcWkgMzE"}},
 	}

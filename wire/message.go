@@ -59,6 +59,9 @@ type Request struct {
 	Remaining []int64
 	// Chunk (internal, ExportRange): which chunk of the export. Field 80.
 	Chunk uint32
+	// ToReplica (internal, LeaderTransfer): the replica id that is to lead
+	// the shard. Field 81.
+	ToReplica uint64
 	// Identity is set by the router, never trusted from a client: the
 	// authenticated identity of the connection that sent a lease-bearing
 	// request, so the state machine can bind leases to their creator.

@@ -48,6 +48,9 @@ const (
 	OpNodeAdmin   Op = 46 // Value {"action": "activate"|"drain"|"remove", "node"}
 	OpShards      Op = 47 // per shard: replicas, roles, applied index, leader, move under way
 	OpReplicaMove Op = 48 // Value {"shard", "from", "to"} or {"shard", "abort": true}
+	// OpShardTransfer (admin): Value {"shard", "node"}: hand the shard's
+	// Raft leadership to its replica on node (placement range 49–52).
+	OpShardTransfer Op = 49
 )
 
 // Internal operations: proposed by the shard layer itself, refused when they
@@ -76,15 +79,23 @@ const (
 	// number of chunks. A driver without a replica of the source asks a
 	// node that has one.
 	OpExportRange Op = 124
+	// OpLeaderTransfer asks shard Shard's Raft group, through a replica on
+	// the receiving node, to hand its leadership to replica ToReplica. The
+	// node deciding the transfer (the leader balancer on the meta leader,
+	// or the node an operator's shard.transfer reached) sends it over a
+	// peer connection when it holds no replica of the shard itself.
+	OpLeaderTransfer Op = 125
 )
 
 // PeerInternal reports whether an internal op may arrive over an
 // authenticated forwarding (peer) connection: the range-move steps, which
-// the node driving a move sends to shards it holds no replica of. Client
+// the node driving a move sends to shards it holds no replica of, and leader
+// transfers, which the node deciding one sends the same way. Client
 // connections never carry internal ops.
 func (op Op) PeerInternal() bool {
 	switch op {
-	case OpFreezeRange, OpInstallRange, OpDropRange, OpUnfreezeRange, OpSetRanges, OpExportRange:
+	case OpFreezeRange, OpInstallRange, OpDropRange, OpUnfreezeRange, OpSetRanges, OpExportRange,
+		OpLeaderTransfer:
 		return true
 	}
 	return false
@@ -118,8 +129,8 @@ var opNames = map[Op]string{
 	OpAcquireMulti: "acquire.multi", OpRevokeLock: "revokelock", OpHandOver: "handover", OpDeadlines: "deadlines",
 	OpRangeSplit: "range.split", OpRangeMerge: "range.merge", OpRangeMove: "range.move", OpRangeList: "range.list",
 	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
-	OpExportRange: "range.export",
-	OpNodeJoin:    "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
+	OpExportRange: "range.export", OpLeaderTransfer: "leader.transfer", OpShardTransfer: "shard.transfer",
+	OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
 }
 
 func (op Op) String() string {

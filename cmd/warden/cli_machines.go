@@ -6,13 +6,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wardenlock/warden/client"
 )
 
-// Machines: node add|drain|remove, replica move, shards.
+// Machines: node add|drain|remove, replica move, shards, shards transfer.
 
 func nodeCmd() *cobra.Command {
 	nc := &cobra.Command{Use: "node", Short: "Add, drain and remove cluster nodes"}
@@ -82,7 +83,7 @@ func replicaCmd() *cobra.Command {
 }
 
 func shardsCmd() *cobra.Command {
-	return &cobra.Command{
+	sc := &cobra.Command{
 		Use: "shards", Short: "Show every shard's replicas (role, applied index), leader and any replica move",
 		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
 			shards, err := c.Shards(ctx)
@@ -119,4 +120,64 @@ func shardsCmd() *cobra.Command {
 			return w.Flush()
 		}),
 	}
+	sc.AddCommand(transferCmd())
+	return sc
+}
+
+func transferCmd() *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "transfer <shard> <node>",
+		Short: "Hand a shard's leadership to its replica on a node (admin on / required)",
+		Args:  cobra.ExactArgs(2),
+		RunE: withConn(func(sctx context.Context, c *client.Client, _ *cobra.Command, args []string) error {
+			var ids []uint64
+			for _, a := range args {
+				v, err := strconv.ParseUint(a, 10, 64)
+				if err != nil || v == 0 {
+					return fail(fmt.Errorf("%q: want a positive integer", a))
+				}
+				ids = append(ids, v)
+			}
+			shard, node := ids[0], ids[1]
+			ctx, cancel := opCtx(sctx)
+			err := c.TransferLeader(ctx, shard, node)
+			cancel()
+			if err != nil {
+				return fail(err)
+			}
+			if wait <= 0 {
+				fmt.Printf("shard %d: leadership transfer to node %d started; follow it with `warden shards`\n", shard, node)
+				return nil
+			}
+			deadline := time.Now().Add(wait)
+			var leader uint64
+			for {
+				ctx, cancel := opCtx(sctx)
+				shards, err := c.Shards(ctx)
+				cancel()
+				if err == nil {
+					for _, s := range shards {
+						if s.ID == shard {
+							leader = s.Leader
+						}
+					}
+				}
+				if leader == node {
+					fmt.Printf("shard %d: node %d leads it\n", shard, node)
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fail(fmt.Errorf("shard %d: transfer to node %d started, but node %d still leads it after %v (a lagging target, or an election, can defeat a transfer: try again)", shard, node, leader, wait))
+				}
+				select {
+				case <-sctx.Done():
+					return fail(sctx.Err())
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}),
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "wait this long for the node to lead the shard (0: do not wait)")
+	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,38 @@ func waitShards(t *testing.T, pc *procCluster, what string, cond func(cliStatus,
 			t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// `warden shards transfer` moves a shard's leadership to the named node and
+// waits until `warden shards` shows it there; a node without a replica of
+// the shard is refused.
+func TestCLIShardsTransfer(t *testing.T) {
+	pc := startServers(t)
+	if out, errOut, code := pc.run(t, "shards", "transfer", "2", "7"); code == 0 || !strings.Contains(errOut, "no voting replica") {
+		t.Fatalf("transfer to a node without a replica: exit %d, %q %q", code, out, errOut)
+	}
+	var leader uint64
+	waitShards(t, pc, "shard 2 has a leader", func(_ cliStatus, shards []cliShard) error {
+		for _, s := range shards {
+			if s.ID == 2 && s.Leader != 0 {
+				leader = s.Leader
+				return nil
+			}
+		}
+		return fmt.Errorf("shard 2 has no leader: %+v", shards)
+	})
+	to := leader%3 + 1
+	// A transfer is best effort: the command says so when the target does
+	// not lead in time, and an operator runs it again.
+	var out, errOut string
+	for attempt := 0; attempt < 5; attempt++ {
+		var code int
+		if out, errOut, code = pc.run(t, "shards", "transfer", "2", strconv.FormatUint(to, 10), "--wait", "20s"); code == 0 {
+			break
+		}
+	}
+	if want := fmt.Sprintf("shard 2: node %d leads it", to); !strings.Contains(out, want) {
+		t.Fatalf("shards transfer 2 %d: %q %q, want %q", to, out, errOut, want)
 	}
 }

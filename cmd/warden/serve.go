@@ -22,24 +22,25 @@ import (
 
 // fileConfig is the YAML config file; flags override it.
 type fileConfig struct {
-	ID             uint64   `yaml:"id"`
-	DataDir        string   `yaml:"data-dir"`
-	Listen         string   `yaml:"listen"`
-	Raft           string   `yaml:"raft"`
-	RaftListen     string   `yaml:"raft-listen"`
-	SigningKey     string   `yaml:"signing-key"`
-	Admin          string   `yaml:"admin"`
-	Members        []string `yaml:"members"` // "id=raft-address"
-	Join           []string `yaml:"join"`    // client addresses of running nodes
-	Shards         int      `yaml:"shards"`
-	Replicas       int      `yaml:"replicas"`
-	NamespaceDepth int      `yaml:"namespace-depth"`
-	RTTMillis      int      `yaml:"rtt-ms"`
-	LogLevel       string   `yaml:"log-level"`
-	AuditRetention string   `yaml:"audit-retention"` // e.g. 168h
-	AuditMaxBytes  int64    `yaml:"audit-max-bytes"`
-	NoAudit        bool     `yaml:"no-audit"`
-	LockDelay      string   `yaml:"lock-delay"` // default lock-delay (a duration; the same on every node)
+	ID              uint64   `yaml:"id"`
+	DataDir         string   `yaml:"data-dir"`
+	Listen          string   `yaml:"listen"`
+	Raft            string   `yaml:"raft"`
+	RaftListen      string   `yaml:"raft-listen"`
+	SigningKey      string   `yaml:"signing-key"`
+	Admin           string   `yaml:"admin"`
+	Members         []string `yaml:"members"` // "id=raft-address"
+	Join            []string `yaml:"join"`    // client addresses of running nodes
+	Shards          int      `yaml:"shards"`
+	Replicas        int      `yaml:"replicas"`
+	NamespaceDepth  int      `yaml:"namespace-depth"`
+	RTTMillis       int      `yaml:"rtt-ms"`
+	LogLevel        string   `yaml:"log-level"`
+	AuditRetention  string   `yaml:"audit-retention"` // e.g. 168h
+	AuditMaxBytes   int64    `yaml:"audit-max-bytes"`
+	NoAudit         bool     `yaml:"no-audit"`
+	NoLeaderBalance bool     `yaml:"no-leader-balance"`
+	LockDelay       string   `yaml:"lock-delay"` // default lock-delay (a duration; the same on every node)
 }
 
 func serveCmd() *cobra.Command {
@@ -102,6 +103,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.AuditRetention, "audit-retention", "168h", "how long the audit trail and watch history are kept")
 	f.Int64Var(&fc.AuditMaxBytes, "audit-max-bytes", 1<<30, "size the audit store is trimmed to, oldest records first")
 	f.BoolVar(&fc.NoAudit, "no-audit", false, "keep no audit trail (watches then resume only from the in-memory ring)")
+	f.BoolVar(&fc.NoLeaderBalance, "no-leader-balance", false, "leave shard leaders where elections and warden shards transfer put them (every node: the meta leader balances)")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	withObservability(cmd)
 	return cmd
@@ -139,6 +141,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("audit-retention", func() { fc.AuditRetention = pickS(fromFile.AuditRetention, fc.AuditRetention) })
 	set("audit-max-bytes", func() { fc.AuditMaxBytes = int64(pick(uint64(fromFile.AuditMaxBytes), uint64(fc.AuditMaxBytes))) })
 	set("no-audit", func() { fc.NoAudit = fc.NoAudit || fromFile.NoAudit })
+	set("no-leader-balance", func() { fc.NoLeaderBalance = fc.NoLeaderBalance || fromFile.NoLeaderBalance })
 	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
 	return nil
 }
@@ -164,6 +167,7 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
 	}
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
+	cfg.NoLeaderBalance = fc.NoLeaderBalance
 	if fc.AuditRetention != "" {
 		d, err := time.ParseDuration(fc.AuditRetention)
 		if err != nil || d <= 0 {
