@@ -52,13 +52,9 @@ func replicaCmd() *cobra.Command {
 		Short: "Move a shard's replica: non-voting on the target, caught up, voter, then the source removed",
 		Args:  cobra.RangeArgs(1, 3),
 		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
-			var ids []uint64
-			for _, a := range args {
-				v, err := strconv.ParseUint(a, 10, 64)
-				if err != nil || v == 0 {
-					return fail(fmt.Errorf("%q: want a positive integer", a))
-				}
-				ids = append(ids, v)
+			ids, err := positiveIDs(args)
+			if err != nil {
+				return err
 			}
 			if abort {
 				if err := c.AbortReplicaMove(ctx, ids[0]); err != nil {
@@ -131,17 +127,13 @@ func transferCmd() *cobra.Command {
 		Short: "Hand a shard's leadership to its replica on a node (admin on / required)",
 		Args:  cobra.ExactArgs(2),
 		RunE: withConn(func(sctx context.Context, c *client.Client, _ *cobra.Command, args []string) error {
-			var ids []uint64
-			for _, a := range args {
-				v, err := strconv.ParseUint(a, 10, 64)
-				if err != nil || v == 0 {
-					return fail(fmt.Errorf("%q: want a positive integer", a))
-				}
-				ids = append(ids, v)
+			ids, err := positiveIDs(args)
+			if err != nil {
+				return err
 			}
 			shard, node := ids[0], ids[1]
 			ctx, cancel := opCtx(sctx)
-			err := c.TransferLeader(ctx, shard, node)
+			err = c.TransferLeader(ctx, shard, node)
 			cancel()
 			if err != nil {
 				return fail(err)
@@ -180,4 +172,17 @@ func transferCmd() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "wait this long for the node to lead the shard (0: do not wait)")
 	return cmd
+}
+
+// positiveIDs parses shard and node ids given on the command line.
+func positiveIDs(args []string) ([]uint64, error) {
+	ids := make([]uint64, 0, len(args))
+	for _, a := range args {
+		v, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || v == 0 {
+			return nil, fail(fmt.Errorf("%q: want a positive integer", a))
+		}
+		ids = append(ids, v)
+	}
+	return ids, nil
 }
