@@ -235,6 +235,14 @@ func (f *fakeClock) Advance(d time.Duration) {
 	}
 }
 
+// Jump moves the clock without firing any timer: a process whose
+// goroutines have not run since (starved, or stopped by SIGSTOP).
+func (f *fakeClock) Jump(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
 // pending returns the number of timers that have not fired or stopped.
 func (f *fakeClock) pending() int {
 	f.mu.Lock()

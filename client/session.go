@@ -145,9 +145,16 @@ func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
 func (s *Session) Context() context.Context { return s.ctx }
 
 // Err returns nil while the session lives, and why it ended afterwards.
+// A session whose local deadline (last acknowledged keepalive's send time
+// + TTL) has passed is not live, even in the moment before its keepalive
+// loop has run and ended it: a starved or paused process must not act on
+// a lease the service may already have ended.
 func (s *Session) Err() error {
 	if s.ctx.Err() == nil {
-		return nil
+		if s.untilDeadline() > 0 {
+			return nil
+		}
+		return wire.Errorf(wire.SessionExpired, "lease %x: no keepalive acknowledged within its TTL of %s", s.lease, s.ttl)
 	}
 	return context.Cause(s.ctx)
 }
@@ -157,7 +164,7 @@ func (s *Session) Err() error {
 // the session at once. Closing a lost session returns nil. If the revoke
 // cannot be confirmed before ctx ends the lease simply expires after its TTL.
 func (s *Session) Close(ctx context.Context) error {
-	if s.Err() != nil {
+	if s.ctx.Err() != nil {
 		return nil
 	}
 	s.stop(Closed, ErrSessionClosed)

@@ -171,3 +171,27 @@ func TestStatesNeverBlocksAndKeepsLatest(t *testing.T) {
 		t.Errorf("zero state in %v", got)
 	}
 }
+
+// TestSessionNotLiveOnceItsDeadlinePassed: the moment the local deadline
+// passes, Err and IsHeld say so, before the keepalive loop has had a chance
+// to run (a starved or paused client must not trust its locks).
+func TestSessionNotLiveOnceItsDeadlinePassed(t *testing.T) {
+	const ttl = 9 * time.Second
+	s, script, clk, _ := newScriptedSession(t, ttl)
+	m := NewMutex(s, "/locks/a")
+	m.h.mu.Lock()
+	m.h.count = 1 // as if granted: only the session's liveness is under test
+	m.h.mu.Unlock()
+	script.mode.Store(1)
+	clk.Jump(ttl - time.Millisecond)
+	if err := s.Err(); err != nil || !m.IsHeld() {
+		t.Fatalf("1 ms before the deadline: Err = %v, IsHeld = %v; want live and held", err, m.IsHeld())
+	}
+	clk.Jump(time.Millisecond) // no timer fires: the loop has not run
+	if err := s.Err(); !errors.Is(err, ErrSessionExpired) {
+		t.Fatalf("at the deadline: Err = %v, want ErrSessionExpired", err)
+	}
+	if m.IsHeld() {
+		t.Fatal("IsHeld after the session's deadline passed")
+	}
+}
