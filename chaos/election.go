@@ -80,6 +80,11 @@ func (e *electionRun) term(ctx context.Context, cl *client.Client, name string) 
 			continue
 		}
 		tok := el.Token()
+		if tok == 0 {
+			// The session's local deadline passed between the win and
+			// this look: the candidate no longer claims to lead.
+			continue
+		}
 		e.mu.Lock()
 		e.wins++
 		if prev, ok := e.byToken[tok]; ok && prev != name {
