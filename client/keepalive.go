@@ -34,9 +34,11 @@ type keepAliveBatcher struct {
 	armed   bool
 }
 
-// submit queues one session's keepalive; its result arrives on the channel.
-func (b *keepAliveBatcher) submit(lease uint64, sent time.Time) chan keepAliveResult {
-	out := make(chan keepAliveResult, 1)
+// submit queues one session's keepalive; its result arrives on out, which
+// must have room for it (capacity 1, empty: a session has one keepalive in
+// flight at a time and reuses its channel, so 100k sessions at TTL/3 do not
+// allocate a channel per keepalive).
+func (b *keepAliveBatcher) submit(lease uint64, sent time.Time, out chan keepAliveResult) chan keepAliveResult {
 	b.mu.Lock()
 	b.pending = append(b.pending, keepAliveWaiter{lease: lease, sent: sent, out: out})
 	arm := !b.armed

@@ -24,7 +24,7 @@ func TestKeepAlivesOfManySessionsShareFrames(t *testing.T) {
 	c := newTestClient(t, []string{srv.addr()})
 	var outs []chan keepAliveResult
 	for lease := uint64(1); lease <= 50; lease++ {
-		outs = append(outs, c.keepAlives.submit(lease, time.Now()))
+		outs = append(outs, c.keepAlives.submit(lease, time.Now(), make(chan keepAliveResult, 1)))
 	}
 	for _, out := range outs {
 		if r := <-out; r.err != nil || r.gone {

@@ -64,8 +64,9 @@ type Session struct {
 	clock  clock
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	stopc  chan struct{} // closed to stop the keepalive loop
-	done   chan struct{} // closed when the keepalive loop has exited
+	stopc  chan struct{}        // closed to stop the keepalive loop
+	kaOut  chan keepAliveResult // the in-flight keepalive's result (one at a time)
+	done   chan struct{}        // closed when the keepalive loop has exited
 	states chan SessionState
 
 	mu       sync.Mutex
@@ -88,7 +89,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	key, lease := newLeaseKey()
 	s := &Session{c: c, lease: lease, ttl: cfg.ttl, clock: c.cfg.clock,
-		stopc: make(chan struct{}), done: make(chan struct{}),
+		stopc: make(chan struct{}), done: make(chan struct{}), kaOut: make(chan keepAliveResult, 1),
 		states: make(chan SessionState, stateBuffer)}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.cfg.leaseKeys.add(lease, key)
@@ -273,8 +274,10 @@ func (s *Session) run() {
 
 // sendKeepAlive starts one keepalive attempt; its result arrives on the
 // returned channel. The client batches it with other sessions' keepalives.
+// run receives every result before it sends again, so the session's one
+// channel is empty here.
 func (s *Session) sendKeepAlive(ctx context.Context) chan keepAliveResult {
-	return s.c.keepAlives.submit(s.lease, s.clock.Now())
+	return s.c.keepAlives.submit(s.lease, s.clock.Now(), s.kaOut)
 }
 
 func (s *Session) acked(sent time.Time) {

@@ -13,7 +13,7 @@ func (t *Trie[T]) AddHeld(n *Node[T], m wire.Mode, delta int) {
 	i := modeIndex(m)
 	n.held[i] = uint32(int(n.held[i]) + delta)
 	for p := n.parent; p != nil; p = p.parent {
-		p.below[i] = uint32(int(p.below[i]) + delta)
+		p.kids.below[i] = uint32(int(p.kids.below[i]) + delta) // p has a child: n or an ancestor of n
 	}
 }
 
@@ -30,7 +30,7 @@ func (t *Trie[T]) AddQueued(n *Node[T], m wire.Mode, delta int) {
 		} else if before > 0 && after == 0 {
 			p.kids.markWaiting(c, false)
 		}
-		p.qbelow[i] = uint32(int(p.qbelow[i]) + delta)
+		p.kids.qbelow[i] = uint32(int(p.kids.qbelow[i]) + delta)
 	}
 }
 
@@ -55,7 +55,7 @@ func (n *Node[T]) HeldConflicts(m wire.Mode) (above, at, below uint32) {
 	for p := n.parent; p != nil; p = p.parent {
 		above += conflicting(p.held, m)
 	}
-	return above, conflicting(n.held, m), conflicting(n.below, m)
+	return above, conflicting(n.held, m), conflicting(n.belowCounts(), m)
 }
 
 // QueuedConflicts is HeldConflicts for queued requests.
@@ -63,7 +63,7 @@ func (n *Node[T]) QueuedConflicts(m wire.Mode) (above, at, below uint32) {
 	for p := n.parent; p != nil; p = p.parent {
 		above += conflicting(p.queued, m)
 	}
-	return above, conflicting(n.queued, m), conflicting(n.qbelow, m)
+	return above, conflicting(n.queued, m), conflicting(n.qbelowCounts(), m)
 }
 
 // HeldConflict reports whether any hold conflicts with mode m at n.
@@ -85,14 +85,34 @@ func (n *Node[T]) Held(m wire.Mode) uint32 { return n.held[modeIndex(m)] }
 func (n *Node[T]) HeldHere() uint32 { return n.held[0] + n.held[1] }
 
 // HeldBelow returns the number of holds strictly inside n's subtree.
-func (n *Node[T]) HeldBelow() uint32 { return n.below[0] + n.below[1] }
+func (n *Node[T]) HeldBelow() uint32 {
+	b := n.belowCounts()
+	return b[0] + b[1]
+}
+
+// belowCounts returns the holds strictly inside n's subtree, by mode.
+func (n *Node[T]) belowCounts() [2]uint32 {
+	if n.kids == nil {
+		return [2]uint32{}
+	}
+	return n.kids.below
+}
+
+// qbelowCounts returns the waiters strictly inside n's subtree, by mode.
+func (n *Node[T]) qbelowCounts() [2]uint32 {
+	if n.kids == nil {
+		return [2]uint32{}
+	}
+	return n.kids.qbelow
+}
 
 // Queued returns the number of waiters at n in any mode.
 func (n *Node[T]) Queued() uint32 { return n.queued[0] + n.queued[1] }
 
 // QueuedTotal returns the number of waiters at n and inside its subtree.
 func (n *Node[T]) QueuedTotal() uint32 {
-	return n.queued[0] + n.queued[1] + n.qbelow[0] + n.qbelow[1]
+	qb := n.qbelowCounts()
+	return n.queued[0] + n.queued[1] + qb[0] + qb[1]
 }
 
 // HighestQueued returns the highest node on the line from the root to n

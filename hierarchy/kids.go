@@ -24,6 +24,9 @@ type kidSet[T any] struct {
 	// waiting lists the children with waiters at or below them, so hand-off
 	// finds queued requests without scanning every child.
 	waiting []*Node[T]
+	// below and qbelow count the holds and waiters strictly inside the
+	// owner's subtree, by wire.Mode (see Node.kids).
+	below, qbelow [2]uint32
 }
 
 const smallKids = 8

@@ -12,18 +12,19 @@ import (
 type Node[T any] struct {
 	parent *Node[T]
 	// name and nameLen are the segment (see Name): a string header cut in
-	// two so that the name's hash fits beside it and the node stays 64
+	// two so that the name's hash fits beside it and the node stays 48
 	// bytes plus the payload. The parent's child table compares and
 	// rehashes by hash, so it never reads a name it does not want.
 	name    *byte
 	nameLen uint32
 	hash    uint32
-	kids    *kidSet[T] // nil for a leaf: most nodes are leaves
-	held    [2]uint32  // holds at this node, by wire.Mode
-	below   [2]uint32  // holds strictly inside the subtree
-	queued  [2]uint32  // waiters at this node
-	qbelow  [2]uint32  // waiters strictly inside the subtree
-	Val     T
+	// kids is nil for a leaf (most nodes are leaves). The subtree counters
+	// (holds and waiters strictly below) live in it: only a node with
+	// children has anything below it.
+	kids   *kidSet[T]
+	held   [2]uint32 // holds at this node, by wire.Mode
+	queued [2]uint32 // waiters at this node
+	Val    T
 }
 
 // Trie is a tree of path segments rooted at "/".

@@ -19,7 +19,8 @@ type Driver interface {
 	Close() error
 }
 
-// Client takes exclusive locks for one worker.
+// Client takes exclusive locks for one worker. Lock must be safe to call
+// from several goroutines at once (the held scenario pipelines acquires).
 type Client interface {
 	// Lock acquires path exclusively, waiting until granted or ctx ends.
 	Lock(ctx context.Context, path string) (Held, error)

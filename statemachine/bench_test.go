@@ -150,6 +150,34 @@ func BenchmarkMemoryPerLock(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryPerLockOwned is the held scenario's shape: 200k locks
+// under /bench/m<j%4096>/k<j>, each with its own owner string as the
+// client's Mutex makes them (16 hex digits, '-', 6 letters), under 128
+// session leases.
+func BenchmarkMemoryPerLockOwned(b *testing.B) {
+	const n = 200_000
+	for i := 0; i < b.N; i++ {
+		before := heapInUse()
+		s := benchSM(b)
+		const chunk = 64 * 1024
+		for start := 0; start < n; start += chunk {
+			run(b, s, entries(min(chunk, n-start), func(i int) *wire.Request {
+				j := start + i
+				return &wire.Request{Op: wire.OpAcquire, Path: fmt.Sprintf("/bench/m%d/k%d", j%4096, j),
+					Lease: uint64(j%128 + 1), TTL: 10000, Owner: fmt.Sprintf("%016x-%06d", uint64(j)*0x9e3779b97f4a7c15, j%1_000_000)}
+			}))
+		}
+		s.reqs, s.events = nil, nil
+		s.out = bytes.Buffer{}
+		if s.nLocks != n {
+			b.Fatalf("%d locks, want %d", s.nLocks, n)
+		}
+		after := heapInUse()
+		b.ReportMetric(float64(after-before)/n, "bytes/lock")
+		runtime.KeepAlive(s)
+	}
+}
+
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()

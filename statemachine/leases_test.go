@@ -110,11 +110,11 @@ func TestExpireSkippedWhenRenewedSince(t *testing.T) {
 	}
 }
 
-// TestNodeSize: a held path costs one 128-byte trie node whether its lock
+// TestNodeSize: a held path costs one 112-byte trie node whether its lock
 // is in a session or has a lease of its own (the memory budget rests on it).
 func TestNodeSize(t *testing.T) {
-	if size := unsafe.Sizeof(lockNode{}); size != 128 {
-		t.Fatalf("a trie node is %d bytes, want 128", size)
+	if size := unsafe.Sizeof(lockNode{}); size != 112 {
+		t.Fatalf("a trie node is %d bytes, want 112", size)
 	}
 }
 
