@@ -14,6 +14,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/shard"
 )
 
 // BenchmarkCycleCost runs uncontended acquire+release cycles like the load
@@ -88,6 +89,7 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	wg.Wait()
 	entries0, ops0 := raftEntries(c)
 	rd0, wr0 := procIO()
+	rb0, rm0, rw0 := shard.RaftTraffic()
 	cpu0 := cpuTime()
 	var next atomic.Int64
 	b.ReportAllocs()
@@ -108,11 +110,15 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
 	rd1, wr1 := procIO()
+	rb1, rm1, rw1 := shard.RaftTraffic()
 	entries1, ops1 := raftEntries(c)
 	n := float64(b.N)
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/cycle")
 	b.ReportMetric(float64(rd1-rd0)/n, "reads/cycle")
 	b.ReportMetric(float64(wr1-wr0)/n, "writes/cycle")
+	b.ReportMetric(float64(rm1-rm0)/n, "raft-msgs/cycle")
+	b.ReportMetric(float64(rb1-rb0)/n, "raft-batches/cycle")
+	b.ReportMetric(float64(rw1-rw0)/n, "raft-writes/cycle")
 	if entries1 > entries0 {
 		b.ReportMetric(float64(ops1-ops0)/float64(entries1-entries0), "ops/entry")
 	}

@@ -10,8 +10,10 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
@@ -56,12 +58,24 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 var errBadRaftFrame = errors.New("shard: malformed raft transport frame")
 
+// raftTraffic counts, process-wide, what this transport sent: message
+// batches, the Raft messages in them, and the write syscalls that carried
+// them (benchmarks report them per operation).
+var raftTraffic struct{ batches, messages, writes atomic.Uint64 }
+
+// RaftTraffic reports the message batches, Raft messages and write
+// syscalls every Raft transport of this process has sent so far.
+func RaftTraffic() (batches, messages, writes uint64) {
+	return raftTraffic.batches.Load(), raftTraffic.messages.Load(), raftTraffic.writes.Load()
+}
+
 // TransportFactory makes the node's Raft transport (config.TransportFactory).
 type TransportFactory struct{}
 
 // Create implements config.TransportFactory.
 func (TransportFactory) Create(nhc config.NodeHostConfig, onBatch raftio.MessageHandler, onChunk raftio.ChunkHandler) raftio.ITransport {
-	return &raftTransport{nhc: nhc, onBatch: onBatch, onChunk: onChunk, conns: map[net.Conn]struct{}{}}
+	return &raftTransport{nhc: nhc, onBatch: onBatch, onChunk: onChunk, conns: map[net.Conn]struct{}{},
+		pairs: map[string]*pairConn{}}
 }
 
 // Validate implements config.TransportFactory: a host:port address.
@@ -82,6 +96,7 @@ type raftTransport struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{} // accepted, closed by Close
+	pairs  map[string]*pairConn  // outgoing, one per peer, shared by dragonboat's streams
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -296,8 +311,18 @@ func (t *raftTransport) dial(ctx context.Context, target string) (net.Conn, erro
 }
 
 func (t *raftTransport) GetConnection(ctx context.Context, target string) (raftio.IConnection, error) {
-	b := &batchConn{ctx: ctx, target: target, dial: t.dial}
-	if err := b.connect(); err != nil {
+	t.mu.Lock()
+	p := t.pairs[target]
+	if p == nil {
+		p = &pairConn{ctx: ctx, target: target, dial: t.dial, gen: 1}
+		p.cond.L = &p.mu
+		t.pairs[target] = p
+	}
+	p.refs++
+	t.mu.Unlock()
+	b := &batchConn{t: t, p: p}
+	if err := p.ready(); err != nil {
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -311,44 +336,187 @@ func (t *raftTransport) GetSnapshotConnection(ctx context.Context, target string
 	return &chunkConn{c: c}, nil
 }
 
-// batchConn sends message batches; dragonboat calls it from one goroutine.
+// batchConn is one of dragonboat's message streams to a peer; dragonboat
+// calls each from one goroutine. dragonboat keeps several streams per peer
+// (shards are spread over them by id), and at many shards every step round
+// wakes all of them at once with a few messages each: sent on their own
+// connections, that was one write and one read per stream where one would
+// do. So all streams to a peer share one connection (pairConn) and write
+// through it together.
+type batchConn struct {
+	t      *raftTransport
+	p      *pairConn
+	closed bool
+}
+
+func (b *batchConn) SendMessageBatch(batch pb.MessageBatch) error {
+	return b.p.send(&batch)
+}
+
+// Close releases the stream's share of the connection; the last one closes it.
+func (b *batchConn) Close() {
+	if b.closed {
+		return
+	}
+	b.closed = true
+	b.t.mu.Lock()
+	b.p.refs--
+	last := b.p.refs == 0
+	if last && b.t.pairs[b.p.target] == b.p {
+		delete(b.t.pairs, b.p.target)
+	}
+	b.t.mu.Unlock()
+	if last {
+		b.p.close()
+	}
+}
+
+// pairConn is the connection to one peer that every stream to it shares.
+// A stream appends its batch's frame to pending and waits until a write
+// carried it; the first stream to find no write under way does the
+// writing (group commit, no goroutine of its own): it yields once first,
+// so that the other streams woken by the same step round add their frames,
+// and then writes everything pending with one syscall, again while more
+// arrived during the write. Each stream gets the result of the write that
+// carried its frame, so dragonboat's error handling (circuit breaker,
+// unreachable reports) sees what it saw with a connection per stream.
 //
 // It replaces a connection the peer has closed before using it again.
-// dragonboat keeps one connection per peer (and stream) open for as long as
-// messages flow, up to a minute idle, and learns that it broke only when a
-// write fails: the first write after the peer died (a restarted process, a
-// dropped proxy) goes into the void, the next fails, and dragonboat then
-// trips its per-peer circuit breaker and drops every message to that peer,
-// for every shard, for 0.25–1 s. A follower seldom writes to a peer that is
-// not its leader, so its connection to a node restarted earlier was still
-// the dead one when the leader was killed and an election needed it: the
-// (pre-)vote messages were lost and elections took 1.5–2 s instead of
-// 0.2–0.3 s (docs/faults.md, "Failover latency"). A batch connection carries
-// nothing back, so a read that returns means the peer closed it; the watcher
-// marks it dead, and the next batch goes on a new connection. A write that
-// still fails is retried once on a new connection (Raft tolerates lost and
-// duplicated messages); only when that fails too does dragonboat hear of it.
-type batchConn struct {
+// dragonboat keeps its streams open for as long as messages flow, up to a
+// minute idle, and learns that one broke only when a write fails: the first
+// write after the peer died (a restarted process, a dropped proxy) goes
+// into the void, the next fails, and dragonboat then trips its per-peer
+// circuit breaker and drops every message to that peer, for every shard,
+// for 0.25–1 s. A follower seldom writes to a peer that is not its leader,
+// so its connection to a node restarted earlier was still the dead one when
+// the leader was killed and an election needed it: the (pre-)vote messages
+// were lost and elections took 1.5–2 s instead of 0.2–0.3 s (docs/faults.md,
+// "Failover latency"). A batch connection carries nothing back, so a read
+// that returns means the peer closed it; the watcher marks it dead, and the
+// next write goes on a new connection. A write that still fails is retried
+// once on a new connection (Raft tolerates lost and duplicated messages);
+// only when that fails too does dragonboat hear of it.
+type pairConn struct {
 	ctx    context.Context
 	target string
 	dial   func(context.Context, string) (net.Conn, error)
+	refs   int // streams using it (guarded by raftTransport.mu)
+
+	mu       sync.Mutex
+	cond     sync.Cond // on mu: a write finished
+	pending  []byte    // frames not yet handed to a write
+	spare    []byte    // the previous write's buffer, reused
+	gen      uint64    // the write that will carry pending (writes are numbered from 1)
+	written  uint64    // the last write that finished
+	errs     [8]error  // errs[g%8]: the result of write g
+	writing  bool      // a stream is writing (and owns c, dead)
+	shutdown bool
 
 	c    net.Conn
 	dead chan struct{} // closed when the peer closed c (or sent anything)
-	buf  []byte
 }
 
-// connect dials a new connection and starts its watcher.
-func (b *batchConn) connect() error {
-	c, err := b.dial(b.ctx, b.target)
+// send frames batch into pending and returns once a write carried it.
+func (p *pairConn) send(batch *pb.MessageBatch) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Marshalled in place rather than through appendRaftFrame: passing
+	// batch as an interface moved every batch to the heap.
+	start := len(p.pending)
+	end := start + frameHeader + batch.SizeUpperLimit()
+	if cap(p.pending) < end {
+		grown := make([]byte, start, max(end, 2*cap(p.pending)))
+		copy(grown, p.pending)
+		p.pending = grown
+	}
+	n, err := batch.MarshalTo(p.pending[start+frameHeader : end])
+	if err == nil {
+		_, err = sealRaftFrame(p.pending[start:end], frameBatch, n)
+	}
 	if err != nil {
 		return err
 	}
-	if b.c != nil {
-		b.c.Close()
+	p.pending = p.pending[:start+frameHeader+n]
+	raftTraffic.batches.Add(1)
+	raftTraffic.messages.Add(uint64(len(batch.Requests)))
+	mine := p.gen
+	for p.written < mine {
+		if p.writing {
+			p.cond.Wait()
+			continue
+		}
+		p.writeAll()
+	}
+	if p.written-mine >= uint64(len(p.errs)) {
+		return nil // too long ago to tell; Raft resends what was lost
+	}
+	return p.errs[mine%uint64(len(p.errs))]
+}
+
+// writeAll writes pending until nothing is left; mu is held on entry and
+// exit, not during the writes.
+func (p *pairConn) writeAll() {
+	p.writing = true
+	p.mu.Unlock()
+	runtime.Gosched()
+	p.mu.Lock()
+	for len(p.pending) > 0 {
+		buf, g := p.pending, p.gen
+		p.pending, p.spare = p.spare[:0], nil
+		p.gen++
+		p.mu.Unlock()
+		err := p.write(buf)
+		p.mu.Lock()
+		if cap(buf) <= 4<<20 { // do not pin a rare huge batch
+			p.spare = buf[:0]
+		}
+		p.errs[g%uint64(len(p.errs))] = err
+		p.written = g
+		p.cond.Broadcast()
+	}
+	p.writing = false
+	p.cond.Broadcast()
+}
+
+// ready makes sure a connection is open (dialling it now), so that
+// GetConnection fails as before when the peer cannot be reached.
+func (p *pairConn) ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.writing {
+		p.cond.Wait()
+	}
+	if p.c != nil {
+		return nil
+	}
+	p.writing = true
+	p.mu.Unlock()
+	err := p.connect()
+	p.mu.Lock()
+	p.writing = false
+	p.cond.Broadcast() // streams that queued frames meanwhile write them
+	return err
+}
+
+// connect dials a new connection and starts its watcher; only the writer
+// calls it.
+func (p *pairConn) connect() error {
+	c, err := p.dial(p.ctx, p.target)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.shutdown {
+		p.mu.Unlock()
+		c.Close()
+		return net.ErrClosed
+	}
+	if p.c != nil {
+		p.c.Close()
 	}
 	dead := make(chan struct{})
-	b.c, b.dead = c, dead
+	p.c, p.dead = c, dead
+	p.mu.Unlock()
 	go func() {
 		var one [1]byte
 		c.Read(one[:]) // returns when the peer (or Close) ends it
@@ -357,59 +525,63 @@ func (b *batchConn) connect() error {
 	return nil
 }
 
-func (b *batchConn) broken() bool {
+// deadSignal is closed when the peer closes the current connection.
+func (p *pairConn) deadSignal() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dead
+}
+
+func (p *pairConn) broken() bool {
 	select {
-	case <-b.dead:
+	case <-p.dead:
 		return true
 	default:
 		return false
 	}
 }
 
-func (b *batchConn) Close() { b.c.Close() }
-
-func (b *batchConn) SendMessageBatch(batch pb.MessageBatch) error {
-	// Marshalled here rather than through appendRaftFrame: passing &batch
-	// as an interface moved every batch to the heap.
-	b.buf = frameRoom(b.buf[:0], batch.SizeUpperLimit())
-	n, err := batch.MarshalTo(b.buf[frameHeader:])
-	if err != nil {
-		return err
-	}
-	if b.buf, err = sealRaftFrame(b.buf, frameBatch, n); err != nil {
-		return err
-	}
-	defer func() {
-		if cap(b.buf) > 4<<20 {
-			b.buf = nil // do not pin a rare huge batch
-		}
-	}()
+// write sends buf, redialling a connection the peer closed, and retries
+// once on a new connection; only the writer calls it.
+func (p *pairConn) write(buf []byte) error {
 	redialed := false
-	if b.broken() {
-		if err := b.connect(); err != nil {
+	if p.c == nil || p.broken() {
+		if err := p.connect(); err != nil {
 			return err
 		}
 		redialed = true
 	}
-	if err = b.write(); err == nil || redialed {
+	err := p.writeOnce(buf)
+	if err == nil || redialed {
 		return err
 	}
 	// Declared only on failure: its escaping address would cost an
-	// allocation per batch.
+	// allocation per write.
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return err // a peer that stopped reading gets no second connection
+		return err // a peer that stopped reading gets no second connection now
 	}
-	if err := b.connect(); err != nil {
+	if err := p.connect(); err != nil {
 		return err
 	}
-	return b.write()
+	return p.writeOnce(buf)
 }
 
-func (b *batchConn) write() error {
-	b.c.SetWriteDeadline(time.Now().Add(raftWriteTimeout))
-	_, err := b.c.Write(b.buf)
+func (p *pairConn) writeOnce(buf []byte) error {
+	raftTraffic.writes.Add(1)
+	p.c.SetWriteDeadline(time.Now().Add(raftWriteTimeout))
+	_, err := p.c.Write(buf)
 	return err
+}
+
+func (p *pairConn) close() {
+	p.mu.Lock()
+	p.shutdown = true
+	c := p.c
+	p.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }
 
 // chunkConn streams one snapshot's chunks.

@@ -15,7 +15,9 @@ func (discardConn) SetWriteDeadline(time.Time) error { return nil }
 // BenchmarkSendMessageBatch is the sender's cost of one Raft message batch
 // (framing and marshalling; the socket write is discarded).
 func BenchmarkSendMessageBatch(b *testing.B) {
-	c := &batchConn{c: discardConn{}}
+	p := &pairConn{c: discardConn{}, dead: make(chan struct{}), gen: 1}
+	p.cond.L = &p.mu
+	c := &batchConn{p: p}
 	batch := batchWith(make([]byte, 256))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4/config"
+	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
 
@@ -202,7 +204,7 @@ func TestTransportReplacesConnectionThePeerClosed(t *testing.T) {
 	defer second.Close()
 	bc := conn.(*batchConn)
 	select {
-	case <-bc.dead:
+	case <-bc.p.deadSignal():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the sender never noticed that the peer closed the connection")
 	}
@@ -222,5 +224,89 @@ func TestTransportReplacesConnectionThePeerClosed(t *testing.T) {
 	defer rec2.mu.Unlock()
 	if got := string(rec2.batches[0].Requests[0].Entries[0].Cmd); got != "after-1" {
 		t.Fatalf("the restarted peer's first batch is %q, want after-1", got)
+	}
+}
+
+// dragonboat's streams to one peer share a connection: batches sent from
+// several streams at once all arrive, each stream's in its order, over one
+// accepted connection, and closing one stream leaves the others working
+// until the last one closes the connection.
+func TestTransportStreamsShareOneConnection(t *testing.T) {
+	const streams, each = 4, 50
+	rec := &recorder{got: make(chan struct{}, streams*each+8)}
+	receiver, addr := startTransport(t, rec)
+	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
+	conns := make([]raftio.IConnection, streams)
+	for i := range conns {
+		c, err := sender.GetConnection(context.Background(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	var wg sync.WaitGroup
+	for s, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if err := c.SendMessageBatch(batchWith([]byte(fmt.Sprintf("%d-%d", s, i)))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitBatches(t, rec, streams*each)
+	receiver.mu.Lock()
+	accepted := len(receiver.conns)
+	receiver.mu.Unlock()
+	if accepted != 1 {
+		t.Fatalf("%d connections accepted from one peer, want 1", accepted)
+	}
+	rec.mu.Lock()
+	next := make([]int, streams)
+	for _, b := range rec.batches {
+		var s, i int
+		fmt.Sscanf(string(b.Requests[0].Entries[0].Cmd), "%d-%d", &s, &i)
+		if i != next[s] {
+			t.Fatalf("stream %d: batch %d arrived when %d was due", s, i, next[s])
+		}
+		next[s]++
+	}
+	rec.mu.Unlock()
+
+	conns[0].Close()
+	if err := conns[1].SendMessageBatch(batchWith([]byte("after-close"))); err != nil {
+		t.Fatalf("a stream after another closed: %v", err)
+	}
+	waitBatches(t, rec, streams*each+1)
+	for _, c := range conns[1:] {
+		c.Close()
+	}
+	sender.mu.Lock()
+	left := len(sender.pairs)
+	sender.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d peer connections left after every stream closed", left)
+	}
+}
+
+func waitBatches(t *testing.T, rec *recorder, n int) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		rec.mu.Lock()
+		got := len(rec.batches)
+		rec.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-rec.got:
+		case <-deadline:
+			t.Fatalf("%d of %d batches arrived", got, n)
+		}
 	}
 }
