@@ -33,6 +33,26 @@ type inflight struct {
 	err   error
 }
 
+// inflights are reused: an entry's proposals are copied out of the
+// batcher's slice into one that lives until the entry is answered.
+var inflightPool = sync.Pool{New: func() any { return new(inflight) }}
+
+func newInflight(batch []proposal) *inflight {
+	f := inflightPool.Get().(*inflight)
+	f.props = append(f.props[:0], batch...)
+	return f
+}
+
+// free returns f to the pool once every proposal in it is answered.
+func (f *inflight) free() {
+	clear(f.props) // drop the requests and callbacks
+	if cap(f.props) > 1024 {
+		f.props = nil
+	}
+	f.props, f.rs, f.err = f.props[:0], nil, nil
+	inflightPool.Put(f)
+}
+
 type proposer struct {
 	s        *Shard
 	seen     int64     // anchor: a replicated time (applied, or stamped by this proposer)
@@ -123,22 +143,23 @@ func (p *proposer) run() {
 		}
 		var err error
 		buf, err = statemachine.EncodeCommand(buf[:0], p.stamp(), reqs)
-		props := append([]proposal(nil), batch...)
 		if err != nil {
-			p.fail(props, err)
+			p.fail(batch, err)
 			continue
 		}
+		f := newInflight(batch)
 		p.pending.Add(1)
-		rs, err := p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
+		f.rs, f.err = p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
 		p.entries.Add(1)
-		p.ops.Add(uint64(len(props)))
+		p.ops.Add(uint64(len(batch)))
 		select {
-		case p.inflight <- &inflight{rs: rs, props: props, err: err}:
+		case p.inflight <- f:
 		case <-p.stop:
-			if rs != nil {
-				rs.Release()
+			if f.rs != nil {
+				f.rs.Release()
 			}
-			p.failCode(props, wire.Closed, "shard is stopping")
+			p.failCode(f.props, wire.Closed, "shard is stopping")
+			f.free()
 			return
 		}
 	}
@@ -154,26 +175,43 @@ func (p *proposer) run() {
 // long. At most MaxInflight batches are waited on at a time.
 func (p *proposer) complete() {
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	slots := make(chan struct{}, max(1, p.s.cfg.MaxInflight))
+	work := make(chan *inflight)
+	workers, limit := 0, max(1, p.s.cfg.MaxInflight)
+	defer func() { close(work); wg.Wait() }()
 	for f := range p.inflight {
 		if f.err != nil {
 			p.failed.Add(1)
 			p.pending.Add(-1)
 			p.fail(f.props, f.err)
+			f.free()
 			continue
 		}
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			p.await(f)
-		}()
+		// An idle waiter takes it; otherwise a new one starts, up to
+		// MaxInflight: a goroutine per entry cost an allocation each.
+		select {
+		case work <- f:
+			continue
+		default:
+		}
+		if workers < limit {
+			workers++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.await(f)
+				for f := range work {
+					p.await(f)
+				}
+			}()
+			continue
+		}
+		work <- f
 	}
 }
 
 func (p *proposer) await(f *inflight) {
 	defer p.pending.Add(-1)
+	defer f.free()
 	var res dragonboat.RequestResult
 	select {
 	case res = <-f.rs.ResultC():
