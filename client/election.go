@@ -47,19 +47,7 @@ func (e *Election) Owner() string { return e.owner }
 // (it may campaign again). It fails with ErrNotFound when no such candidate
 // is waiting.
 func (e *Election) HandOver(ctx context.Context, successor string) error {
-	token := e.Token()
-	if token == 0 {
-		return notHeld("leadership of " + e.path)
-	}
-	c := e.s.c
-	req := &wire.Request{Op: wire.OpHandOver, Path: e.path, Token: token, Target: successor, Lease: e.s.lease,
-		Owner: e.owner, Client: c.id, Seq: c.seqs.begin()}
-	defer c.seqs.end(req.Seq)
-	_, err := c.call(ctx, req, c.cfg.requestTimeout)
-	if err == nil || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
-		e.lostLead(token)
-	}
-	return err
+	return e.asLeader(ctx, &wire.Request{Op: wire.OpHandOver, Target: successor}, true)
 }
 
 // Campaign waits until this candidate is elected, with value as its
@@ -94,39 +82,40 @@ func (e *Election) Campaign(ctx context.Context, value []byte) error {
 // Proclaim changes the leader's value without an election. It fails with
 // an error matching ErrNotHolder unless this candidate leads.
 func (e *Election) Proclaim(ctx context.Context, value []byte) error {
-	token := e.Token()
-	if token == 0 {
-		return notHeld("leadership of " + e.path)
-	}
-	c := e.s.c
-	req := &wire.Request{Op: wire.OpProclaim, Path: e.path, Token: token, Value: value, Lease: e.s.lease,
-		Owner: e.owner, Client: c.id, Seq: c.seqs.begin()}
-	defer c.seqs.end(req.Seq)
-	_, err := c.call(ctx, req, c.cfg.requestTimeout)
-	if errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
-		e.lostLead(token)
-	}
-	return err
+	return e.asLeader(ctx, &wire.Request{Op: wire.OpProclaim, Value: value}, false)
 }
 
 // Resign gives up leadership (the next candidate is elected). Resigning when
 // not leader fails with an error matching ErrNotHolder.
 func (e *Election) Resign(ctx context.Context) error {
+	return e.asLeader(ctx, &wire.Request{Op: wire.OpResign}, true)
+}
+
+// asLeader sends req (its op and own fields set) on behalf of this
+// candidate's leadership, naming it by its token. It forgets the leadership
+// when the service says it is gone, and also on success when ends (resign,
+// hand-over).
+func (e *Election) asLeader(ctx context.Context, req *wire.Request, ends bool) error {
 	token := e.Token()
 	if token == 0 {
 		return notHeld("leadership of " + e.path)
 	}
-	err := e.resign(ctx, token)
-	if err == nil || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
+	err := e.send(ctx, req, token)
+	if err == nil && ends || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
 		e.lostLead(token)
 	}
 	return err
 }
 
 func (e *Election) resign(ctx context.Context, token uint64) error {
+	return e.send(ctx, &wire.Request{Op: wire.OpResign}, token)
+}
+
+// send fills in the leadership's token, path and session and sends req.
+func (e *Election) send(ctx context.Context, req *wire.Request, token uint64) error {
 	c := e.s.c
-	req := &wire.Request{Op: wire.OpResign, Path: e.path, Token: token, Lease: e.s.lease, Owner: e.owner,
-		Client: c.id, Seq: c.seqs.begin()}
+	req.Path, req.Token, req.Lease, req.Owner = e.path, token, e.s.lease, e.owner
+	req.Client, req.Seq = c.id, c.seqs.begin()
 	defer c.seqs.end(req.Seq)
 	_, err := c.call(ctx, req, c.cfg.requestTimeout)
 	return err
