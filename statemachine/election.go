@@ -16,12 +16,8 @@ func (s *StateMachine) opProclaim(r *wire.Request, out *wire.Response) *wire.Err
 	if len(r.Value) > s.cfg.MaxValue {
 		return wire.Errorf(wire.TooLarge, "value is %d bytes, over the limit of %d", len(r.Value), s.cfg.MaxValue)
 	}
-	n := s.trie.Find(r.Path)
-	h := holderByToken(n, r.Token)
-	if h == nil {
-		return s.tokenError(r.Token, r.Path)
-	}
-	if err := s.checkHolder(h, r); err != nil {
+	n, h, err := s.tokenHolder(r)
+	if err != nil {
 		return err
 	}
 	if h.mode != wire.Exclusive {

@@ -62,11 +62,8 @@ func (s *StateMachine) opRenew(r *wire.Request, out *wire.Response) *wire.Error 
 	if err := s.checkPath(r.Path); err != nil {
 		return err
 	}
-	h := holderByToken(s.trie.Find(r.Path), r.Token)
-	if h == nil {
-		return s.tokenError(r.Token, r.Path)
-	}
-	if err := s.checkHolder(h, r); err != nil {
+	_, h, err := s.tokenHolder(r)
+	if err != nil {
 		return err
 	}
 	if !h.single {

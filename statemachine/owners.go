@@ -54,6 +54,20 @@ func singleIdentity(r *wire.Request) string {
 	return internIdentity(r.Identity)
 }
 
+// tokenHolder finds the holder of r.Path that r.Token names and checks that
+// r's identity may act for it.
+func (s *StateMachine) tokenHolder(r *wire.Request) (*lockNode, *holder, *wire.Error) {
+	n := s.trie.Find(r.Path)
+	h := holderByToken(n, r.Token)
+	if h == nil {
+		return n, nil, s.tokenError(r.Token, r.Path)
+	}
+	if err := s.checkHolder(h, r); err != nil {
+		return n, nil, err
+	}
+	return n, h, nil
+}
+
 // checkHolder refuses r, which names holder h by its token (release,
 // resign, renew, proclaim, hand-over), when h's lease is bound to another
 // identity: a token is visible to anyone who may read the lock, so holding

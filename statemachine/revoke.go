@@ -75,12 +75,8 @@ func (s *StateMachine) opHandOver(r *wire.Request, out *wire.Response) *wire.Err
 	if err := s.checkPath(r.Path); err != nil {
 		return err
 	}
-	n := s.trie.Find(r.Path)
-	h := holderByToken(n, r.Token)
-	if h == nil {
-		return s.tokenError(r.Token, r.Path)
-	}
-	if err := s.checkHolder(h, r); err != nil {
+	n, h, err := s.tokenHolder(r)
+	if err != nil {
 		return err
 	}
 	if !h.campaign {
