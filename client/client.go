@@ -26,7 +26,7 @@ type Client struct {
 	bg     sync.WaitGroup // the direct router's refresh loop
 	direct *directRouter  // nil when direct routing is off
 
-	keepAlives keepAliveBatcher
+	keepAlives *keepAliveScheduler
 
 	mu       sync.Mutex
 	closed   bool
@@ -48,13 +48,15 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Client, erro
 	c := &Client{cfg: cfg, id: randomID(), seqs: newSeqTracker(),
 		sessions: make(map[*Session]struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.keepAlives.c = c
 	c.pool = newPool(c.ctx, &c.cfg, append([]string(nil), endpoints...), c.id)
 	if err := c.pool.connectFirst(ctx); err != nil {
 		c.cancel()
 		c.pool.close()
 		return nil, err
 	}
+	c.keepAlives = newKeepAliveScheduler(c)
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.keepAlives.run() }()
 	if c.cfg.direct {
 		c.direct = newDirectRouter(c)
 		c.bg.Add(1)

@@ -222,7 +222,7 @@ func TestLockAbortsWhenSessionLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "session timers", func() bool { return clk.pending() == 2 })
+	eventually(t, "the keepalive scheduler's timer", func() bool { return clk.pending() == 1 })
 	errc := make(chan error, 1)
 	go func() { errc <- NewMutex(s, "/locks/a").Lock(testContext(t)) }()
 	ls.nextAcquire(t)

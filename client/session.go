@@ -64,17 +64,14 @@ type Session struct {
 	clock  clock
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	stopc  chan struct{}        // closed to stop the keepalive loop
-	kaOut  chan keepAliveResult // the in-flight keepalive's result (one at a time)
-	done   chan struct{}        // closed when the keepalive loop has exited
+	done   chan struct{} // closed once the session has ended
 	states chan SessionState
+	ka     keepAliveState // the client's keepalive scheduler owns it (keepalive.go)
 
 	mu       sync.Mutex
 	state    SessionState
 	lastAck  time.Time // send time of the last acknowledged keepalive
 	stopOnce sync.Once
-	endState SessionState // the terminal state asked for by stop
-	endCause error
 }
 
 // NewSession starts a session: it picks a random lease key (the lease id is
@@ -89,8 +86,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	key, lease := newLeaseKey()
 	s := &Session{c: c, lease: lease, ttl: cfg.ttl, clock: c.cfg.clock,
-		stopc: make(chan struct{}), done: make(chan struct{}), kaOut: make(chan keepAliveResult, 1),
-		states: make(chan SessionState, stateBuffer)}
+		done: make(chan struct{}), states: make(chan SessionState, stateBuffer)}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	c.cfg.leaseKeys.add(lease, key)
 	sent := s.clock.Now()
@@ -110,7 +106,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	}
 	s.lastAck = sent
 	s.setState(Connected)
-	go s.run()
+	c.keepAlives.add(s, sent)
 	return s, nil
 }
 
@@ -181,103 +177,19 @@ func (s *Session) Close(ctx context.Context) error {
 	return err
 }
 
-// stop ends the keepalive loop and moves to the terminal state st (unless
-// the session already ended).
+// stop takes the session off the keepalive schedule and moves it to the
+// terminal state st (unless it already ended).
 func (s *Session) stop(st SessionState, cause error) {
 	s.stopOnce.Do(func() {
-		s.mu.Lock()
-		s.endState, s.endCause = st, cause
-		s.mu.Unlock()
-		close(s.stopc)
+		if s.c.keepAlives.stop(s) {
+			s.end(st, cause)
+		}
 	})
 	<-s.done
 }
 
 func (s *Session) keepAliveRequest() *wire.Request {
 	return &wire.Request{Op: wire.OpKeepAlive, Lease: s.lease, TTL: millis(s.ttl)}
-}
-
-// keepAliveResult is the outcome of one keepalive attempt.
-type keepAliveResult struct {
-	sent time.Time
-	err  error
-	gone bool // the service reported the lease gone
-}
-
-// run is the keepalive loop. One keepalive is in flight at a time; the
-// local deadline (last acknowledged send + TTL) is watched by its own timer so
-// a hung keepalive cannot delay Lost.
-func (s *Session) run() {
-	defer close(s.done)
-	ctx, cancel := context.WithCancel(s.c.ctx)
-	defer cancel()
-	tick := s.clock.NewTimer(s.ttl / 3)
-	expiry := s.clock.NewTimer(s.untilDeadline())
-	defer func() { tick.Stop(); expiry.Stop() }()
-	var (
-		inflight chan keepAliveResult
-		failures int
-	)
-	for {
-		select {
-		case <-s.stopc:
-			cancel()
-			if inflight != nil {
-				<-inflight
-			}
-			s.mu.Lock()
-			st, cause := s.endState, s.endCause
-			s.mu.Unlock()
-			s.end(st, cause)
-			return
-		case <-tick.C():
-			if inflight != nil {
-				s.setState(Suspended) // the previous keepalive is overdue
-				tick = s.clock.NewTimer(s.ttl / 3)
-				continue
-			}
-			inflight = s.sendKeepAlive(ctx)
-		case r := <-inflight:
-			inflight = nil
-			switch {
-			case r.gone:
-				s.end(Lost, wire.Errorf(wire.SessionExpired, "lease %x: the service reports it gone", s.lease))
-				return
-			case r.err == nil:
-				failures = 0
-				s.acked(r.sent)
-				expiry.Stop()
-				expiry = s.clock.NewTimer(s.untilDeadline())
-				tick = s.clock.NewTimer(s.ttl / 3)
-				s.setState(Connected)
-			default:
-				s.c.cfg.logger.Warn("warden: keepalive failed", "lease", s.lease, "err", r.err)
-				tick = s.clock.NewTimer(min(s.c.cfg.backoff.Delay(failures), s.ttl/3))
-				failures++
-				s.setState(Suspended)
-			}
-		case <-expiry.C():
-			if d := s.untilDeadline(); d > 0 {
-				expiry = s.clock.NewTimer(d)
-				continue
-			}
-			cancel()
-			if inflight != nil {
-				<-inflight
-			}
-			s.end(Lost, wire.Errorf(wire.SessionExpired,
-				"lease %x: no keepalive acknowledged within its TTL of %s", s.lease, s.ttl))
-			return
-		}
-	}
-}
-
-// sendKeepAlive starts one keepalive attempt; its result arrives on the
-// returned channel. The client batches it with other sessions' keepalives.
-// run receives every result before it sends again, so the session's one
-// channel is empty here.
-func (s *Session) sendKeepAlive(ctx context.Context) chan keepAliveResult {
-	return s.c.keepAlives.submit(s.lease, s.clock.Now(), s.kaOut)
 }
 
 func (s *Session) acked(sent time.Time) {
@@ -324,6 +236,7 @@ func (s *Session) setStateLocked(st SessionState) {
 }
 
 // end moves to a terminal state, cancels the context and closes States.
+// It runs once per session: whoever marks the schedule's state ended calls it.
 func (s *Session) end(st SessionState, cause error) {
 	s.cancel(cause) // before publishing: whoever sees Lost finds Done closed
 	s.mu.Lock()
@@ -336,6 +249,7 @@ func (s *Session) end(st SessionState, cause error) {
 	}
 	s.mu.Unlock()
 	s.c.untrack(s)
+	close(s.done)
 }
 
 // once sends req on one connection, one attempt, no retry: for callers that

@@ -63,7 +63,7 @@ func newScriptedSession(t *testing.T, ttl time.Duration) (*Session, *keepAliveSc
 	if st := nextState(t, s); st != Connected {
 		t.Fatalf("first state = %s, want connected", st)
 	}
-	eventually(t, "keepalive and expiry timers", func() bool { return clk.pending() == 2 })
+	eventually(t, "the keepalive scheduler's timer", func() bool { return clk.pending() == 1 })
 	return s, script, clk, srv
 }
 
