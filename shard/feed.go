@@ -1,10 +1,10 @@
 package shard
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -45,29 +45,39 @@ type History func(from, to uint64, limit int) ([]wire.Event, error)
 const maxReplay = 100000
 
 type feed struct {
-	history History // nil: only the ring
-	mu      sync.Mutex
-	max     int // capacity the ring may grow to
-	ring    []wire.Event
-	start   int    // index of the oldest event in ring
-	n       int    // events in ring
-	last    uint64 // revision of the newest event seen
-	nextID  uint64
-	subs    map[uint64]*subscription
+	history  History // nil: only the ring
+	mu       sync.Mutex
+	max      int // events the ring may hold
+	maxBytes int // memory the ring may use: its slots plus the bytes its events hold
+	ring     []wire.Event
+	start    int    // index of the oldest event in ring
+	n        int    // events in ring
+	bytes    int    // string and value bytes held by the events in ring
+	last     uint64 // revision of the newest event seen
+	nextID   uint64
+	subs     map[uint64]*subscription
+	arena    eventArena
+	fresh    []wire.Event // the events of one append, copied (reused)
 }
 
-// newFeed makes a feed retaining up to capacity events. The ring starts
-// small and grows as events arrive, so idle shards cost little memory.
-func newFeed(capacity int) *feed {
-	return &feed{max: capacity, ring: make([]wire.Event, min(capacity, 64)), subs: make(map[uint64]*subscription)}
+// eventSize is what one ring slot costs.
+const eventSize = int(unsafe.Sizeof(wire.Event{}))
+
+// newFeed makes a feed retaining up to capacity events and maxBytes of
+// memory (slots plus the bytes of their paths, owners and values). The ring
+// starts small and grows as events arrive, so idle shards cost little.
+func newFeed(capacity, maxBytes int) *feed {
+	return &feed{max: capacity, maxBytes: maxBytes, ring: make([]wire.Event, min(capacity, 64)), subs: make(map[uint64]*subscription)}
 }
 
-// grow doubles the ring (up to max), keeping events in order.
+// grow doubles the ring (up to max and within maxBytes), keeping events in
+// order.
 func (f *feed) grow() bool {
-	if len(f.ring) >= f.max {
+	size := min(2*len(f.ring), f.max)
+	if size <= len(f.ring) || size*eventSize+f.bytes > f.maxBytes {
 		return false
 	}
-	next := make([]wire.Event, min(2*len(f.ring), f.max))
+	next := make([]wire.Event, size)
 	for i := 0; i < f.n; i++ {
 		next[i] = f.at(i)
 	}
@@ -75,49 +85,92 @@ func (f *feed) grow() bool {
 	return true
 }
 
-// append records events (copied into the ring: events is reused by the
-// state machine) and delivers them to matching watches.
+// dropOldest forgets the oldest event.
+func (f *feed) dropOldest() {
+	f.bytes -= eventBytes(&f.ring[f.start])
+	f.ring[f.start] = wire.Event{}
+	f.start = (f.start + 1) % len(f.ring)
+	f.n--
+}
+
+func eventBytes(ev *wire.Event) int { return len(ev.Path) + len(ev.Owner) + len(ev.Value) }
+
+// append records events and delivers them to matching watches. The events
+// are copied, with their strings and values in the feed's own arena: events
+// is reused by the state machine, and its strings point into whole decoded
+// Raft entries that the ring must not keep alive.
 func (f *feed) append(events []wire.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.fresh = f.fresh[:0]
 	for i := range events {
 		ev := events[i]
+		ev.Path = f.arena.string(ev.Path)
+		ev.Owner = f.arena.string(ev.Owner)
 		if ev.Value != nil {
-			ev.Value = append([]byte(nil), ev.Value...)
+			ev.Value = f.arena.bytes(ev.Value)
 		}
+		f.fresh = append(f.fresh, ev)
 		if f.n == len(f.ring) && !f.grow() {
-			f.ring[f.start] = ev
-			f.start = (f.start + 1) % len(f.ring)
-		} else {
-			f.ring[(f.start+f.n)%len(f.ring)] = ev
-			f.n++
+			f.dropOldest()
+		}
+		f.ring[(f.start+f.n)%len(f.ring)] = ev
+		f.n++
+		f.bytes += eventBytes(&ev)
+		for f.n > 1 && len(f.ring)*eventSize+f.bytes > f.maxBytes {
+			f.dropOldest()
 		}
 		f.last = ev.Rev
 	}
 	if len(f.subs) == 0 {
 		return
 	}
-	// The new events are the ring's last ones, unless there were more
-	// than it holds.
-	overflow := len(events) > f.n
 	for id, s := range f.subs {
 		var out []wire.Event
-		for i := range events {
-			var ev wire.Event
-			if overflow {
-				ev = events[i]
-				ev.Value = bytes.Clone(ev.Value)
-			} else {
-				ev = f.at(f.n - len(events) + i)
-			}
-			if s.matches(&ev) {
-				out = append(out, ev)
+		for i := range f.fresh {
+			if s.matches(&f.fresh[i]) {
+				out = append(out, f.fresh[i])
 			}
 		}
 		if len(out) > 0 && !s.sub.Send(out) {
 			delete(f.subs, id)
 		}
 	}
+}
+
+// eventArena holds the strings and values of the feed's events in shared
+// chunks, so an event costs no allocation of its own and pins nothing else.
+// Bytes written are never changed: a chunk is dropped, not reused, when full,
+// and lives as long as any event (in the ring or a watch's queue) uses it.
+type eventArena struct{ chunk []byte }
+
+const arenaChunk = 64 << 10
+
+func (a *eventArena) alloc(b []byte) []byte {
+	if len(b) > arenaChunk/8 {
+		return append([]byte(nil), b...)
+	}
+	if cap(a.chunk)-len(a.chunk) < len(b) {
+		a.chunk = make([]byte, 0, arenaChunk)
+	}
+	off := len(a.chunk)
+	a.chunk = append(a.chunk, b...)
+	return a.chunk[off:len(a.chunk):len(a.chunk)]
+}
+
+func (a *eventArena) string(s string) string {
+	if s == "" {
+		return ""
+	}
+	b := a.alloc(unsafe.Slice(unsafe.StringData(s), len(s))) // only read
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+func (a *eventArena) bytes(v []byte) []byte {
+	if len(v) == 0 {
+		return []byte{}
+	}
+	return a.alloc(v)
 }
 
 func (f *feed) at(i int) wire.Event { return f.ring[(f.start+i)%len(f.ring)] }

@@ -2,7 +2,9 @@ package shard
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -29,7 +31,7 @@ func evs(from, to uint64, path string) []wire.Event {
 }
 
 func TestFeedReplaysFromRevisionThenFollows(t *testing.T) {
-	f := newFeed(8)
+	f := newFeed(8, 1<<30)
 	f.append(evs(1, 5, "/a/b/k"))
 	sub := &recordingSub{room: -1}
 	if _, after, err := f.subscribe("/a/b", true, 3, sub); err != nil || after != 5 {
@@ -53,7 +55,7 @@ func TestFeedReplaysFromRevisionThenFollows(t *testing.T) {
 }
 
 func TestFeedReportsCompaction(t *testing.T) {
-	f := newFeed(4)
+	f := newFeed(4, 1<<30)
 	f.append(evs(1, 10, "/a/b"))
 	_, _, err := f.subscribe("/a/b", false, 2, &recordingSub{room: -1})
 	if !errors.Is(err, wire.ErrCompacted) {
@@ -65,7 +67,7 @@ func TestFeedReportsCompaction(t *testing.T) {
 }
 
 func TestFeedDropsSlowConsumer(t *testing.T) {
-	f := newFeed(16)
+	f := newFeed(16, 1<<30)
 	slow := &recordingSub{room: 2}
 	f.subscribe("/a/b", false, 0, slow)
 	f.append(evs(1, 2, "/a/b"))
@@ -80,7 +82,7 @@ func TestFeedDropsSlowConsumer(t *testing.T) {
 }
 
 func TestFeedCopiesValues(t *testing.T) {
-	f := newFeed(4)
+	f := newFeed(4, 1<<30)
 	sub := &recordingSub{room: -1}
 	f.subscribe("/a/b", false, 0, sub)
 	in := evs(1, 1, "/a/b")
@@ -120,7 +122,7 @@ func TestParkedRetryReplacesOlderCopy(t *testing.T) {
 }
 
 func TestFeedGrowsUpToItsCapacity(t *testing.T) {
-	f := newFeed(1000)
+	f := newFeed(1000, 1<<30)
 	f.append(evs(1, 700, "/a/b"))
 	sub := &recordingSub{room: -1}
 	if _, _, err := f.subscribe("/a/b", false, 1, sub); err != nil || len(sub.got) != 700 {
@@ -169,7 +171,7 @@ func TestFeedResumesFromHistory(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFeed(4)
+			f := newFeed(4, 1<<30)
 			f.history = historyOf(tc.stored)
 			f.append(tc.ring)
 			sub := &recordingSub{room: -1}
@@ -197,5 +199,52 @@ func TestFeedResumesFromHistory(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The ring keeps within its byte budget, dropping the oldest events, and a
+// watch from a dropped revision is told Compacted (resumable elsewhere).
+func TestFeedStaysWithinItsBytes(t *testing.T) {
+	const budget = 64 << 10
+	f := newFeed(1<<20, budget)
+	long := "/a/b/" + strings.Repeat("k", 200)
+	for r := uint64(1); r <= 5000; r++ {
+		f.append(evs(r, r, long))
+		if used := len(f.ring)*eventSize + f.bytes; used > budget {
+			t.Fatalf("after %d events the ring uses %d bytes, budget %d", r, used, budget)
+		}
+	}
+	if f.n < 100 || f.at(f.n-1).Rev != 5000 {
+		t.Fatalf("ring holds %d events ending at %d; want the newest ones", f.n, f.at(f.n-1).Rev)
+	}
+	if _, _, err := f.subscribe("/a/b", true, 1, &recordingSub{room: -1}); !errors.Is(err, wire.ErrCompacted) {
+		t.Fatalf("watch from a dropped revision: %v, want Compacted", err)
+	}
+}
+
+// Events in the ring do not point into the caller's memory: the state
+// machine's decoded strings are substrings of whole Raft entries, which the
+// ring must not keep alive.
+func TestFeedEventsDoNotPinTheirSource(t *testing.T) {
+	entry := strings.Repeat("x", 1<<16) + "/a/b/kowner"
+	path, owner := entry[1<<16:1<<16+6], entry[1<<16+6:]
+	value := []byte(entry)[:4]
+	f := newFeed(8, 1<<30)
+	sub := &recordingSub{room: -1}
+	if _, _, err := f.subscribe("/a", true, 0, sub); err != nil {
+		t.Fatal(err)
+	}
+	f.append([]wire.Event{{Rev: 1, Path: path, Owner: owner, Value: value}})
+	inEntry := func(p *byte) bool {
+		lo := uintptr(unsafe.Pointer(unsafe.StringData(entry)))
+		return uintptr(unsafe.Pointer(p)) >= lo && uintptr(unsafe.Pointer(p)) < lo+uintptr(len(entry))
+	}
+	for _, ev := range []wire.Event{f.at(0), sub.got[0]} {
+		if ev.Path != path || ev.Owner != owner || string(ev.Value) != "xxxx" {
+			t.Fatalf("event %+v, want the appended one", ev)
+		}
+		if inEntry(unsafe.StringData(ev.Path)) || inEntry(unsafe.StringData(ev.Owner)) || &ev.Value[0] == &value[0] {
+			t.Fatal("the feed's event points into the appended event's memory")
+		}
 	}
 }

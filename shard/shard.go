@@ -22,7 +22,11 @@ type Config struct {
 	ProposalTimeout time.Duration // default 5 s
 	ReadTimeout     time.Duration // default 5 s
 	FeedSize        int           // events retained for watches (default 65536)
-	LessorTick      time.Duration // how often deadlines are checked (default 20 ms)
+	// FeedBytes bounds the memory of the watch ring: its slots plus the
+	// paths, owners and values of its events (default 4 MiB). Older
+	// revisions come from the audit store when it is on.
+	FeedBytes  int
+	LessorTick time.Duration // how often deadlines are checked (default 20 ms)
 	// CheckpointInterval is how often the leader records the time left on
 	// leases that nobody keeps alive (default 250 ms; lessor_checkpoint.go).
 	CheckpointInterval time.Duration
@@ -43,6 +47,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxInflight, 32)
 	def(&c.QueueDepth, 65536)
 	def(&c.FeedSize, 65536)
+	def(&c.FeedBytes, 4<<20)
 	if c.ProposalTimeout <= 0 {
 		c.ProposalTimeout = 5 * time.Second
 	}
@@ -100,7 +105,7 @@ func newShard(h *Host, id uint64) *Shard {
 		parked:    newParkedSet(),
 		stopc:     make(chan struct{}),
 	}
-	s.feed = newFeed(s.cfg.FeedSize)
+	s.feed = newFeed(s.cfg.FeedSize, s.cfg.FeedBytes)
 	if rec := h.cfg.Recorder; rec != nil {
 		s.feed.history = func(from, to uint64, limit int) ([]wire.Event, error) {
 			return rec.History(id, from, to, limit)
