@@ -40,7 +40,8 @@ type fileConfig struct {
 	AuditMaxBytes   int64    `yaml:"audit-max-bytes"`
 	NoAudit         bool     `yaml:"no-audit"`
 	NoLeaderBalance bool     `yaml:"no-leader-balance"`
-	LockDelay       string   `yaml:"lock-delay"` // default lock-delay (a duration; the same on every node)
+	LockDelay       string   `yaml:"lock-delay"`   // default lock-delay (a duration; the same on every node)
+	MemoryLimit     string   `yaml:"memory-limit"` // soft memory limit: auto, off or a size (memlimit.go)
 }
 
 func serveCmd() *cobra.Command {
@@ -80,6 +81,11 @@ func serveCmd() *cobra.Command {
 			if err := sec.apply(&cfg); err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
+			limit, err := applyMemoryLimit(fc.MemoryLimit)
+			if err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
+			cfg.Log.Info("soft memory limit", "bytes", limit)
 			return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
 		},
 	}
@@ -105,6 +111,7 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&fc.NoAudit, "no-audit", false, "keep no audit trail (watches then resume only from the in-memory ring)")
 	f.BoolVar(&fc.NoLeaderBalance, "no-leader-balance", false, "leave shard leaders where elections and warden shards transfer put them (every node: the meta leader balances)")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
+	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
 	withObservability(cmd)
 	return cmd
 }
@@ -143,6 +150,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("no-audit", func() { fc.NoAudit = fc.NoAudit || fromFile.NoAudit })
 	set("no-leader-balance", func() { fc.NoLeaderBalance = fc.NoLeaderBalance || fromFile.NoLeaderBalance })
 	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
+	set("memory-limit", func() { fc.MemoryLimit = pickS(fromFile.MemoryLimit, fc.MemoryLimit) })
 	return nil
 }
 
