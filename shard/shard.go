@@ -18,7 +18,7 @@ type Config struct {
 	MaxBatchOps     int           // client operations per Raft entry (default 2048)
 	MaxBatchBytes   int           // bytes per Raft entry (default 512 KiB)
 	MaxInflight     int           // entries proposed but not yet applied (default 32)
-	QueueDepth      int           // operations waiting to be batched (default 65536)
+	QueueDepth      int           // operations waiting to be batched (default 16384; a full queue blocks the sender)
 	ProposalTimeout time.Duration // default 5 s
 	ReadTimeout     time.Duration // default 5 s
 	FeedSize        int           // events retained for watches (default 65536)
@@ -45,7 +45,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBatchOps, 2048)
 	def(&c.MaxBatchBytes, 512<<10)
 	def(&c.MaxInflight, 32)
-	def(&c.QueueDepth, 65536)
+	def(&c.QueueDepth, 16384)
 	def(&c.FeedSize, 65536)
 	def(&c.FeedBytes, 4<<20)
 	if c.ProposalTimeout <= 0 {
