@@ -32,6 +32,14 @@ type Held interface {
 	Unlock(ctx context.Context) error
 }
 
+// MultiLocker is a Client that can take several locks in one request (all
+// or nothing); the held scenario uses it to fill faster.
+type MultiLocker interface {
+	// LockAll acquires every path exclusively; the paths share a namespace
+	// (one shard).
+	LockAll(ctx context.Context, paths []string) (Held, error)
+}
+
 // Elector is a Client that can run leader elections.
 type Elector interface {
 	// Campaign returns once this client leads the election at path.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -183,6 +184,17 @@ type wardenClient struct {
 func (w *wardenClient) Lock(ctx context.Context, path string) (Held, error) {
 	m := client.NewMutex(w.s, path)
 	if err := m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// LockAll takes paths in one AcquireMulti, under one owner of the same
+// length as a Mutex's (so the servers hold the same bytes per lock).
+func (w *wardenClient) LockAll(ctx context.Context, paths []string) (Held, error) {
+	owner := fmt.Sprintf("%016x-%06x", rand.Uint64(), rand.Uint32()&0xffffff)
+	m, err := client.LockAll(ctx, w.s, paths, client.WithOwner(owner))
+	if err != nil {
 		return nil, err
 	}
 	return m, nil
