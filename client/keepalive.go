@@ -154,7 +154,7 @@ func (k *keepAliveScheduler) serve() time.Time {
 			ka.sendAt = now.Add(s.ttl / 3)
 		default:
 			ka.inflight = true
-			ka.sendAt = ka.deadline // settle reschedules it
+			ka.sendAt = now.Add(s.ttl / 3) // unanswered by then: Suspended (settle reschedules)
 			send = append(send, s)
 		}
 		heap.Push(&k.due, s)

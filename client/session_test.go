@@ -13,7 +13,7 @@ import (
 
 // keepAliveScript answers keepalives with whatever mode holds.
 type keepAliveScript struct {
-	mode atomic.Int32 // 0 ok, 1 unavailable, 2 lease gone
+	mode atomic.Int32 // 0 ok, 1 unavailable, 2 lease gone, 3 no answer
 }
 
 func (k *keepAliveScript) handle(fc *fakeConn, req *wire.Request) {
@@ -22,6 +22,8 @@ func (k *keepAliveScript) handle(fc *fakeConn, req *wire.Request) {
 		return
 	}
 	switch k.mode.Load() {
+	case 3:
+		return // the keepalive hangs
 	case 1:
 		fc.answer(req, wire.Response{Code: wire.Unavailable})
 	case 2: // every lease named is gone (keepalives arrive batched in Leases)
@@ -193,5 +195,24 @@ func TestSessionNotLiveOnceItsDeadlinePassed(t *testing.T) {
 	}
 	if m.IsHeld() {
 		t.Fatal("IsHeld after the session's deadline passed")
+	}
+}
+
+// A keepalive that is not answered within TTL/3 suspends the session; one
+// that never is lets the local deadline end it, without waiting for the
+// request to time out.
+func TestSessionSuspendedWhileKeepAliveHangs(t *testing.T) {
+	const ttl = 9 * time.Second
+	s, script, clk, _ := newScriptedSession(t, ttl)
+	script.mode.Store(3)
+	clk.Advance(ttl / 3) // the keepalive goes out and hangs
+	eventually(t, "the overdue timer", func() bool { return clk.pending() == 1 })
+	clk.Advance(ttl / 3)
+	if st := nextState(t, s); st != Suspended {
+		t.Fatalf("with the keepalive overdue: %s, want suspended", st)
+	}
+	clk.Advance(ttl / 3)
+	if st := nextState(t, s); st != Lost {
+		t.Fatalf("at the deadline: %s, want lost", st)
 	}
 }
