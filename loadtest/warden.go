@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"hash/fnv"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -190,10 +190,20 @@ func (w *wardenClient) Lock(ctx context.Context, path string) (Held, error) {
 }
 
 // LockAll takes paths in one AcquireMulti, under one owner of the same
-// length as a Mutex's (so the servers hold the same bytes per lock).
+// length as a Mutex's (so the servers hold the same bytes per lock). The
+// owner depends only on the session and the first path, so a retry after
+// an ambiguous failure that did apply is told SelfConflict (multi-locks
+// never wait), never left waiting on itself.
 func (w *wardenClient) LockAll(ctx context.Context, paths []string) (Held, error) {
-	owner := fmt.Sprintf("%016x-%06x", rand.Uint64(), rand.Uint32()&0xffffff)
+	h := fnv.New32a()
+	h.Write([]byte(paths[0]))
+	owner := fmt.Sprintf("%016x-%06x", w.s.Lease(), h.Sum32()&0xffffff)
 	m, err := client.LockAll(ctx, w.s, paths, client.WithOwner(owner))
+	if errors.Is(err, client.ErrSelfConflict) {
+		// This owner already holds them: an earlier attempt that failed
+		// as ambiguous did apply. Closing the session releases them.
+		return unlockFunc(func(context.Context) error { return nil }), nil
+	}
 	if err != nil {
 		return nil, err
 	}
