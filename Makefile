@@ -56,17 +56,24 @@ bench: deps
 	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./statemachine/ ./hierarchy/ ./wire/ | tee $(BENCH_OUT)/statemachine.txt
 	$(GO) test -run='^$$' -bench=. -benchtime=3s -count=3 ./node/ | tee $(BENCH_OUT)/cluster.txt
 
-# The same load over 1, 2, 4 and 8 shard leaders on 3 and 5 nodes (about 3
-# minutes); writes $(BENCH_OUT)/scaling.md, the input of docs/scaling.md.
-# SCALING_SECONDS per row; SCALING_BATCH bounds each leader's pipeline
-# (operations per entry, one entry in flight; 0 = server defaults).
-SCALING_SECONDS ?= 5
-SCALING_BATCH ?= 8
-bench-scaling: deps
-	@mkdir -p $(BENCH_OUT)
-	WARDEN_SCALING_OUT=$(CURDIR)/$(BENCH_OUT)/scaling.md WARDEN_SCALING_SECONDS=$(SCALING_SECONDS) \
-	  WARDEN_SCALING_BATCH=$(SCALING_BATCH) \
-	  $(GO) test -run '^$$' -bench BenchmarkShardLeaders -benchtime 1x -timeout 30m ./node/
+# The same closed-loop load over 1, 2, 4 and 8 shard leaders on 3 and 5
+# nodes, each node a `warden serve` process in its own cgroup limited to
+# SCALING_CPU cores, i.e. a machine's CPU budget (cgroups need root). About
+# 5 minutes, stops by itself; writes $(BENCH_OUT)/scaling.md, the input of
+# docs/scaling.md. SCALING_SECONDS measured per row; SCALING_CLIENTS
+# workers, one operation in flight each; SCALING_CPU cores per node (0: no
+# quotas); SCALING_BATCH > 0 bounds each leader to that many operations per
+# entry with one entry in flight (0: the server defaults); SCALING_FLAGS
+# passes more flags (e.g. --append, --nodes 5, --leaders 1,8).
+SCALING_SECONDS ?= 15
+SCALING_CLIENTS ?= 256
+SCALING_CPU ?= 0.25
+SCALING_BATCH ?= 0
+SCALING_FLAGS ?=
+bench-scaling: build
+	$(GO) run ./loadtest/cmd/benchscaling --warden $(BIN) --out $(BENCH_OUT)/scaling.md \
+	  --duration $(SCALING_SECONDS)s --clients $(SCALING_CLIENTS) --cpu $(SCALING_CPU) \
+	  --batch $(SCALING_BATCH) $(SCALING_FLAGS)
 
 # Warden alone: 3 processes per shard count (1..16), the scenario set at 8
 # shards, CPU profiles; writes $(BENCH_OUT)/load.{md,json,html} and profiles/.

@@ -43,8 +43,8 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
-// procRSS returns the resident set size of pid in bytes.
-func procRSS(pid int) (int64, error) {
+// ProcRSS returns the resident set size of pid in bytes.
+func ProcRSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err

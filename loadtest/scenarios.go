@@ -413,7 +413,7 @@ func held(e *env) error {
 func (e *env) rssSample() map[int]int64 {
 	out := map[int]int64{}
 	for _, pid := range e.cfg.PIDs {
-		if b, err := procRSS(pid); err == nil {
+		if b, err := ProcRSS(pid); err == nil {
 			out[pid] = b
 		}
 	}

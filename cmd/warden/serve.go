@@ -42,6 +42,8 @@ type fileConfig struct {
 	NoLeaderBalance bool     `yaml:"no-leader-balance"`
 	LockDelay       string   `yaml:"lock-delay"`   // default lock-delay (a duration; the same on every node)
 	MemoryLimit     string   `yaml:"memory-limit"` // soft memory limit: auto, off or a size (memlimit.go)
+	MaxBatchOps     int      `yaml:"max-batch-ops"`
+	MaxInflight     int      `yaml:"max-inflight-entries"`
 }
 
 func serveCmd() *cobra.Command {
@@ -110,6 +112,8 @@ func serveCmd() *cobra.Command {
 	f.Int64Var(&fc.AuditMaxBytes, "audit-max-bytes", 1<<30, "size the audit store is trimmed to, oldest records first")
 	f.BoolVar(&fc.NoAudit, "no-audit", false, "keep no audit trail (watches then resume only from the in-memory ring)")
 	f.BoolVar(&fc.NoLeaderBalance, "no-leader-balance", false, "leave shard leaders where elections and warden shards transfer put them (every node: the meta leader balances)")
+	f.IntVar(&fc.MaxBatchOps, "max-batch-ops", 0, "client operations per Raft entry, per shard leader (0: 2048)")
+	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
 	withObservability(cmd)
@@ -176,6 +180,10 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	}
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
 	cfg.NoLeaderBalance = fc.NoLeaderBalance
+	if fc.MaxBatchOps < 0 || fc.MaxInflight < 0 {
+		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
+	}
+	cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight = fc.MaxBatchOps, fc.MaxInflight
 	if fc.AuditRetention != "" {
 		d, err := time.ParseDuration(fc.AuditRetention)
 		if err != nil || d <= 0 {

@@ -1,5 +1,6 @@
 // Package harness starts server processes on 127.0.0.1 for load tests: a
-// 3-process Warden cluster here, its peers in loadtest/peers. Every process
+// Warden cluster of any size here (each node optionally in its own
+// CPU-limited cgroup), its peers in loadtest/peers. Every process
 // runs in its own process group under a deadline and is killed on Stop.
 package harness
 
@@ -88,6 +89,9 @@ func (p *Proc) Tail() string {
 type Group struct {
 	Procs []*Proc
 	Dir   string // temp dir removed on Stop
+	// CPU holds each process's CPU limit (same order as Procs) when the
+	// group was started with one; removed on Stop.
+	CPU []*CPULimit
 }
 
 // PIDs lists the processes' ids.
@@ -104,6 +108,12 @@ func (g *Group) Stop() {
 	for _, p := range g.Procs {
 		p.Stop()
 	}
+	for _, l := range g.CPU {
+		if err := l.Remove(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	g.CPU = nil
 	if g.Dir != "" {
 		_ = os.RemoveAll(g.Dir)
 	}
@@ -145,21 +155,34 @@ func Ports(base, n int) []string {
 // WardenOptions shape a local Warden cluster.
 type WardenOptions struct {
 	Binary   string // bin/warden
+	Nodes    int    // node processes (default 3)
 	Shards   int
+	Replicas int      // replicas per data shard (0: on every node)
 	BasePort int      // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
 	Verb     string   // "serve" (default) or "bench node" (adds pprof)
 	Args     []string // more flags for every node (e.g. --no-audit)
+	// CPUCores > 0 puts every node in its own cgroup limited to that many
+	// CPUs, enforced every CPUPeriod (default 10 ms): each node then has
+	// a machine's fixed CPU budget (NewCPULimit).
+	CPUCores  float64
+	CPUPeriod time.Duration
 }
 
-// StartWarden starts 3 Warden nodes as 3 processes and returns their client
-// endpoints once they listen.
+// StartWarden starts o.Nodes Warden nodes as processes and returns their
+// client endpoints once they listen.
 func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error) {
+	if o.Nodes <= 0 {
+		o.Nodes = 3
+	}
+	if o.CPUPeriod <= 0 {
+		o.CPUPeriod = 10 * time.Millisecond
+	}
 	dir, err := os.MkdirTemp("", "warden-bench-")
 	if err != nil {
 		return nil, nil, err
 	}
 	g := &Group{Dir: dir}
-	clients, raft := Ports(o.BasePort, 3), Ports(o.BasePort+100, 3)
+	clients, raft := Ports(o.BasePort, o.Nodes), Ports(o.BasePort+100, o.Nodes)
 	var members []string
 	for i, r := range raft {
 		members = append(members, fmt.Sprintf("%d=%s", i+1, r))
@@ -168,21 +191,40 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 	if len(verb) == 0 {
 		verb = []string{"serve"}
 	}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < o.Nodes; i++ {
 		argv := append([]string{o.Binary}, verb...)
 		argv = append(argv, "--id", fmt.Sprint(i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
 			"--listen", clients[i], "--raft", raft[i], "--members", strings.Join(members, ","),
 			"--shards", fmt.Sprint(o.Shards), "--plaintext")
+		if o.Replicas > 0 {
+			argv = append(argv, "--replicas", fmt.Sprint(o.Replicas))
+		}
 		if len(verb) > 1 {
 			argv = append(argv, "--pprof", fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i))
 		}
 		argv = append(argv, o.Args...)
+		var limit *CPULimit
+		if o.CPUCores > 0 {
+			if limit, err = NewCPULimit(fmt.Sprintf("node%d", i+1), o.CPUCores, o.CPUPeriod); err != nil {
+				g.Stop()
+				return nil, nil, err
+			}
+			g.CPU = append(g.CPU, limit)
+		}
 		p, err := Start(ctx, fmt.Sprintf("warden%d", i+1), filepath.Join(dir, fmt.Sprintf("node%d.log", i+1)), nil, argv...)
 		if err != nil {
 			g.Stop()
 			return nil, nil, err
 		}
 		g.Procs = append(g.Procs, p)
+		if limit != nil {
+			// The process ran unlimited for the moment since its start;
+			// from here on every thread of it is inside the quota.
+			if err := limit.Add(p.PID()); err != nil {
+				g.Stop()
+				return nil, nil, err
+			}
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
