@@ -117,10 +117,10 @@ func main() {
 // row is one configuration's figures.
 type row struct {
 	nodes, leaders int
-	leadersOn      []int // shard leaders per node (index: node-1)
-	replicasOn     []int // data shard replicas per node
+	leadersOn      []int     // shard leaders per node (index: node-1)
+	replicasOn     []int     // data shard replicas per node
 	rss            []float64 // resident memory per node after the load, MB
-	moved          int   // shards whose leader changed during the measurement
+	moved          int       // shards whose leader changed during the measurement
 	opsPerSec      float64
 	perLeader      []float64 // ops/s each leader put into Raft entries
 	opsPerEntry    float64
