@@ -43,6 +43,7 @@ type options struct {
 	cpu             float64
 	period          time.Duration
 	clients         int
+	perLeader       int
 	duration        time.Duration
 	warmup          time.Duration
 	batch           int
@@ -66,7 +67,8 @@ func main() {
 	flag.StringVar(&leaders, "leaders", "1,2,4,8", "shard leader counts (one data shard each)")
 	flag.Float64Var(&o.cpu, "cpu", 0.25, "CPU quota of every node, in cores (0: no cgroups, every node shares the machine)")
 	flag.DurationVar(&o.period, "cpu-period", 10*time.Millisecond, "CFS period the quota is enforced over (short: small throttling bursts)")
-	flag.IntVar(&o.clients, "clients", 64, "closed-loop workers, one operation in flight each")
+	flag.IntVar(&o.clients, "clients", 256, "closed-loop workers, one operation in flight each")
+	flag.IntVar(&o.perLeader, "clients-per-leader", 0, "> 0: instead of --clients, this many workers per shard leader (the load grows with the leaders)")
 	flag.DurationVar(&o.duration, "duration", 15*time.Second, "measured time per row")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "load before measuring, per row")
 	flag.IntVar(&o.batch, "batch", 0, "> 0: every leader puts at most this many operations in an entry, with one entry in flight (a latency-bound leader); 0: the server defaults")
@@ -117,9 +119,10 @@ func main() {
 // row is one configuration's figures.
 type row struct {
 	nodes, leaders int
-	leadersOn      []int     // shard leaders per node (index: node-1)
-	replicasOn     []int     // data shard replicas per node
-	rss            []float64 // resident memory per node after the load, MB
+	leadersOn      []int // shard leaders per node (index: node-1)
+	replicasOn     []int // data shard replicas per node
+	clients        int
+	idleRSS, rss   []float64 // resident memory per node before and after the load, MB
 	moved          int       // shards whose leader changed during the measurement
 	opsPerSec      float64
 	perLeader      []float64 // ops/s each leader put into Raft entries
@@ -156,7 +159,10 @@ func (r row) nodeCPU(quota float64) string {
 
 // measure runs one configuration on a fresh cluster.
 func measure(ctx context.Context, o options, nodes, leaders, port int) (row, error) {
-	r := row{nodes: nodes, leaders: leaders}
+	r := row{nodes: nodes, leaders: leaders, clients: o.clients}
+	if o.perLeader > 0 {
+		r.clients = o.perLeader * leaders
+	}
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: nodes, Shards: leaders,
 		Replicas: 3, BasePort: port, Args: o.args, CPUCores: o.cpu, CPUPeriod: o.period})
 	if err != nil {
@@ -191,12 +197,16 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 	for _, n := range replicas {
 		r.replicasOn[n-1]++
 	}
+	for _, pid := range g.PIDs() {
+		rss, _ := loadtest.ProcRSS(pid)
+		r.idleRSS = append(r.idleRSS, float64(rss)/(1<<20))
+	}
 	b, err := sample(ctx, g, per)
 	if err != nil {
 		return r, err
 	}
 	d = mk()
-	res, err := loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: o.clients,
+	res, err := loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: r.clients,
 		Duration: o.duration, Warmup: o.warmup, PIDs: g.PIDs()})
 	d.Close()
 	if err != nil {
@@ -458,13 +468,17 @@ quotas cannot give the nodes CPU the machine does not have).
 		quota = fmt.Sprintf("%.2f cores per node (period %v)", o.cpu, o.period)
 	}
 	fmt.Fprintf(&f, "\n## Run %s: %s, %s\n\n", o.startedAt.Format(time.RFC3339), quota, mode)
-	fmt.Fprintf(&f, "%d workers, %v measured after %v of warm-up per row, %d CPUs, load average %.2f before the run. Command: `go run ./loadtest/cmd/benchscaling %s`.\n\n",
-		o.clients, o.duration, o.warmup, runtime.NumCPU(), o.loadBefore, strings.Join(os.Args[1:], " "))
+	workers := fmt.Sprintf("%d workers (the same load in every row)", o.clients)
+	if o.perLeader > 0 {
+		workers = fmt.Sprintf("%d workers per shard leader (the load grows with the leaders)", o.perLeader)
+	}
+	fmt.Fprintf(&f, "%s, %v measured after %v of warm-up per row, %d CPUs, load average %.2f before the run. Command: `go run ./loadtest/cmd/benchscaling %s`.\n\n",
+		workers, o.duration, o.warmup, runtime.NumCPU(), o.loadBefore, strings.Join(os.Args[1:], " "))
 	if o.stoppedEarlyErr != nil {
 		fmt.Fprintf(&f, "**The run stopped early**: %v.\n\n", o.stoppedEarlyErr)
 	}
-	fmt.Fprintln(&f, "| nodes | shard leaders | ops/s | ops/s per leader (min–max) | ops per entry | acquire ms p50 / p99 | node CPU, cores [leaders] | quota hit % | server CPU µs/op | client CPU cores | other CPU cores | WAL B/op | node RSS MB | errors | load avg |")
-	fmt.Fprintln(&f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&f, "| nodes | shard leaders | ops/s | ops/s per leader (min–max) | ops per entry | acquire ms p50 / p99 | node CPU, cores [leaders] | quota hit % | server CPU µs/op | client CPU cores | other CPU cores | WAL B/op | node RSS MB, idle → loaded | workers | errors | load avg |")
+	fmt.Fprintln(&f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		var hit []string
 		for _, t := range r.throttled {
@@ -479,12 +493,12 @@ quotas cannot give the nodes CPU the machine does not have).
 			errs += fmt.Sprintf(" (%d leaders moved)", r.moved)
 		}
 		var rss []string
-		for _, m := range r.rss {
-			rss = append(rss, fmt.Sprintf("%.0f", m))
+		for i, m := range r.rss {
+			rss = append(rss, fmt.Sprintf("%.0f→%.0f", r.idleRSS[i], m))
 		}
-		fmt.Fprintf(&f, "| %d | %d | %.0f | %s | %.1f | %.1f / %.1f | %s | %s | %.0f | %.2f | %.2f | %.0f | %s | %s | %.1f |\n",
+		fmt.Fprintf(&f, "| %d | %d | %.0f | %s | %.1f | %.1f / %.1f | %s | %s | %.0f | %.2f | %.2f | %.0f | %s | %d | %s | %.1f |\n",
 			r.nodes, r.leaders, r.opsPerSec, pl, r.opsPerEntry, r.p50, r.p99, r.nodeCPU(o.cpu), strings.Join(hit, ", "),
-			r.serverCPUPerOp(), r.clientCores, r.otherCores, r.walPerOp, strings.Join(rss, ", "), errs, r.load)
+			r.serverCPUPerOp(), r.clientCores, r.otherCores, r.walPerOp, strings.Join(rss, ", "), r.clients, errs, r.load)
 	}
 	f.WriteString(summary(rows))
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
@@ -550,15 +564,22 @@ func summary(rows []row) string {
 	if a, k, r2, ok := fit(xs, ys); ok {
 		fmt.Fprintf(&b, "- Server CPU per operation, all replicas, fitted over the rows: %.0f µs + %.0f µs per Raft entry ÷ operations per entry (R² %.2f).\n", a, k, r2)
 	}
-	// Resident memory of a node against the data shard replicas it holds.
-	xs, ys = nil, nil
-	for _, r := range rows {
-		for i, m := range r.rss {
-			xs, ys = append(xs, float64(r.replicasOn[i])), append(ys, m)
+	// Resident memory of a node against the data shard replicas it holds,
+	// idle (before the load: what a replica costs at rest) and after it
+	// (buffers and heap the load grew).
+	for _, when := range []string{"before", "after"} {
+		xs, ys = nil, nil
+		for _, r := range rows {
+			for i, m := range r.rss {
+				if when == "before" {
+					m = r.idleRSS[i]
+				}
+				xs, ys = append(xs, float64(r.replicasOn[i])), append(ys, m)
+			}
 		}
-	}
-	if a, k, r2, ok := fit(xs, ys); ok {
-		fmt.Fprintf(&b, "- Node resident memory after the load, fitted over every node: %.0f MB + %.1f MB per data shard replica (R² %.2f).\n", a, k, r2)
+		if a, k, r2, ok := fit(xs, ys); ok {
+			fmt.Fprintf(&b, "- Node resident memory %s the load, fitted over every node: %.0f MB + %.1f MB per data shard replica (R² %.2f).\n", when, a, k, r2)
+		}
 	}
 	return b.String()
 }
