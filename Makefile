@@ -58,22 +58,27 @@ bench: deps
 
 # The same closed-loop load over 1, 2, 4 and 8 shard leaders on 3 and 5
 # nodes, each node a `warden serve` process in its own cgroup limited to
-# SCALING_CPU cores, i.e. a machine's CPU budget (cgroups need root). About
-# 5 minutes, stops by itself; writes $(BENCH_OUT)/scaling.md, the input of
+# SCALING_CPU cores, i.e. a machine's CPU budget (cgroups need root); then,
+# appended, the same sweep with a load that grows with the leaders
+# (SCALING_PER_LEADER workers per leader; 0 skips it). About 6 minutes,
+# stops by itself; writes $(BENCH_OUT)/scaling.md, the input of
 # docs/scaling.md. SCALING_SECONDS measured per row; SCALING_CLIENTS
-# workers, one operation in flight each; SCALING_CPU cores per node (0: no
-# quotas); SCALING_BATCH > 0 bounds each leader to that many operations per
-# entry with one entry in flight (0: the server defaults); SCALING_FLAGS
-# passes more flags (e.g. --append, --nodes 5, --leaders 1,8).
+# workers of the same-load sweep, one operation in flight each; SCALING_CPU
+# cores per node (0: no quotas); SCALING_BATCH > 0 bounds each leader to
+# that many operations per entry with one entry in flight (0: the server
+# defaults); SCALING_FLAGS passes more flags to both sweeps (e.g.
+# --nodes 5, --leaders 1,8).
 SCALING_SECONDS ?= 15
 SCALING_CLIENTS ?= 256
+SCALING_PER_LEADER ?= 64
 SCALING_CPU ?= 0.25
 SCALING_BATCH ?= 0
 SCALING_FLAGS ?=
+SCALING_RUN = $(GO) run ./loadtest/cmd/benchscaling --warden $(BIN) --out $(BENCH_OUT)/scaling.md \
+	  --duration $(SCALING_SECONDS)s --cpu $(SCALING_CPU) --batch $(SCALING_BATCH) $(SCALING_FLAGS)
 bench-scaling: build
-	$(GO) run ./loadtest/cmd/benchscaling --warden $(BIN) --out $(BENCH_OUT)/scaling.md \
-	  --duration $(SCALING_SECONDS)s --clients $(SCALING_CLIENTS) --cpu $(SCALING_CPU) \
-	  --batch $(SCALING_BATCH) $(SCALING_FLAGS)
+	$(SCALING_RUN) --clients $(SCALING_CLIENTS)
+	if [ "$(SCALING_PER_LEADER)" -gt 0 ]; then $(SCALING_RUN) --append --clients-per-leader $(SCALING_PER_LEADER); fi
 
 # Warden alone: 3 processes per shard count (1..16), the scenario set at 8
 # shards, CPU profiles; writes $(BENCH_OUT)/load.{md,json,html} and profiles/.

@@ -564,6 +564,25 @@ func summary(rows []row) string {
 	if a, k, r2, ok := fit(xs, ys); ok {
 		fmt.Fprintf(&b, "- Server CPU per operation, all replicas, fitted over the rows: %.0f µs + %.0f µs per Raft entry ÷ operations per entry (R² %.2f).\n", a, k, r2)
 	}
+	// Entries each leader makes per second: when it hardly depends on the
+	// leader's load, a load spread over more leaders makes smaller entries.
+	lo, hi, llo, lhi := -1.0, 0.0, -1.0, 0.0
+	for _, r := range rows {
+		if r.opsPerEntry > 0 {
+			l := r.opsPerSec / float64(r.leaders)
+			e := l / r.opsPerEntry
+			if lo < 0 || e < lo {
+				lo = e
+			}
+			if llo < 0 || l < llo {
+				llo = l
+			}
+			hi, lhi = max(hi, e), max(lhi, l)
+		}
+	}
+	if lo > 0 {
+		fmt.Fprintf(&b, "- Raft entries per second per leader: %.0f–%.0f over the rows, while the load per leader ranged %.0f–%.0f ops/s.\n", lo, hi, llo, lhi)
+	}
 	// Resident memory of a node against the data shard replicas it holds,
 	// idle (before the load: what a replica costs at rest) and after it
 	// (buffers and heap the load grew).
