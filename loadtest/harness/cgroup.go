@@ -40,14 +40,15 @@ type CPUStat struct {
 const cgroupPrefix = "warden-bench-"
 
 // NewCPULimit makes the cgroup <hierarchy>/warden-bench-<pid>-<name>
-// (pid: this process) limited to cores CPUs per period. The error says why when no cpu controller is
-// writable here.
+// (pid: this process) limited to cores CPUs per period (cores 0: no
+// limit, for a group that only gets a weight). The error says why when no
+// cpu controller is writable here.
 func NewCPULimit(name string, cores float64, period time.Duration) (*CPULimit, error) {
-	if cores <= 0 || period <= 0 {
-		return nil, fmt.Errorf("harness: CPU limit %.3g cores per %v: want both positive", cores, period)
+	if cores < 0 || period <= 0 {
+		return nil, fmt.Errorf("harness: CPU limit %.3g cores per %v: want cores ≥ 0 and a positive period", cores, period)
 	}
 	quota := int64(cores * float64(period/time.Microsecond))
-	if quota < 1000 {
+	if cores > 0 && quota < 1000 {
 		return nil, fmt.Errorf("harness: CPU limit %.3g cores per %v is a quota of %d µs; the kernel wants at least 1000 µs (a longer period or more cores)", cores, period, quota)
 	}
 	root, v2, err := cpuHierarchy()
@@ -60,6 +61,9 @@ func NewCPULimit(name string, cores float64, period time.Duration) (*CPULimit, e
 		return nil, fmt.Errorf("harness: make cgroup %s: %w (CPU limits need root or a delegated cgroup)", l.Dir, err)
 	}
 	periodUs := int64(period / time.Microsecond)
+	if cores == 0 {
+		return l, nil
+	}
 	if v2 {
 		err = write(l.Dir, "cpu.max", fmt.Sprintf("%d %d", quota, periodUs))
 	} else {
@@ -79,6 +83,27 @@ func NewCPULimit(name string, cores float64, period time.Duration) (*CPULimit, e
 // Add moves process pid (all its threads) into the cgroup.
 func (l *CPULimit) Add(pid int) error {
 	return write(l.Dir, "cgroup.procs", strconv.Itoa(pid))
+}
+
+// Leave moves process pid back to the hierarchy's root cgroup (so that
+// this one can be removed while the process runs on).
+func (l *CPULimit) Leave(pid int) error {
+	return write(filepath.Dir(l.Dir), "cgroup.procs", strconv.Itoa(pid))
+}
+
+// SetWeight gives the cgroup x times the CPU weight of an ordinary
+// process (cpu.shares 1024·x on v1, cpu.weight 100·x on v2). When other
+// work competes for the machine, a weight above theirs lets the group's
+// processes use their quota before the others run: the quota stays a
+// ceiling and becomes, as far as the machine has the CPU, a floor too.
+func (l *CPULimit) SetWeight(x float64) error {
+	if x <= 0 {
+		return fmt.Errorf("harness: CPU weight %.3g: want a positive multiple", x)
+	}
+	if l.v2 {
+		return write(l.Dir, "cpu.weight", strconv.Itoa(min(10000, max(1, int(100*x)))))
+	}
+	return write(l.Dir, "cpu.shares", strconv.Itoa(max(2, int(1024*x))))
 }
 
 // Stat reads the throttling counters.

@@ -166,6 +166,9 @@ type WardenOptions struct {
 	// a machine's fixed CPU budget (NewCPULimit).
 	CPUCores  float64
 	CPUPeriod time.Duration
+	// CPUWeight > 0 gives each node's cgroup that many times an ordinary
+	// process's CPU weight (CPULimit.SetWeight).
+	CPUWeight float64
 }
 
 // StartWarden starts o.Nodes Warden nodes as processes and returns their
@@ -210,6 +213,12 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 				return nil, nil, err
 			}
 			g.CPU = append(g.CPU, limit)
+			if o.CPUWeight > 0 {
+				if err := limit.SetWeight(o.CPUWeight); err != nil {
+					g.Stop()
+					return nil, nil, err
+				}
+			}
 		}
 		p, err := Start(ctx, fmt.Sprintf("warden%d", i+1), filepath.Join(dir, fmt.Sprintf("node%d.log", i+1)), nil, argv...)
 		if err != nil {

@@ -42,6 +42,7 @@ type options struct {
 	nodes, leaders  []int
 	cpu             float64
 	period          time.Duration
+	weight          float64
 	clients         int
 	perLeader       int
 	duration        time.Duration
@@ -67,6 +68,7 @@ func main() {
 	flag.StringVar(&leaders, "leaders", "1,2,4,8", "shard leader counts (one data shard each)")
 	flag.Float64Var(&o.cpu, "cpu", 0.25, "CPU quota of every node, in cores (0: no cgroups, every node shares the machine)")
 	flag.DurationVar(&o.period, "cpu-period", 10*time.Millisecond, "CFS period the quota is enforced over (short: small throttling bursts)")
+	flag.Float64Var(&o.weight, "weight", 10, "with --cpu: CPU weight of every node and of the load generator, in ordinary processes (on a shared machine the nodes then get their quota before other work runs; 1: no preference)")
 	flag.IntVar(&o.clients, "clients", 256, "closed-loop workers, one operation in flight each")
 	flag.IntVar(&o.perLeader, "clients-per-leader", 0, "> 0: instead of --clients, this many workers per shard leader (the load grows with the leaders)")
 	flag.DurationVar(&o.duration, "duration", 15*time.Second, "measured time per row")
@@ -82,11 +84,31 @@ func main() {
 	if o.batch > 0 {
 		o.args = append(o.args, "--max-batch-ops", strconv.Itoa(o.batch), "--max-inflight-entries", "1")
 	}
+	os.Exit(run(o))
+}
+
+// run measures every row and writes the report; it returns the exit code.
+func run(o options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.maxTime)
 	defer cancel()
 	o.startedAt, o.loadBefore = time.Now().UTC(), loadAvg()
+	if o.cpu > 0 && o.weight != 1 {
+		// The load generator gets the same weight (no quota): it must not be
+		// the bound either.
+		l, err := harness.NewCPULimit("loadgen", 0, o.period)
+		if err == nil {
+			if err = l.SetWeight(o.weight); err == nil {
+				err = l.Add(os.Getpid())
+			}
+			defer func() { _ = l.Leave(os.Getpid()); _ = l.Remove() }()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchscaling:", err)
+			return 1
+		}
+	}
 	var rows []row
 	for _, n := range o.nodes {
 		for _, k := range o.leaders {
@@ -107,13 +129,14 @@ func main() {
 	if len(rows) > 0 {
 		if err := write(o, rows); err != nil {
 			fmt.Fprintln(os.Stderr, "benchscaling:", err)
-			os.Exit(1)
+			return 1
 		}
 		fmt.Println("wrote", o.out)
 	}
 	if o.stoppedEarlyErr != nil {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // row is one configuration's figures.
@@ -164,7 +187,7 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 		r.clients = o.perLeader * leaders
 	}
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: nodes, Shards: leaders,
-		Replicas: 3, BasePort: port, Args: o.args, CPUCores: o.cpu, CPUPeriod: o.period})
+		Replicas: 3, BasePort: port, Args: o.args, CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
 	if err != nil {
 		return r, err
 	}
