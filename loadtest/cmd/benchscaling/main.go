@@ -156,6 +156,8 @@ type row struct {
 	clientCores    float64
 	otherCores     float64 // machine CPU used by neither the nodes nor the load generator
 	walPerOp       float64
+	readsPerOp     float64 // read syscalls of every node per operation
+	writesPerOp    float64 // write syscalls (fsync is not counted)
 	errors         int64
 	load           float64 // 1-minute load average at the end of the row
 }
@@ -288,6 +290,8 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 			r.perLeader = append(r.perLeader, r.opsPerSec*float64(s)/float64(ops))
 		}
 		r.walPerOp = float64(a.wal-b.wal) / float64(ops)
+		r.readsPerOp = float64(a.syscr-b.syscr) / float64(ops)
+		r.writesPerOp = float64(a.syscw-b.syscw) / float64(ops)
 	}
 	return r, nil
 }
@@ -300,6 +304,7 @@ type snapshot struct {
 	ops, entries map[uint64]uint64 // per data shard, summed over its replicas
 	leader       map[uint64]uint64
 	wal          int64 // bytes in every node's Raft directory
+	syscr, syscw int64 // read and write syscalls of every node (/proc/<pid>/io)
 }
 
 // nodeStatus is the part of a node's status document (OpStatus) read here.
@@ -315,6 +320,10 @@ type nodeStatus struct {
 
 func sample(ctx context.Context, g *harness.Group, per []*client.Client) (snapshot, error) {
 	s := snapshot{at: time.Now(), busy: machineBusy(), ops: map[uint64]uint64{}, entries: map[uint64]uint64{}, leader: map[uint64]uint64{}}
+	for _, pid := range g.PIDs() {
+		r, w := procIO(pid)
+		s.syscr, s.syscw = s.syscr+r, s.syscw+w
+	}
 	for _, l := range g.CPU {
 		st, err := l.Stat()
 		if err != nil {
@@ -421,6 +430,25 @@ func spreadLeaders(ctx context.Context, c *client.Client, nodes int) (map[uint64
 	}
 }
 
+// procIO reads a process's read and write syscall counts.
+func procIO(pid int) (r, w int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "syscr":
+			r = n
+		case "syscw":
+			w = n
+		}
+	}
+	return r, w
+}
+
 // machineBusy is the machine's non-idle CPU time in clock ticks (USER_HZ).
 func machineBusy() int64 {
 	b, err := os.ReadFile("/proc/stat")
@@ -500,8 +528,8 @@ quotas cannot give the nodes CPU the machine does not have).
 	if o.stoppedEarlyErr != nil {
 		fmt.Fprintf(&f, "**The run stopped early**: %v.\n\n", o.stoppedEarlyErr)
 	}
-	fmt.Fprintln(&f, "| nodes | shard leaders | ops/s | ops/s per leader (min–max) | ops per entry | acquire ms p50 / p99 | node CPU, cores [leaders] | quota hit % | server CPU µs/op | client CPU cores | other CPU cores | WAL B/op | node RSS MB, idle → loaded | workers | errors | load avg |")
-	fmt.Fprintln(&f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&f, "| nodes | shard leaders | ops/s | ops/s per leader (min–max) | ops per entry | acquire ms p50 / p99 | node CPU, cores [leaders] | quota hit % | server CPU µs/op | client CPU cores | other CPU cores | WAL B/op | node syscalls/op, read + write | node RSS MB, idle → loaded | workers | errors | load avg |")
+	fmt.Fprintln(&f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		var hit []string
 		for _, t := range r.throttled {
@@ -519,9 +547,9 @@ quotas cannot give the nodes CPU the machine does not have).
 		for i, m := range r.rss {
 			rss = append(rss, fmt.Sprintf("%.0f→%.0f", r.idleRSS[i], m))
 		}
-		fmt.Fprintf(&f, "| %d | %d | %.0f | %s | %.1f | %.1f / %.1f | %s | %s | %.0f | %.2f | %.2f | %.0f | %s | %d | %s | %.1f |\n",
+		fmt.Fprintf(&f, "| %d | %d | %.0f | %s | %.1f | %.1f / %.1f | %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f + %.2f | %s | %d | %s | %.1f |\n",
 			r.nodes, r.leaders, r.opsPerSec, pl, r.opsPerEntry, r.p50, r.p99, r.nodeCPU(o.cpu), strings.Join(hit, ", "),
-			r.serverCPUPerOp(), r.clientCores, r.otherCores, r.walPerOp, strings.Join(rss, ", "), r.clients, errs, r.load)
+			r.serverCPUPerOp(), r.clientCores, r.otherCores, r.walPerOp, r.readsPerOp, r.writesPerOp, strings.Join(rss, ", "), r.clients, errs, r.load)
 	}
 	f.WriteString(summary(rows))
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
