@@ -495,7 +495,8 @@ func write(o options, rows []row) error {
 Produced by `+"`make bench-scaling`"+` (loadtest/cmd/benchscaling). Every node is
 its own `+"`warden serve`"+` process in its own CPU-limited cgroup, so each node
 stands for a small machine with a fixed CPU budget; the quotas together stay
-below the machine's cores. The load generator is a separate process outside
+below the machine's cores, and a high CPU weight (`+"`--weight`"+`) lets the nodes
+use their quota before other work on the machine. The load generator is a separate process outside
 every quota: closed-loop workers, one operation in flight each (acquire, then
 release, on namespaces spread over every range). 3 replicas per shard; shard
 leaders are spread over the nodes by leader transfer and stay there
