@@ -2,8 +2,10 @@ package loadtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -163,5 +165,41 @@ func TestMedianRun(t *testing.T) {
 	}
 	if medianRun(nil) != nil {
 		t.Fatal("median of nothing")
+	}
+}
+
+// countingDriver grants every lock at once and counts the grants.
+type countingDriver struct{ locks atomic.Int64 }
+
+func (d *countingDriver) Name() string { return "counting" }
+func (d *countingDriver) NewClient(context.Context, int) (Client, error) {
+	return countingClient{d}, nil
+}
+func (d *countingDriver) Close() error { return nil }
+
+type countingClient struct{ d *countingDriver }
+
+func (c countingClient) Lock(context.Context, string) (Held, error) {
+	c.d.locks.Add(1)
+	return c, nil
+}
+func (c countingClient) Unlock(context.Context) error { return nil }
+func (c countingClient) Close() error                 { return nil }
+
+// At a rate far below the number of workers most workers' next operation
+// is due after the run ends: they must stop, not sleep until it is due (a
+// thousand workers at 1/s used to keep the run alive for 1000 s).
+func TestOpenLoopStopsAtTheEnd(t *testing.T) {
+	d := &countingDriver{}
+	res, err := Run(context.Background(), d, Config{Scenario: "uncontended", Clients: 1000, Rate: 1,
+		Duration: 50 * time.Millisecond, Warmup: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := d.locks.Load(); n != 1 {
+		t.Fatalf("%d locks taken, want 1 (only the first operation is due before the end)", n)
+	}
+	if res.Measured.IsZero() {
+		t.Fatal("no measurement start in the result")
 	}
 }

@@ -61,6 +61,39 @@ func ProcRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("loadtest: no VmRSS for %d", pid)
 }
 
+// runDelay is the time pid's threads have spent runnable but waiting for a
+// CPU (the second field of each /proc/PID/task/TID/schedstat): on a shared
+// machine, the part of latency the kernel's scheduler adds. Threads that
+// have exited are not counted.
+func runDelay(pid int) time.Duration {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			total += n
+		}
+	}
+	return time.Duration(total)
+}
+
+// sampleRunDelay is runDelay of each pid.
+func sampleRunDelay(pids []int) map[int]time.Duration {
+	out := map[int]time.Duration{}
+	for _, pid := range pids {
+		out[pid] = runDelay(pid)
+	}
+	return out
+}
+
 // selfCPU is the CPU time this process has used.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage

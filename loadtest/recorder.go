@@ -18,12 +18,17 @@ type run struct {
 	measureStart time.Time
 	classify     func(error) string
 	done         atomic.Int64 // successful primary ops, for the progress display
+	slowOver     time.Duration
 
 	mu      sync.Mutex
 	ops     map[string]*Hist
 	errs    map[string]int64
 	seconds []*second
+	slow    []SlowOp
 }
+
+// maxSlow bounds the slow operations a run lists.
+const maxSlow = 50000
 
 type second struct {
 	ops, errs int64
@@ -44,6 +49,8 @@ type Recorder struct {
 	secOps  int64
 	secErrs int64
 	secHist *Hist
+	worker  int
+	slow    []SlowOp
 }
 
 func (r *run) recorder() *Recorder {
@@ -77,6 +84,10 @@ func (rec *Recorder) ObserveAt(op string, t0, end time.Time, err error) {
 		rec.ops[op] = h
 	}
 	h.Record(end.Sub(t0))
+	if so := rec.run.slowOver; so > 0 && end.Sub(t0) > so && len(rec.slow) < maxSlow {
+		ms := func(t time.Time) float64 { return float64(t.Sub(rec.run.measureStart).Microseconds()) / 1000 }
+		rec.slow = append(rec.slow, SlowOp{Op: op, Worker: rec.worker, StartMs: ms(t0), EndMs: ms(end)})
+	}
 	if op == rec.run.primary {
 		rec.secOps++
 		rec.secHist.Record(end.Sub(t0))
@@ -120,7 +131,8 @@ func (rec *Recorder) Flush() {
 	for code, n := range rec.errs {
 		r.errs[code] += n
 	}
-	rec.ops, rec.errs = map[string]*Hist{}, map[string]int64{}
+	r.slow = append(r.slow, rec.slow[:min(len(rec.slow), maxSlow-len(r.slow))]...)
+	rec.ops, rec.errs, rec.slow = map[string]*Hist{}, map[string]int64{}, nil
 }
 
 // fill writes the run's figures into res.
@@ -136,6 +148,8 @@ func (r *run) fill(res *Result, elapsed time.Duration) {
 	for code, n := range r.errs {
 		res.Errors[code] = n
 	}
+	res.Slow = r.slow
+	sort.Slice(res.Slow, func(i, j int) bool { return res.Slow[i].StartMs < res.Slow[j].StartMs })
 	n := int(elapsed / time.Second)
 	for i := 0; i < len(r.seconds) && i < n; i++ {
 		sl := r.seconds[i]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,8 @@ type Config struct {
 	Watchers   int           `json:"watchers"`    // watch fan-out
 	Interval   time.Duration `json:"interval"`    // watch fan-out: time between releases
 	Locks      int           `json:"locks"`       // held: locks to hold
+
+	SlowOver time.Duration `json:"slow_over,omitempty"` // > 0: list every operation slower than this (Result.Slow)
 
 	PIDs     []int     `json:"pids,omitempty"` // server processes whose CPU and RSS are sampled
 	Progress io.Writer `json:"-"`              // where a progress bar goes (nil: none)
@@ -79,6 +82,7 @@ type Result struct {
 	Rate        float64            `json:"rate,omitempty"`
 	Params      map[string]string  `json:"params,omitempty"`
 	Started     time.Time          `json:"started"`
+	Measured    time.Time          `json:"measured"` // when the measured time began (after warm-up)
 	ElapsedS    float64            `json:"elapsed_s"`
 	Ops         map[string]Stats   `json:"ops"`
 	Errors      map[string]int64   `json:"errors"`
@@ -86,6 +90,16 @@ type Result struct {
 	Series      []Second           `json:"series"`
 	Unsupported string             `json:"unsupported,omitempty"`
 	Notes       []string           `json:"notes,omitempty"`
+	Slow        []SlowOp           `json:"slow,omitempty"` // with Config.SlowOver, at most maxSlow
+}
+
+// SlowOp is one operation slower than Config.SlowOver, for lining tail
+// latency up with server-side traces and logs by wall-clock time.
+type SlowOp struct {
+	Op      string  `json:"op"`
+	Worker  int     `json:"worker"`
+	StartMs float64 `json:"start_ms"` // start (or due) time, ms after Result.Measured
+	EndMs   float64 `json:"end_ms"`
 }
 
 // Second is one point of the time series.
@@ -197,11 +211,14 @@ func (e *env) drive(primary string, op opFunc) {
 	measure := start.Add(cfg.Warmup)
 	end := measure.Add(cfg.Duration)
 	r := newRun(primary, measure, e.classify)
+	r.slowOver = cfg.SlowOver
+	e.res.Measured = measure.UTC()
 	ctx, cancel := context.WithDeadline(e.ctx, end.Add(10*time.Second)) // grace for in-flight ops
 	defer cancel()
 	stopProgress := e.progress(r, start, end)
 	cpu0 := sampleCPU(cfg.PIDs)
 	self0 := selfCPU()
+	wait0, selfWait0 := sampleRunDelay(cfg.PIDs), runDelay(os.Getpid())
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Clients; w++ {
@@ -209,14 +226,17 @@ func (e *env) drive(primary string, op opFunc) {
 		go func() {
 			defer wg.Done()
 			rec := r.recorder()
+			rec.worker = w
 			defer rec.Flush()
 			for i := int64(0); ; i++ {
 				t0 := time.Now()
 				if cfg.Rate > 0 {
 					i = next.Add(1) - 1
 					t0 = intendedAt(start, cfg.Rate, i)
-					if wait := time.Until(t0); wait > 0 {
-						time.Sleep(wait)
+					// An operation due after the end is never sent: at a low
+					// rate a worker would otherwise sleep long past it.
+					if !t0.Before(end) || !sleepUntil(ctx, t0) {
+						return
 					}
 				}
 				if !t0.Before(end) || ctx.Err() != nil {
@@ -234,7 +254,22 @@ func (e *env) drive(primary string, op opFunc) {
 	}
 	r.fill(e.res, cfg.Duration)
 	e.cpuMetrics(cpu0, self0, time.Since(start))
+	e.runQueueMetrics(wait0, selfWait0, time.Since(start))
 	_ = elapsed
+}
+
+// runQueueMetrics adds how long the servers' and the load generator's
+// threads waited for a CPU, in thread-seconds per second of the run: the
+// scheduling delay a crowded machine adds to every latency figure.
+func (e *env) runQueueMetrics(wait0 map[int]time.Duration, self0 time.Duration, wall time.Duration) {
+	var total float64
+	for pid, w1 := range sampleRunDelay(e.cfg.PIDs) {
+		total += (w1 - wait0[pid]).Seconds() / wall.Seconds()
+	}
+	if len(wait0) > 0 {
+		e.res.Metrics["server_runq_wait"] = round3(total)
+	}
+	e.res.Metrics["loadgen_runq_wait"] = round3((runDelay(os.Getpid()) - self0).Seconds() / wall.Seconds())
 }
 
 // cpuMetrics adds server and load-generator CPU use over wall.

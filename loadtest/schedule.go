@@ -1,6 +1,9 @@
 package loadtest
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Open-loop scheduling: operation i (from 0) is due at start + i/rate. Its
 // latency is measured from that intended time, not from when a worker got
@@ -28,4 +31,20 @@ func openLoopLatency(intended, done time.Time) time.Duration {
 		return d
 	}
 	return 0
+}
+
+// sleepUntil waits until t; it reports false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

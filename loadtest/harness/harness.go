@@ -161,6 +161,10 @@ type WardenOptions struct {
 	BasePort int      // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
 	Verb     string   // "serve" (default) or "bench node" (adds pprof)
 	Args     []string // more flags for every node (e.g. --no-audit)
+	Env      []string // more environment for every node (e.g. GODEBUG=gctrace=1)
+	// NodeArgs, when set, gives flags for node i (from 0) only, e.g. its
+	// own admin port.
+	NodeArgs func(i int) []string
 	// CPUCores > 0 puts every node in its own cgroup limited to that many
 	// CPUs, enforced every CPUPeriod (default 10 ms): each node then has
 	// a machine's fixed CPU budget (NewCPULimit).
@@ -206,6 +210,9 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 			argv = append(argv, "--pprof", fmt.Sprintf("127.0.0.1:%d", o.BasePort+200+i))
 		}
 		argv = append(argv, o.Args...)
+		if o.NodeArgs != nil {
+			argv = append(argv, o.NodeArgs(i)...)
+		}
 		var limit *CPULimit
 		if o.CPUCores > 0 {
 			if limit, err = NewCPULimit(fmt.Sprintf("node%d", i+1), o.CPUCores, o.CPUPeriod); err != nil {
@@ -220,7 +227,7 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 				}
 			}
 		}
-		p, err := Start(ctx, fmt.Sprintf("warden%d", i+1), filepath.Join(dir, fmt.Sprintf("node%d.log", i+1)), nil, argv...)
+		p, err := Start(ctx, fmt.Sprintf("warden%d", i+1), filepath.Join(dir, fmt.Sprintf("node%d.log", i+1)), o.Env, argv...)
 		if err != nil {
 			g.Stop()
 			return nil, nil, err

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +42,13 @@ func main() {
 	)
 	flag.BoolVar(&contention, "contention", false, "with --profile: also save blocking and mutex profiles of the nodes (they cost some CPU)")
 	flag.StringVar(&nodeArgs, "node-args", "", "more flags for every warden node, space-separated (e.g. --no-audit)")
+	flag.StringVar(&nodeEnv, "node-env", "", "more environment for every warden node, space-separated (e.g. GODEBUG=gctrace=1)")
+	flag.IntVar(&basePort, "port", 27000, "first port of the first cluster (clients; Raft at +100, pprof at +200)")
+	flag.Float64Var(&openRate, "open-rate", 0, "open-loop step rate in cycles/s (0: half of the best closed-loop rate); with --only open, only that step runs")
+	flag.DurationVar(&traceFor, "trace", 0, "during the first open-loop run, save Go execution traces this long of every node and of the load generator (in OUT/traces)")
+	flag.BoolVar(&keepLogs, "keep-logs", false, "copy the node logs to OUT/logs before the cluster is removed")
+	flag.DurationVar(&slowOver, "slow-over", 0, "open-loop step: list every operation slower than this in the JSON (\"slow\", times in ms after \"measured\")")
+	flag.BoolVar(&scrape, "metrics", false, "start every node's admin API (port +250) and save its /metrics before and after the open-loop step (in OUT/metrics)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -58,7 +66,7 @@ func main() {
 		}
 	}
 	for i, s := range order {
-		outs, err := cluster(ctx, *bin, s, 27000+300*i, s == *refShard, stepsFor(s, s == *refShard, *sweepC, *dur, *sessions, *locks, *only), *repeat, *profile && s == *refShard, *out)
+		outs, err := cluster(ctx, *bin, s, basePort+300*i, s == *refShard, stepsFor(s, s == *refShard, *sweepC, *dur, *sessions, *locks, *only), *repeat, *profile && s == *refShard, *out)
 		all = append(all, outs...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "benchload:", err)
@@ -135,11 +143,18 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 	if contention && profile {
 		args = append(args, "--contention")
 	}
-	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: shards, BasePort: port, Verb: "bench node", Args: args})
+	var perNode func(i int) []string
+	if scrape {
+		perNode = func(i int) []string { return []string{"--admin", fmt.Sprintf("127.0.0.1:%d", port+250+i)} }
+	}
+	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: shards, BasePort: port, Verb: "bench node", Args: args, NodeArgs: perNode, Env: strings.Fields(nodeEnv)})
 	if err != nil {
 		return nil, err
 	}
 	defer g.Stop()
+	if keepLogs {
+		defer saveLogs(g, filepath.Join(out, "logs"), shards)
+	}
 	mk := func() loadtest.Driver { return loadtest.NewWarden(loadtest.WardenOptions{Endpoints: eps}) }
 	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	err = loadtest.Probe(pctx, mk(), "/probe/ready/lock")
@@ -168,10 +183,20 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 			peak = max(peak, o.Median.Metrics["cycles_per_s"])
 		}
 	}
-	if peak > 0 {
-		half := loadtest.Step{Label: fmt.Sprintf("shards=%d open-loop rate=%.0f cycles/s (half of peak)", shards, peak/2),
-			Cfg: loadtest.Config{Scenario: "uncontended", Clients: 1024, Rate: peak / 2, Duration: 10 * time.Second, Warmup: 2 * time.Second}}
+	rate, what := peak/2, "half of peak"
+	if openRate > 0 {
+		rate, what = openRate, "--open-rate"
+	}
+	if rate > 0 {
+		half := loadtest.Step{Label: fmt.Sprintf("shards=%d open-loop rate=%.0f cycles/s (%s)", shards, rate, what),
+			Cfg: loadtest.Config{Scenario: "uncontended", Clients: 1024, Rate: rate, Duration: 10 * time.Second, Warmup: 2 * time.Second, SlowOver: slowOver}}
+		if traceFor > 0 {
+			// Traces start once the warm-up is over (clients open first).
+			go traces(ctx, port, shards, 5*time.Second, traceFor, filepath.Join(out, "traces"))
+		}
+		saveMetrics(ctx, port, shards, "before", filepath.Join(out, "metrics"))
 		more, err := loadtest.RunSteps(ctx, "warden", mk, []loadtest.Step{half}, repeat, g.PIDs(), os.Stderr)
+		saveMetrics(ctx, port, shards, "after", filepath.Join(out, "metrics"))
 		outs = append(outs, more...)
 		if err != nil {
 			return outs, err
@@ -184,11 +209,81 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 	return append(outs, more...), err
 }
 
-// Node options from the command line.
+// Options from the command line.
 var (
 	contention bool
 	nodeArgs   string
+	nodeEnv    string
+	basePort   int
+	openRate   float64
+	traceFor   time.Duration
+	keepLogs   bool
+	scrape     bool
+	slowOver   time.Duration
 )
+
+// saveMetrics saves every node's /metrics (with --metrics), so the
+// server-side latency histograms of one step are the difference of two
+// scrapes.
+func saveMetrics(ctx context.Context, port, shards int, when, dir string) {
+	if !scrape {
+		return
+	}
+	must(os.MkdirAll(dir, 0o755))
+	for i := 0; i < 3; i++ {
+		url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port+250+i)
+		if err := fetch(ctx, url, filepath.Join(dir, fmt.Sprintf("open-shards%d-node%d-%s.prom", shards, i+1, when))); err != nil {
+			fmt.Fprintln(os.Stderr, "benchload: metrics:", err)
+		}
+	}
+}
+
+// traces waits delay, then records a Go execution trace of every node
+// (through its /debug/pprof/trace) and of this process for d, so a stall can
+// be attributed on both sides of the connection.
+func traces(ctx context.Context, port, shards int, delay, d time.Duration, dir string) {
+	must(os.MkdirAll(dir, 0o755))
+	select {
+	case <-time.After(delay):
+	case <-ctx.Done():
+		return
+	}
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/trace?seconds=%d", port+200+i, int(d.Seconds()))
+			errs <- fetch(ctx, url, filepath.Join(dir, fmt.Sprintf("open-shards%d-node%d.trace", shards, i+1)))
+		}()
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("open-shards%d-loadgen.trace", shards)))
+	must(err)
+	if err := trace.Start(f); err == nil {
+		time.Sleep(d)
+		trace.Stop()
+	}
+	must(f.Close())
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			fmt.Fprintln(os.Stderr, "benchload: trace:", err)
+		}
+	}
+	fmt.Fprintln(os.Stderr, "benchload: traces in", dir)
+}
+
+// saveLogs copies the node logs (GODEBUG output included) out of the
+// cluster's temp dir.
+func saveLogs(g *harness.Group, dir string, shards int) {
+	must(os.MkdirAll(dir, 0o755))
+	for i, p := range g.Procs {
+		b, err := os.ReadFile(p.Log)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("shards%d-node%d.log", shards, i+1)), b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchload: logs:", err)
+		}
+	}
+}
 
 // profiles runs uncontended load at 256 clients and saves a 15 s CPU profile
 // of every node (and, with --contention, its blocking and mutex profiles
