@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -201,5 +202,39 @@ func TestOpenLoopStopsAtTheEnd(t *testing.T) {
 	}
 	if res.Measured.IsZero() {
 		t.Fatal("no measurement start in the result")
+	}
+}
+
+// Workers must not each own full-precision histograms: 1024 open-loop
+// workers recording four operations allocated about 670 MB in the first
+// second of measurement (160 KB per histogram), which stalled the load
+// generator and made that second's tail.
+func TestRecorderMemoryPerWorker(t *testing.T) {
+	start := time.Now().Add(-time.Second)
+	r := newRun("cycle", start, genericCode)
+	recs := make([]*Recorder, 1024)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for w := range recs {
+		recs[w] = r.recorder()
+		for _, op := range []string{"acquire", "release", "cycle", "start-lag"} {
+			recs[w].ObserveAt(op, start, start.Add(time.Millisecond), nil)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if perWorker := (after.TotalAlloc - before.TotalAlloc) / uint64(len(recs)); perWorker > 16<<10 {
+		t.Fatalf("%d bytes allocated per worker's first observations, want at most 16 KiB", perWorker)
+	}
+	for _, rec := range recs {
+		rec.Flush()
+	}
+	var res Result
+	r.fill(&res, time.Second)
+	if n := res.Ops["cycle"].Count; n != 1024 {
+		t.Fatalf("%d cycles recorded, want 1024", n)
+	}
+	if len(res.Series) != 1 || res.Series[0].Ops != 1024 {
+		t.Fatalf("series %+v", res.Series)
 	}
 }

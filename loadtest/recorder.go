@@ -19,6 +19,7 @@ type run struct {
 	classify     func(error) string
 	done         atomic.Int64 // successful primary ops, for the progress display
 	slowOver     time.Duration
+	slowN        atomic.Int64 // slow operations listed so far (at most maxSlow)
 
 	mu      sync.Mutex
 	ops     map[string]*Hist
@@ -40,21 +41,30 @@ func newRun(primary string, measureStart time.Time, classify func(error) string)
 		ops: map[string]*Hist{}, errs: map[string]int64{}}
 }
 
-// Recorder collects one worker's observations.
+// Recorder collects one worker's observations. It buffers raw latencies and
+// adds them to the run's shared histograms in batches: a full-precision
+// histogram is 160 KB, and one per worker and operation (1024 open-loop
+// workers, four operations) made the load generator allocate and zero about
+// 600 MB in the first second of measurement, which stalled it (GC assists,
+// page faults) and showed up as that second's tail latency.
 type Recorder struct {
 	run     *run
-	ops     map[string]*Hist
+	pending map[string][]time.Duration // latencies not yet in run.ops
 	errs    map[string]int64
 	sec     int
 	secOps  int64
 	secErrs int64
-	secHist *Hist
+	secLat  []time.Duration // primary latencies of second sec
 	worker  int
 	slow    []SlowOp
 }
 
+// flushEvery is how many latencies of one operation a Recorder buffers
+// before adding them to the shared histogram (one lock per batch).
+const flushEvery = 256
+
 func (r *run) recorder() *Recorder {
-	return &Recorder{run: r, ops: map[string]*Hist{}, errs: map[string]int64{}, sec: -1, secHist: newCoarseHist()}
+	return &Recorder{run: r, pending: map[string][]time.Duration{}, errs: map[string]int64{}, sec: -1}
 }
 
 // Observe records one operation that started (or was due) at t0 and ended
@@ -78,20 +88,35 @@ func (rec *Recorder) ObserveAt(op string, t0, end time.Time, err error) {
 		rec.secErrs++
 		return
 	}
-	h := rec.ops[op]
-	if h == nil {
-		h = NewHist()
-		rec.ops[op] = h
+	d := end.Sub(t0)
+	buf := append(rec.pending[op], d)
+	if len(buf) >= flushEvery {
+		rec.run.record(op, buf)
+		buf = buf[:0]
 	}
-	h.Record(end.Sub(t0))
-	if so := rec.run.slowOver; so > 0 && end.Sub(t0) > so && len(rec.slow) < maxSlow {
+	rec.pending[op] = buf
+	if so := rec.run.slowOver; so > 0 && d > so && rec.run.slowN.Add(1) <= maxSlow {
 		ms := func(t time.Time) float64 { return float64(t.Sub(rec.run.measureStart).Microseconds()) / 1000 }
 		rec.slow = append(rec.slow, SlowOp{Op: op, Worker: rec.worker, StartMs: ms(t0), EndMs: ms(end)})
 	}
 	if op == rec.run.primary {
 		rec.secOps++
-		rec.secHist.Record(end.Sub(t0))
+		rec.secLat = append(rec.secLat, d)
 		rec.run.done.Add(1)
+	}
+}
+
+// record adds buffered latencies of op to the shared histogram.
+func (r *run) record(op string, lat []time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.ops[op]
+	if h == nil {
+		h = NewHist()
+		r.ops[op] = h
+	}
+	for _, d := range lat {
+		h.Record(d)
 	}
 }
 
@@ -110,29 +135,30 @@ func (rec *Recorder) flushSecond() {
 	sl := r.seconds[rec.sec]
 	sl.ops += rec.secOps
 	sl.errs += rec.secErrs
-	sl.hist.Merge(rec.secHist)
+	for _, d := range rec.secLat {
+		sl.hist.Record(d)
+	}
 	r.mu.Unlock()
 	rec.secOps, rec.secErrs = 0, 0
-	rec.secHist.Reset()
+	rec.secLat = rec.secLat[:0]
 }
 
 // Flush merges everything the worker recorded into the run.
 func (rec *Recorder) Flush() {
 	rec.flushSecond()
+	for op, buf := range rec.pending {
+		if len(buf) > 0 {
+			rec.run.record(op, buf)
+		}
+	}
 	r := rec.run
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for name, h := range rec.ops {
-		if r.ops[name] == nil {
-			r.ops[name] = NewHist()
-		}
-		r.ops[name].Merge(h)
-	}
 	for code, n := range rec.errs {
 		r.errs[code] += n
 	}
-	r.slow = append(r.slow, rec.slow[:min(len(rec.slow), maxSlow-len(r.slow))]...)
-	rec.ops, rec.errs, rec.slow = map[string]*Hist{}, map[string]int64{}, nil
+	r.slow = append(r.slow, rec.slow...)
+	rec.pending, rec.errs, rec.slow = map[string][]time.Duration{}, map[string]int64{}, nil
 }
 
 // fill writes the run's figures into res.

@@ -35,6 +35,9 @@ type Config struct {
 	Locks      int           `json:"locks"`       // held: locks to hold
 
 	SlowOver time.Duration `json:"slow_over,omitempty"` // > 0: list every operation slower than this (Result.Slow)
+	// OnMeasure, when set, is called (in its own goroutine) when the
+	// measured time begins, e.g. to start traces of the servers.
+	OnMeasure func() `json:"-"`
 
 	PIDs     []int     `json:"pids,omitempty"` // server processes whose CPU and RSS are sampled
 	Progress io.Writer `json:"-"`              // where a progress bar goes (nil: none)
@@ -213,12 +216,18 @@ func (e *env) drive(primary string, op opFunc) {
 	r := newRun(primary, measure, e.classify)
 	r.slowOver = cfg.SlowOver
 	e.res.Measured = measure.UTC()
+	if cfg.OnMeasure != nil {
+		t := time.AfterFunc(cfg.Warmup, cfg.OnMeasure)
+		defer t.Stop()
+	}
 	ctx, cancel := context.WithDeadline(e.ctx, end.Add(10*time.Second)) // grace for in-flight ops
 	defer cancel()
 	stopProgress := e.progress(r, start, end)
 	cpu0 := sampleCPU(cfg.PIDs)
 	self0 := selfCPU()
 	wait0, selfWait0 := sampleRunDelay(cfg.PIDs), runDelay(os.Getpid())
+	var mem0 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Clients; w++ {
@@ -242,6 +251,12 @@ func (e *env) drive(primary string, op opFunc) {
 				if !t0.Before(end) || ctx.Err() != nil {
 					return
 				}
+				if cfg.Rate > 0 {
+					// How late the generator itself starts an operation (all
+					// workers busy, or a timer that fired late): the part of
+					// an open-loop latency spent before anything was sent.
+					rec.Observe("start-lag", t0, nil)
+				}
 				op(ctx, w, rec, t0, i)
 			}
 		}()
@@ -255,6 +270,11 @@ func (e *env) drive(primary string, op opFunc) {
 	r.fill(e.res, cfg.Duration)
 	e.cpuMetrics(cpu0, self0, time.Since(start))
 	e.runQueueMetrics(wait0, selfWait0, time.Since(start))
+	var mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem1)
+	// The load generator's own GC work delays the operations it times.
+	e.res.Metrics["loadgen_gc_cycles"] = float64(mem1.NumGC - mem0.NumGC)
+	e.res.Metrics["loadgen_alloc_mb"] = round3(float64(mem1.TotalAlloc-mem0.TotalAlloc) / (1 << 20))
 	_ = elapsed
 }
 

@@ -17,6 +17,7 @@ import (
 	"runtime/trace"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -191,8 +192,11 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 		half := loadtest.Step{Label: fmt.Sprintf("shards=%d open-loop rate=%.0f cycles/s (%s)", shards, rate, what),
 			Cfg: loadtest.Config{Scenario: "uncontended", Clients: 1024, Rate: rate, Duration: 10 * time.Second, Warmup: 2 * time.Second, SlowOver: slowOver}}
 		if traceFor > 0 {
-			// Traces start once the warm-up is over (clients open first).
-			go traces(ctx, port, shards, 5*time.Second, traceFor, filepath.Join(out, "traces"))
+			// Traces of the first run start as its measured time begins.
+			var once sync.Once
+			half.Cfg.OnMeasure = func() {
+				once.Do(func() { traces(ctx, port, shards, traceFor, filepath.Join(out, "traces")) })
+			}
 		}
 		saveMetrics(ctx, port, shards, "before", filepath.Join(out, "metrics"))
 		more, err := loadtest.RunSteps(ctx, "warden", mk, []loadtest.Step{half}, repeat, g.PIDs(), os.Stderr)
@@ -238,16 +242,11 @@ func saveMetrics(ctx context.Context, port, shards int, when, dir string) {
 	}
 }
 
-// traces waits delay, then records a Go execution trace of every node
-// (through its /debug/pprof/trace) and of this process for d, so a stall can
-// be attributed on both sides of the connection.
-func traces(ctx context.Context, port, shards int, delay, d time.Duration, dir string) {
+// traces records a Go execution trace of every node (through its
+// /debug/pprof/trace) and of this process for d, so a stall can be
+// attributed on both sides of the connection.
+func traces(ctx context.Context, port, shards int, d time.Duration, dir string) {
 	must(os.MkdirAll(dir, 0o755))
-	select {
-	case <-time.After(delay):
-	case <-ctx.Done():
-		return
-	}
 	errs := make(chan error, 3)
 	for i := 0; i < 3; i++ {
 		go func() {
