@@ -236,6 +236,7 @@ func (e *env) drive(primary string, op opFunc) {
 			defer wg.Done()
 			rec := r.recorder()
 			rec.worker = w
+			var pace pacer
 			defer rec.Flush()
 			for i := int64(0); ; i++ {
 				t0 := time.Now()
@@ -244,7 +245,7 @@ func (e *env) drive(primary string, op opFunc) {
 					t0 = intendedAt(start, cfg.Rate, i)
 					// An operation due after the end is never sent: at a low
 					// rate a worker would otherwise sleep long past it.
-					if !t0.Before(end) || !sleepUntil(ctx, t0) {
+					if !t0.Before(end) || !pace.sleepUntil(ctx, t0) {
 						return
 					}
 				}
