@@ -89,6 +89,22 @@ func benchAcquire(b *testing.B, format string, lease uint64) {
 	timed(b, s, es)
 }
 
+// BenchmarkApplyAcquireInflight256: acquires with exactly-once numbers from
+// one client id that keeps 256 requests in flight (as a load generator's
+// shared client does), so every op raises the ack floor by one while 256
+// records are remembered. The floor's cost must not grow with the window.
+func BenchmarkApplyAcquireInflight256(b *testing.B) {
+	const window = 256
+	s := benchSM(b)
+	es := entries(b.N, func(i int) *wire.Request {
+		seq := uint64(i + 1)
+		return &wire.Request{ID: uint64(i), Op: wire.OpAcquire, Path: fmt.Sprintf("/locks/bench/k-%d", i), Lease: 1, TTL: 10000,
+			Client: 7, Seq: seq, AckSeq: max(1, seq-min(seq, window))}
+	})
+	b.ReportAllocs()
+	timed(b, s, es)
+}
+
 // BenchmarkApplyRelease: releases of held locks, 64 per entry.
 func BenchmarkApplyRelease(b *testing.B) {
 	s := benchSM(b)

@@ -1,6 +1,8 @@
 package statemachine
 
 import (
+	"slices"
+
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -26,6 +28,36 @@ type client struct {
 	lingering  int // resolved records below the floor, kept until acked again
 	prev, next *client
 	records    map[uint64]*outcome
+	// ahead holds the seqs of the records the floor has not passed yet, in
+	// ascending order (with stale entries for records dropped early), so
+	// raising the floor drops a prefix instead of scanning every record:
+	// one client id can carry hundreds of requests in flight.
+	ahead []uint64
+	// lingerSeqs lists the lingering records (plus stale entries).
+	lingerSeqs []uint64
+}
+
+func newClient(id, floor uint64) *client {
+	return &client{id: id, floor: floor, records: map[uint64]*outcome{}}
+}
+
+// put adds a record. Seqs mostly arrive in order, so this is an append.
+func (c *client) put(seq uint64, rec *outcome) {
+	c.records[seq] = rec
+	n := len(c.ahead)
+	if n == 0 || c.ahead[n-1] < seq {
+		c.ahead = append(c.ahead, seq)
+		return
+	}
+	i, _ := slices.BinarySearch(c.ahead, seq)
+	c.ahead = slices.Insert(c.ahead, i, seq)
+}
+
+// linger marks a resolved record as kept below the floor until acked again.
+func (c *client) linger(seq uint64, rec *outcome) {
+	rec.lingering = true
+	c.lingering++
+	c.lingerSeqs = append(c.lingerSeqs, seq)
 }
 
 // outcome is what a request answered, kept compactly for replay.
@@ -53,7 +85,7 @@ func dedupable(op wire.Op) bool { return op.Mutating() && op != wire.OpCancel }
 func (s *StateMachine) touchClient(id uint64) *client {
 	c := s.clients[id]
 	if c == nil {
-		c = &client{id: id, records: map[uint64]*outcome{}}
+		c = newClient(id, 0)
 		s.clients[id] = c
 	} else {
 		s.lru.remove(c)
@@ -70,21 +102,33 @@ func (s *StateMachine) touchClient(id uint64) *client {
 func (s *StateMachine) ack(c *client, ackSeq, seq uint64) {
 	if ackSeq > c.floor {
 		c.floor = ackSeq
-		for seq, rec := range c.records { // deleting a set: order does not matter
-			if seq < ackSeq && rec.w == nil && !rec.lingering {
-				delete(c.records, seq)
+		i := 0
+		for ; i < len(c.ahead) && c.ahead[i] < ackSeq; i++ {
+			// A queued record stays (resolve makes it lingering); a
+			// lingering one is in lingerSeqs.
+			if rec := c.records[c.ahead[i]]; rec != nil && rec.w == nil && !rec.lingering {
+				delete(c.records, c.ahead[i])
 			}
 		}
+		c.ahead = c.ahead[i:]
 	}
 	if c.lingering == 0 {
 		return
 	}
-	for recSeq, rec := range c.records { // deleting a set: order does not matter
-		if rec.lingering && recSeq < ackSeq && recSeq != seq {
+	keep := c.lingerSeqs[:0]
+	for _, recSeq := range c.lingerSeqs {
+		rec := c.records[recSeq]
+		switch {
+		case rec == nil || !rec.lingering:
+			// stale: dropped before
+		case recSeq < ackSeq && recSeq != seq:
 			delete(c.records, recSeq)
 			c.lingering--
+		default:
+			keep = append(keep, recSeq)
 		}
 	}
+	c.lingerSeqs = keep
 }
 
 func (s *StateMachine) remember(c *client, r *wire.Request, out *wire.Response, queued *waiter) {
@@ -97,7 +141,7 @@ func (s *StateMachine) remember(c *client, r *wire.Request, out *wire.Response, 
 		rec.w = queued
 		c.waiting++
 	}
-	c.records[r.Seq] = rec
+	c.put(r.Seq, rec)
 }
 
 func (rec *outcome) replay(out *wire.Response) {
@@ -127,8 +171,7 @@ func (s *StateMachine) resolve(w *waiter, result outcome) {
 	rec.code, rec.msg, rec.token, rec.lease, rec.mode, rec.count = result.code, result.msg, result.token,
 		result.lease, result.mode, result.count
 	if w.seq < c.floor {
-		rec.lingering = true
-		c.lingering++
+		c.linger(w.seq, rec)
 	}
 	s.lru.remove(c)
 	c.lastSeen = s.now

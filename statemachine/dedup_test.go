@@ -51,6 +51,22 @@ func TestRetriesApplyOnce(t *testing.T) {
 		h.mustOK(r)
 		h.expect(with(acq("/l/a", ex, 1, "o"), 3, 1), wire.Ambiguous)
 	})
+	t.Run("ack drops records applied out of seq order", func(t *testing.T) {
+		// Requests of one client reach a shard over several connections,
+		// so seqs are applied out of order; the floor still drops every
+		// record below it and keeps the ones above.
+		h := newHarness(t)
+		for _, seq := range []uint64{4, 1, 3, 2} {
+			h.mustOK(with(acq("/l/"+string(rune('a'+seq)), ex, 1, "o"), 3, seq))
+		}
+		r := with(acq("/l/z", ex, 1, "o"), 3, 5)
+		r.AckSeq = 4
+		h.mustOK(r)
+		for _, seq := range []uint64{1, 2, 3} {
+			h.expect(with(acq("/l/"+string(rune('a'+seq)), ex, 1, "o"), 3, seq), wire.Ambiguous)
+		}
+		h.mustOK(with(acq("/l/e", ex, 1, "o"), 3, 4)) // above the floor: replayed
+	})
 	t.Run("idle clients are forgotten, not those with waiters", func(t *testing.T) {
 		cfg := testConfig()
 		cfg.ClientIdleMs = 1000

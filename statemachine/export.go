@@ -471,7 +471,7 @@ func (s *StateMachine) installNode(en *ExNode, gone map[uint64]bool) {
 		if ew.Op != 0 && w.client != 0 {
 			c := s.installedClient(w.client, ew.Floor)
 			if c.records[w.seq] == nil {
-				c.records[w.seq] = &outcome{op: ew.Op, code: wire.Queued, mode: w.mode, lease: w.lease, w: w}
+				c.put(w.seq, &outcome{op: ew.Op, code: wire.Queued, mode: w.mode, lease: w.lease, w: w})
 				c.waiting++
 			}
 		}
@@ -497,7 +497,7 @@ func (s *StateMachine) installNode(en *ExNode, gone map[uint64]bool) {
 func (s *StateMachine) installedClient(id, floor uint64) *client {
 	c := s.clients[id]
 	if c == nil {
-		c = &client{id: id, floor: floor, records: map[uint64]*outcome{}}
+		c = newClient(id, floor)
 		s.clients[id] = c
 		c.lastSeen = s.now
 		s.lru.pushBack(c)
@@ -514,9 +514,8 @@ func (s *StateMachine) installClient(ec *ExClient) {
 		rec := &outcome{op: er.Op, code: er.Code, mode: er.Mode, count: er.Count, msg: er.Msg, token: er.Token,
 			lease: er.Lease, version: er.Version, rev: er.Rev, ttl: er.TTL}
 		if er.Lingering && er.Seq < c.floor {
-			rec.lingering = true
-			c.lingering++
+			c.linger(er.Seq, rec)
 		}
-		c.records[er.Seq] = rec
+		c.put(er.Seq, rec)
 	}
 }

@@ -89,7 +89,8 @@ func (c *recovery) readLeases() {
 func (c *recovery) readClients() {
 	r := c.r
 	for n := r.count(math.MaxInt32); n > 0 && r.err == nil; n-- {
-		cl := &client{id: r.uvarint(), floor: r.uvarint(), lastSeen: r.varint(), records: map[uint64]*outcome{}}
+		cl := newClient(r.uvarint(), r.uvarint())
+		cl.lastSeen = r.varint()
 		for m := r.count(math.MaxInt32); m > 0 && r.err == nil; m-- {
 			seq := r.uvarint()
 			rec := &outcome{op: wire.Op(r.uvarint()), code: wire.Code(r.uvarint()), mode: modeOf(r.uvarint(), r),
@@ -98,10 +99,10 @@ func (c *recovery) readClients() {
 			if r.flag() {
 				rec.w = pendingWaiter // linked when the waiter is read
 			}
-			if rec.lingering = r.flag(); rec.lingering {
-				cl.lingering++
+			if r.flag() {
+				cl.linger(seq, rec)
 			}
-			cl.records[seq] = rec
+			cl.put(seq, rec)
 		}
 		c.clients[cl.id] = cl
 		c.lru.pushBack(cl)
