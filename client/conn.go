@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -226,7 +227,7 @@ func (cn *conn) writeLoop() {
 		case <-cn.closed:
 			return
 		}
-		for req != nil {
+		for frames, yields := 0, 0; req != nil; frames++ {
 			var err error
 			buf, err = wire.AppendFrame(buf[:0], req)
 			if err != nil {
@@ -243,6 +244,17 @@ func (cn *conn) writeLoop() {
 			case req = <-cn.sendq:
 			default:
 				req = nil
+				if yields < writeYields && cn.moreComing(frames+1) {
+					// Under load the callers whose answers just arrived
+					// are about to send: let them, and carry their
+					// requests in this write instead of one write each.
+					yields++
+					runtime.Gosched()
+					select {
+					case req = <-cn.sendq:
+					default:
+					}
+				}
 			}
 		}
 		cn.nc.SetWriteDeadline(time.Now().Add(cn.cfg.requestTimeout))
@@ -251,6 +263,20 @@ func (cn *conn) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeYields bounds how often the writer lets callers run before it
+// flushes a short batch: a write syscall costs tens of times a yield.
+const writeYields = 2
+
+// moreComing reports whether more calls are outstanding than the writer has
+// just batched, so more requests are likely on their way (a lone caller
+// never waits for a yield).
+func (cn *conn) moreComing(batched int) bool {
+	cn.mu.Lock()
+	n := len(cn.pending)
+	cn.mu.Unlock()
+	return n > batched
 }
 
 func (cn *conn) readLoop(br *bufio.Reader) {
