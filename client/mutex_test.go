@@ -350,3 +350,27 @@ func TestParkedAcquireResentAfterDrop(t *testing.T) {
 		})
 	}
 }
+
+// The hold's context is made only when asked for; one asked for only after
+// the lock ended must still be ended, with the reason.
+func TestMutexContextAskedAfterUnlock(t *testing.T) {
+	ls, s := newLockTest(t)
+	m := NewMutex(s, "/locks/a")
+	if err := m.Context().Err(); err == nil {
+		t.Fatal("context of a never-locked Mutex is live")
+	}
+	ctx := testContext(t)
+	errc := make(chan error, 1)
+	go func() { errc <- m.Lock(ctx) }()
+	acq := ls.nextAcquire(t)
+	acq.fc.answer(acq.req, wire.Response{Token: 9, Lease: s.Lease(), Count: 1})
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Context(); c.Err() == nil || !errors.Is(context.Cause(c), errUnlocked) {
+		t.Fatalf("context after Unlock: err %v cause %v, want ended by errUnlocked", c.Err(), context.Cause(c))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -135,6 +136,12 @@ func (c *conn) writeLoop() {
 			}
 			c.nc.Close()
 			return
+		}
+		if len(c.sem) > 0 {
+			// More answers are on their way (a Raft entry's answers are
+			// handed out one after another): let them queue, and send
+			// them in this write rather than one write each.
+			runtime.Gosched()
 		}
 		c.mu.Lock()
 		buf := c.out

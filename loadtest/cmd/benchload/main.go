@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
 	"strings"
@@ -40,6 +41,7 @@ func main() {
 		profile  = flag.Bool("profile", true, "save CPU profiles of the nodes under uncontended load")
 		only     = flag.String("only", "", "comma-separated step labels prefixes to run (empty: all)")
 		name     = flag.String("name", "load", "output file name (name.md, name.json, name.html)")
+		selfProf = flag.String("loadgen-profile", "", "write a CPU profile of the load generator itself (the whole run) to this file")
 	)
 	flag.BoolVar(&contention, "contention", false, "with --profile: also save blocking and mutex profiles of the nodes (they cost some CPU)")
 	flag.StringVar(&nodeArgs, "node-args", "", "more flags for every warden node, space-separated (e.g. --no-audit)")
@@ -51,6 +53,12 @@ func main() {
 	flag.DurationVar(&slowOver, "slow-over", 0, "open-loop step: list every operation slower than this in the JSON (\"slow\", times in ms after \"measured\")")
 	flag.BoolVar(&scrape, "metrics", false, "start every node's admin API (port +250) and save its /metrics before and after the open-loop step (in OUT/metrics)")
 	flag.Parse()
+	if *selfProf != "" {
+		f, err := os.Create(*selfProf)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *maxTime)
