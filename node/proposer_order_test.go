@@ -15,10 +15,12 @@ import (
 // elected are answered as soon as they apply, not held behind it (the
 // proposer used to answer strictly in proposal order, so every answer on
 // the node waited out the lost one: seconds of failover latency, and the
-// minority node that "held requests for 5 s").
+// minority node that "held requests for 5 s"). Nor does the proposer's
+// gathering wait for it (PipelineDepth, GatherWait).
 func TestLostProposalDoesNotHoldLaterAnswers(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) {
 		cfg.Shard.ProposalTimeout = 30 * time.Second // a lost proposal stays pending for long
+		cfg.Shard.PipelineDepth = 1                  // so later proposals wait to gather, but not for it
 	}})
 	path := "/order/x/a"
 	shardID := shardOf(t, c, path)
