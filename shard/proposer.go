@@ -24,13 +24,16 @@ import (
 // Every entry costs the same Raft work whatever it carries: a WAL write and
 // sync on each replica and about five message batches. With many entries in
 // flight the operations in the system spread thin over them (256 clients
-// made about 55 per entry with 32 allowed in flight), so with PipelineDepth
-// entries unanswered the next one waits for an answer, up to GatherWait,
-// and takes everything that arrived meanwhile (about 120 per entry at a
-// depth of 1: half the Raft messages per operation). The wait is bounded so
-// that entries which will only resolve at ProposalTimeout (proposed just
-// before a leader change) slow the shard down instead of stopping it;
-// MaxInflight stays the hard limit.
+// made about 55 per entry with 32 allowed in flight). With PipelineDepth
+// set, once that many entries are unanswered the next one waits for an
+// answer, up to GatherWait, and takes everything that arrived meanwhile.
+// The wait is bounded so that entries which will only resolve at
+// ProposalTimeout (proposed just before a leader change) slow the shard
+// down instead of stopping it; MaxInflight stays the hard limit. It is off
+// by default: at one shard a depth of 2 made 75-89 operations per entry
+// instead of 45-70 but no measurable CPU saving per operation, and at 16
+// shards (a handful of operations per shard in flight) the wait serialised
+// each shard and cost throughput (docs/performance.md, session 4).
 
 type proposal struct {
 	req  *wire.Request
@@ -248,7 +251,7 @@ func (p *proposer) await(f *inflight) {
 // gatherWait waits, while PipelineDepth entries are unanswered, for one of
 // them to be answered or for GatherWait to pass. False: the shard stops.
 func (p *proposer) gatherWait() bool {
-	if p.pending.Load() < int64(p.s.cfg.PipelineDepth) {
+	if p.s.cfg.PipelineDepth <= 0 || p.pending.Load() < int64(p.s.cfg.PipelineDepth) {
 		return true
 	}
 	if p.gather == nil {

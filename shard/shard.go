@@ -18,9 +18,9 @@ type Config struct {
 	MaxBatchOps   int // client operations per Raft entry (default 2048)
 	MaxBatchBytes int // bytes per Raft entry (default 512 KiB)
 	MaxInflight   int // entries proposed but not yet applied (default 32)
-	// PipelineDepth is how many unanswered entries make the next one wait
-	// (at most GatherWait) for an answer, gathering the operations that
-	// arrive meanwhile (default 2; proposer.go).
+	// PipelineDepth, when set, is how many unanswered entries make the
+	// next one wait (at most GatherWait) for an answer, gathering the
+	// operations that arrive meanwhile (default 0: no waiting; proposer.go).
 	PipelineDepth   int
 	GatherWait      time.Duration // default 2 ms
 	QueueDepth      int           // operations waiting to be batched (default 16384; a full queue blocks the sender)
@@ -50,7 +50,6 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBatchOps, 2048)
 	def(&c.MaxBatchBytes, 512<<10)
 	def(&c.MaxInflight, 32)
-	def(&c.PipelineDepth, 2)
 	if c.GatherWait <= 0 {
 		c.GatherWait = 2 * time.Millisecond
 	}
