@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,26 @@ import (
 type Step struct {
 	Label string
 	Cfg   Config
+}
+
+// SelectSteps keeps the steps whose label, with trim cut from its front,
+// starts with one of the comma-separated prefixes in only; an empty only
+// keeps every step. It backs the --only flag of the bench commands.
+func SelectSteps(steps []Step, only, trim string) []Step {
+	if only == "" {
+		return steps
+	}
+	var out []Step
+	for _, st := range steps {
+		label := strings.TrimPrefix(st.Label, trim)
+		for _, p := range strings.Split(only, ",") {
+			if p = strings.TrimSpace(p); p != "" && strings.HasPrefix(label, p) {
+				out = append(out, st)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Outcome is a step's repeated runs on one system and the run with the

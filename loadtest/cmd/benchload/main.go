@@ -129,19 +129,7 @@ func stepsFor(shards int, ref bool, sweep string, dur time.Duration, sessions st
 			c.Locks, c.Duration, c.Warmup = locks, 120*time.Second, 0
 		}))
 	}
-	if only == "" {
-		return steps
-	}
-	var out []loadtest.Step
-	for _, st := range steps {
-		for _, p := range strings.Split(only, ",") {
-			if strings.HasPrefix(strings.TrimPrefix(st.Label, fmt.Sprintf("shards=%d ", shards)), p) {
-				out = append(out, st)
-				break
-			}
-		}
-	}
-	return out
+	return loadtest.SelectSteps(steps, only, fmt.Sprintf("shards=%d ", shards))
 }
 
 // cluster starts a fresh cluster with the given shard count, runs steps on

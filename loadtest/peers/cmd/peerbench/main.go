@@ -33,6 +33,8 @@ func main() {
 		shards  = flag.Int("shards", 8, "Warden data shards")
 		maxTime = flag.Duration("max-time", 30*time.Minute, "hard bound on the whole run")
 		watch   = flag.Int("watchers", 1000, "watch fan-out: watchers")
+		only    = flag.String("only", "", "comma-separated step label prefixes to run, e.g. contended (empty: all)")
+		name    = flag.String("name", "peers", "output file name stem: <out>/<name>.{md,json,html}")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -40,7 +42,10 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, *maxTime)
 	defer cancel()
 
-	steps := plan(*dur, *watch)
+	steps := loadtest.SelectSteps(plan(*dur, *watch), *only, "")
+	if len(steps) == 0 {
+		must(fmt.Errorf("--only %q matches no step", *only))
+	}
 	m := loadtest.ThisMachine()
 	m.Versions["etcd"] = loadtest.CommandVersion("etcd", "--version")
 	m.Versions["redis"] = loadtest.CommandVersion("redis-server", "--version")
@@ -67,16 +72,16 @@ func main() {
 		rep.Results = append(rep.Results, o.Runs...)
 	}
 	must(os.MkdirAll(*out, 0o755))
-	writeFile(filepath.Join(*out, "peers.json"), func(w io.Writer) error {
+	writeFile(filepath.Join(*out, *name+".json"), func(w io.Writer) error {
 		return loadtest.WriteJSON(w, struct {
 			Machine  loadtest.Machine   `json:"machine"`
 			Problems []string           `json:"problems,omitempty"`
 			Outcomes []loadtest.Outcome `json:"outcomes"`
 		}{m, problems, all})
 	})
-	writeFile(filepath.Join(*out, "peers.html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
-	writeFile(filepath.Join(*out, "peers.md"), func(w io.Writer) error { return markdown(w, m, all, problems, *dur, *repeat, *shards) })
-	fmt.Println("wrote", filepath.Join(*out, "peers.{md,json,html}"))
+	writeFile(filepath.Join(*out, *name+".html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
+	writeFile(filepath.Join(*out, *name+".md"), func(w io.Writer) error { return markdown(w, m, all, problems, *dur, *repeat, *shards) })
+	fmt.Println("wrote", filepath.Join(*out, *name+".{md,json,html}"))
 }
 
 func plan(dur time.Duration, watchers int) []loadtest.Step {
