@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -236,5 +237,30 @@ func TestRecorderMemoryPerWorker(t *testing.T) {
 	}
 	if len(res.Series) != 1 || res.Series[0].Ops != 1024 {
 		t.Fatalf("series %+v", res.Series)
+	}
+}
+
+func TestSelectSteps(t *testing.T) {
+	steps := []Step{{Label: "shards=4 uncontended c=1"}, {Label: "shards=4 uncontended c=64"},
+		{Label: "shards=4 contended c=32 hot=1"}, {Label: "shards=4 watch w=1000"}}
+	for _, tc := range []struct {
+		name, only, trim string
+		want             []string
+	}{
+		{"empty keeps all", "", "shards=4 ", []string{"shards=4 uncontended c=1", "shards=4 uncontended c=64", "shards=4 contended c=32 hot=1", "shards=4 watch w=1000"}},
+		{"prefix after trim", "contended", "shards=4 ", []string{"shards=4 contended c=32 hot=1"}},
+		{"several, spaces", "uncontended c=64, watch", "shards=4 ", []string{"shards=4 uncontended c=64", "shards=4 watch w=1000"}},
+		{"no trim: prefix must match the label", "contended", "", nil},
+		{"empty entries match nothing", "contended,", "shards=4 ", []string{"shards=4 contended c=32 hot=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, st := range SelectSteps(steps, tc.only, tc.trim) {
+				got = append(got, st.Label)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("SelectSteps(%q, %q) = %q, want %q", tc.only, tc.trim, got, tc.want)
+			}
+		})
 	}
 }
