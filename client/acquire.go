@@ -104,6 +104,9 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 		case <-w.sdone: // nil once derived into lctx
 			return nil, c.abandon(cn, id, cl, req, undo, context.Cause(s.ctx))
 		}
+		if res.err == nil && res.resp.Hint != nil && c.direct != nil {
+			c.direct.learn(res.resp.Hint) // a forwarded or NotLeader answer names the leader
+		}
 		switch {
 		case res.err != nil && !transient(res.err):
 			return nil, res.err // refused locally: never sent

@@ -209,6 +209,9 @@ func (c *Client) attempts(ctx context.Context, req *wire.Request, timeout time.D
 		}
 		resp, sent, err := cn.roundTrip(ctx, req, timeout)
 		avoid = ""
+		if err == nil && resp.Hint != nil && c.direct != nil {
+			c.direct.learn(resp.Hint)
+		}
 		if err != nil || resp.Code == wire.Unavailable {
 			avoid = cn.addr // a node cut off from its majority: try another
 		}

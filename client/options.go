@@ -29,6 +29,7 @@ type config struct {
 	maxFrame       int
 	clock          clock
 	direct         bool // send path requests straight to the shard leader's node
+	routeRefresh   time.Duration
 	tracer         trace.Tracer
 }
 
@@ -43,6 +44,7 @@ func defaultConfig() config {
 		maxFrame:       wire.DefaultMaxFrame,
 		clock:          realClock{},
 		direct:         true,
+		routeRefresh:   2 * time.Second,
 	}
 }
 
@@ -51,6 +53,18 @@ func defaultConfig() config {
 // learns the range table and sends each request on a path to the node that
 // leads its shard, saving a forwarding hop.
 func WithoutDirectRouting() Option { return func(c *config) { c.direct = false } }
+
+// WithRouteRefresh sets how often direct routing re-reads the range table
+// and the shard leaders (default 2 s). Leader changes are also learnt from
+// answers (a forwarding node names the leader), so this mostly bounds how
+// long a new range split or move goes unnoticed.
+func WithRouteRefresh(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.routeRefresh = d
+		}
+	}
+}
 
 // WithDialTimeout bounds one connection attempt, handshake included
 // (default 3 s).

@@ -68,6 +68,9 @@ func New(cfg Config) (*Metrics, error) {
 			return nil, err
 		}
 		cfg.Router.SetHooks(&router.Hooks{Request: m.req.observe, SlowConsumer: m.req.slowConsumer})
+		if err := m.routerMetrics(cfg.Router); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Host != nil {
 		if m.shards, err = newShardMetrics(m.meter, cfg.Host, cfg.Clock); err != nil {
@@ -93,6 +96,22 @@ func (m *Metrics) buildInfo() error {
 		o.ObserveInt64(g, 1, set)
 		return nil
 	}, g)
+	return err
+}
+
+// routerMetrics exports what the router counts itself.
+func (m *Metrics) routerMetrics(r *router.Server) error {
+	var b builder
+	b.m = m.meter
+	forwarded := b.counter("warden.router.forwarded", "{request}",
+		"Requests this node's router sent on to another node (a client reached a node that does not lead the shard).")
+	if b.err != nil {
+		return b.err
+	}
+	_, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(forwarded, int64(r.Forwarded()))
+		return nil
+	}, forwarded)
 	return err
 }
 

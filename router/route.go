@@ -121,12 +121,16 @@ func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.R
 				local.Submit(req, done)
 				return
 			}
-			s.forward(addr, shardID, req, done)
+			s.forward(addr, shardID, req, leaderHinted(shardID, addr, done))
 			return
 		}
 	}
 	addr, _ := s.cache.leaderAddr(shardID)
-	if addr == "" && (localReadOK(req) || h != nil) {
+	if addr != "" {
+		s.forward(addr, shardID, req, leaderHinted(shardID, addr, done))
+		return
+	}
+	if localReadOK(req) || h != nil {
 		// A node without a replica of the shard (it joined, or the replica
 		// moved away) and no leader heard of: any replica proposes on the
 		// leader's behalf, and its NotLeader answers teach us the leader.
@@ -138,6 +142,20 @@ func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.R
 		return
 	}
 	s.forward(addr, shardID, req, done)
+}
+
+// leaderHinted names the shard leader a request was forwarded to in its
+// answer (unless the answer carries a hint of its own), so a client that
+// routes directly and sent it here on a stale leader view learns the leader
+// from the answer instead of at its next table refresh: without this, every
+// request after a leader change costs a forwarding hop until then.
+func leaderHinted(shardID uint64, leader string, done func(*wire.Response)) func(*wire.Response) {
+	return func(r *wire.Response) {
+		if r.Hint == nil && !r.Code.Retryable() {
+			r.Hint = &wire.Hint{Shard: shardID, Leader: leader}
+		}
+		done(r)
+	}
 }
 
 // localReadOK: reads are linearizable on any replica (read index), so they
@@ -159,6 +177,7 @@ func (s *Server) forward(addr string, shardID uint64, req *wire.Request, done fu
 	}
 	fwd := *req
 	fwd.Shard = shardID
+	s.forwarded.Add(1)
 	p.send(&fwd, done)
 }
 

@@ -75,6 +75,7 @@ type Server struct {
 	pacer      acceptPacer
 	refusals   *rate.Limiter // refusals answered with a frame (nil = all)
 	closing    chan struct{} // closed by Close: ends an accept pause
+	forwarded  atomic.Uint64 // requests sent on to another node (route.go)
 
 	mu     sync.Mutex
 	ln     net.Listener

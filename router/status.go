@@ -2,12 +2,15 @@ package router
 
 // Status is what OpStatus answers (as JSON) and the admin API serves.
 type Status struct {
-	Node     uint64        `json:"node,omitempty"`
-	TableGen uint64        `json:"table_gen"`
-	Ranges   int           `json:"ranges"`
-	Conns    int           `json:"connections"`
-	Nodes    []NodeStatus  `json:"nodes,omitempty"`
-	Shards   []ShardStatus `json:"shards,omitempty"`
+	Node     uint64 `json:"node,omitempty"`
+	TableGen uint64 `json:"table_gen"`
+	Ranges   int    `json:"ranges"`
+	Conns    int    `json:"connections"`
+	// Forwarded counts requests this router sent on to another node
+	// (mostly: to the shard leader, when the client reached a follower).
+	Forwarded uint64        `json:"forwarded"`
+	Nodes     []NodeStatus  `json:"nodes,omitempty"`
+	Shards    []ShardStatus `json:"shards,omitempty"`
 }
 
 // NodeStatus describes one cluster member.
@@ -33,9 +36,13 @@ type ShardStatus struct {
 	ProposedOps uint64 `json:"proposed_ops,omitempty"`
 }
 
+// Forwarded returns how many requests this router has sent on to another
+// node since it started: the hops that direct routing exists to save.
+func (s *Server) Forwarded() uint64 { return s.forwarded.Load() }
+
 // Status reports what this router knows of the cluster.
 func (s *Server) Status() Status {
-	st := Status{Conns: s.Conns()}
+	st := Status{Conns: s.Conns(), Forwarded: s.Forwarded()}
 	info := s.routeInfo()
 	if h := s.cfg.Host; h != nil {
 		st.Node = h.NodeID()
