@@ -24,7 +24,6 @@ type Config struct {
 	Router  *router.Server // required
 	Audit   *audit.Store   // nil: /v1/audit answers 404
 	DataDir string         // the disk check writes a probe file here
-	Clock   shard.Clock
 	Log     *slog.Logger
 	Version string
 
@@ -70,7 +69,7 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 5 * time.Second
 	}
-	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Clock: cfg.Clock, Version: cfg.Version, Audit: cfg.Audit})
+	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Version: cfg.Version, Audit: cfg.Audit})
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,6 @@ import (
 type Config struct {
 	Host   *shard.Host    // the node's replicas; nil for a standalone router
 	Router *router.Server // its router; nil: no request metrics
-	Clock  shard.Clock    // the clock the leader stamps commands with (default: system)
 	// Version is reported by warden_build_info.
 	Version string
 	// Audit is the node's audit store (nil: no audit metrics).
@@ -46,9 +45,6 @@ type Metrics struct {
 // New builds the instruments and starts observing cfg.Host and cfg.Router.
 // Close stops observing.
 func New(cfg Config) (*Metrics, error) {
-	if cfg.Clock == nil {
-		cfg.Clock = shard.SystemClock{}
-	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
@@ -73,7 +69,7 @@ func New(cfg Config) (*Metrics, error) {
 		}
 	}
 	if cfg.Host != nil {
-		if m.shards, err = newShardMetrics(m.meter, cfg.Host, cfg.Clock); err != nil {
+		if m.shards, err = newShardMetrics(m.meter, cfg.Host); err != nil {
 			return nil, err
 		}
 	}

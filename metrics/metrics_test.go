@@ -14,6 +14,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/shard"
 )
 
 // scrape reads every node's /metrics and returns each series' value summed
@@ -185,4 +186,53 @@ func stableLeaders(t *testing.T, c *nodetest.Cluster, shards []uint64, d time.Du
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("shard leadership did not settle in 30s")
+}
+
+// TestApplyDurationIsProposalToApply: warden_raft_apply_duration_seconds
+// times each entry from its proposal to its apply on the leader with the
+// leader's monotonic clock. With every node's wall clock moved ten minutes
+// ahead after start-up, sequential acquires still record durations that
+// add up to less than the wall time they took (before, the metric was
+// "wall clock minus the entry's replicated-time stamp": that offset, here
+// ten minutes, and 50–100 ms on an undisturbed cluster).
+func TestApplyDurationIsProposalToApply(t *testing.T) {
+	clock := &shard.OffsetClock{}
+	c := nodetest.Start(t, nodetest.Options{Shards: 1, Clock: clock, Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	stableLeaders(t, c, []uint64{2}, time.Second)
+	clock.Set(10 * time.Minute)
+	before, _ := scrape(t, c)
+	const acquires = 20
+	start := time.Now()
+	for i := 0; i < acquires; i++ {
+		l, err := cl.Acquire(ctx, fmt.Sprintf("/apply/ns%d/job", i), 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	after, _ := scrape(t, c)
+	delta := func(name string, labels ...string) float64 {
+		return series(after, name, labels...) - series(before, name, labels...)
+	}
+	n := delta("warden_raft_apply_duration_seconds_count", `shard="2"`)
+	sum := delta("warden_raft_apply_duration_seconds_sum", `shard="2"`)
+	if n < 2*acquires {
+		t.Fatalf("%v apply durations recorded for %d acquires and releases, want at least one per entry", n, 2*acquires)
+	}
+	if sum <= 0 || sum > elapsed {
+		t.Fatalf("apply durations add up to %.3f s over %v entries; the operations took %.3f s one after another", sum, n, elapsed)
+	}
+	if _, ok := after["warden_router_forwarded_total"]; !ok {
+		t.Errorf("warden_router_forwarded_total is not exported")
+	}
 }

@@ -191,7 +191,7 @@ func Start(cfg Config) (*Node, error) {
 		go func() { n.joinDone <- n.join() }()
 	}
 	if adminLn != nil {
-		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, DataDir: cfg.DataDir, Clock: cfg.Clock, Log: cfg.Log})
+		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, DataDir: cfg.DataDir, Log: cfg.Log})
 		if err != nil {
 			adminLn.Close()
 			n.Close()

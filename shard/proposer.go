@@ -45,6 +45,7 @@ type inflight struct {
 	rs    *dragonboat.RequestState
 	props []proposal
 	err   error
+	at    time.Time // when it was proposed (the apply duration metric)
 }
 
 // inflights are reused: an entry's proposals are copied out of the
@@ -170,6 +171,7 @@ func (p *proposer) run() {
 		}
 		f := newInflight(batch)
 		p.pending.Add(1)
+		f.at = time.Now()
 		f.rs, f.err = p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
 		p.entries.Add(1)
 		p.ops.Add(uint64(len(batch)))
@@ -244,6 +246,8 @@ func (p *proposer) await(f *inflight) {
 	f.rs.Release()
 	if !res.Completed() {
 		p.failed.Add(1)
+	} else if obs := p.s.applyObs.Load(); obs != nil && p.s.isLeader.Load() {
+		(*obs)(time.Since(f.at))
 	}
 	p.finish(f.props, res)
 }

@@ -94,6 +94,8 @@ type Shard struct {
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
+	applyObs atomic.Pointer[func(time.Duration)] // SetApplyObserver
+
 	leaderID  atomic.Uint64
 	isLeader  atomic.Bool
 	restoring atomic.Bool // waiting for its restore entry: clients are refused
@@ -410,6 +412,18 @@ func (s *Shard) ProposalStats() (queued int, pending int64, failed uint64) {
 		return 0, 0, 0
 	}
 	return len(p.in), p.pending.Load(), p.failed.Load()
+}
+
+// SetApplyObserver installs (nil: removes) fn, called with the time from
+// proposing each entry to having it applied by the local replica, for
+// entries this replica proposed while it led the shard. It runs on the
+// proposer's answer path: cheap, never blocking.
+func (s *Shard) SetApplyObserver(fn func(time.Duration)) {
+	if fn == nil {
+		s.applyObs.Store(nil)
+		return
+	}
+	s.applyObs.Store(&fn)
 }
 
 // AppliedIndex is the local replica's last applied entry index.
