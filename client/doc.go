@@ -154,6 +154,15 @@ The stream survives reconnects: the client resubscribes from the revision
 after the last one it delivered. A start revision older than the retained
 history ends the watch with ErrCompacted.
 
+# Routing
+
+By default the client reads the range table and each shard's leader from
+the cluster (every 2 s, WithRouteRefresh to change it) and sends a request
+on a path straight to the node that leads its shard. Any node still answers
+correctly: one that forwards the request names the leader in its answer,
+and the client sends the shard's next requests there. WithoutDirectRouting
+sends everything through the given endpoints (a router tier).
+
 # Tracing
 
 WithTracer(tp.Tracer("myapp")) makes each call (an acquire with its wait,

@@ -45,7 +45,10 @@ type Config struct {
 	NamespaceDepth int           // default 2
 	RTT            time.Duration // default 10 ms
 	ElectionRTT    uint64        // default 15 ticks
-	HeartbeatRTT   uint64        // default 3 ticks
+	// SnapshotEntries is how many entries each replica applies between
+	// snapshots (0: shard.DefaultSnapshotEntries).
+	SnapshotEntries uint64
+	HeartbeatRTT    uint64 // default 3 ticks
 
 	// Security (security.go). TLS nil = plaintext on the client, Raft and
 	// admin ports; otherwise TLS 1.3 on all three, mutual TLS for Raft.
@@ -162,7 +165,7 @@ func Start(cfg Config) (*Node, error) {
 	host, err := shard.NewHost(shard.HostConfig{
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
-		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT,
+		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT, SnapshotEntries: cfg.SnapshotEntries,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),

@@ -246,3 +246,34 @@ func BenchmarkSnapshot1M(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSnapshotLoadState saves the state a shard holds under the
+// session-4 load runs (benchload uncontended, 1024 workers): one lease per
+// worker, each holding one lock, and four clients with 256 exactly-once
+// records each. It prices our part of a snapshot (encoding) against the
+// fsyncs dragonboat adds around it (docs/bench/route-session4.md).
+func BenchmarkSnapshotLoadState(b *testing.B) {
+	const workers = 1024
+	s := benchSM(b)
+	run(b, s, entries(workers, func(j int) *wire.Request {
+		return &wire.Request{Op: wire.OpAcquire, Path: fmt.Sprintf("/bench/w%d/p%d", j, j%16),
+			Lease: uint64(j + 1), TTL: 30000, Owner: fmt.Sprintf("%016x-%06d", uint64(j+1), j),
+			Client: uint64(j%4 + 1), Seq: uint64(j/4 + 1)}
+	}))
+	if s.nLocks != workers {
+		b.Fatalf("%d locks, want %d", s.nLocks, workers)
+	}
+	var snap bytes.Buffer
+	cpu := cpuTime()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		snap.Reset()
+		if err := s.SaveSnapshot(&snap, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(snap.Len()), "bytes")
+}

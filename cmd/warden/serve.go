@@ -44,6 +44,7 @@ type fileConfig struct {
 	MemoryLimit     string   `yaml:"memory-limit"` // soft memory limit: auto, off or a size (memlimit.go)
 	MaxBatchOps     int      `yaml:"max-batch-ops"`
 	MaxInflight     int      `yaml:"max-inflight-entries"`
+	SnapshotEntries uint64   `yaml:"snapshot-entries"`
 }
 
 func serveCmd() *cobra.Command {
@@ -114,6 +115,7 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&fc.NoLeaderBalance, "no-leader-balance", false, "leave shard leaders where elections and warden shards transfer put them (every node: the meta leader balances)")
 	f.IntVar(&fc.MaxBatchOps, "max-batch-ops", 0, "client operations per Raft entry, per shard leader (0: 2048)")
 	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
+	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica applies nothing while it saves one, and keeps and replays up to 1.25× this many entries")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
 	withObservability(cmd)
@@ -153,6 +155,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("audit-max-bytes", func() { fc.AuditMaxBytes = int64(pick(uint64(fromFile.AuditMaxBytes), uint64(fc.AuditMaxBytes))) })
 	set("no-audit", func() { fc.NoAudit = fc.NoAudit || fromFile.NoAudit })
 	set("no-leader-balance", func() { fc.NoLeaderBalance = fc.NoLeaderBalance || fromFile.NoLeaderBalance })
+	set("snapshot-entries", func() { fc.SnapshotEntries = pick(fromFile.SnapshotEntries, fc.SnapshotEntries) })
 	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
 	set("memory-limit", func() { fc.MemoryLimit = pickS(fromFile.MemoryLimit, fc.MemoryLimit) })
 	return nil
@@ -180,6 +183,7 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	}
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
 	cfg.NoLeaderBalance = fc.NoLeaderBalance
+	cfg.SnapshotEntries = fc.SnapshotEntries
 	if fc.MaxBatchOps < 0 || fc.MaxInflight < 0 {
 		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
 	}
