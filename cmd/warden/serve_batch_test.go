@@ -36,3 +36,16 @@ func TestServeBatchKnobs(t *testing.T) {
 		})
 	}
 }
+
+// --snapshot-entries reaches the node config; 0 keeps the shard default.
+func TestServeSnapshotEntries(t *testing.T) {
+	for _, n := range []uint64{0, 5000, 250000} {
+		cfg, err := nodeConfig(fileConfig{ID: 1, Raft: "127.0.0.1:7170", SnapshotEntries: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.SnapshotEntries != n {
+			t.Fatalf("snapshot entries %d, want %d", cfg.SnapshotEntries, n)
+		}
+	}
+}
