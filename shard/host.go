@@ -192,6 +192,7 @@ type Host struct {
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64
 	forward        atomic.Pointer[Forwarder] // set by the router: reaches shards with no local replica
+	slots          chan struct{}             // entries in flight on this node, all shards (Config.NodeInflight; nil: no bound)
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -207,6 +208,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h := &Host{cfg: cfg, log: cfg.Log, leaders: map[uint64]uint64{},
 		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{}, remoteSince: map[uint64]time.Time{},
 		stopc: make(chan struct{})}
+	if n := cfg.Shard.NodeInflight; n > 0 {
+		h.slots = make(chan struct{}, n)
+	}
 	h.shards.Store(&map[uint64]*Shard{})
 	h.balanceOff.Store(cfg.NoLeaderBalance)
 	man, err := loadManifest(cfg.DataDir)

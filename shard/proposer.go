@@ -45,7 +45,8 @@ type inflight struct {
 	rs    *dragonboat.RequestState
 	props []proposal
 	err   error
-	at    time.Time // when it was proposed (the apply duration metric)
+	at    time.Time     // when it was proposed (the apply duration metric)
+	slot  chan struct{} // the node's slots, when this entry holds one
 }
 
 // inflights are reused: an entry's proposals are copied out of the
@@ -60,6 +61,10 @@ func newInflight(batch []proposal) *inflight {
 
 // free returns f to the pool once every proposal in it is answered.
 func (f *inflight) free() {
+	if f.slot != nil {
+		<-f.slot
+		f.slot = nil
+	}
 	clear(f.props) // drop the requests and callbacks
 	if cap(f.props) > 1024 {
 		f.props = nil
@@ -80,6 +85,8 @@ type proposer struct {
 	stop     chan struct{}
 	maxOps   int
 	maxBytes int
+	slots    chan struct{} // the node's entry slots (Host.slots; nil: no bound)
+	linger   *time.Timer
 
 	pending atomic.Int64  // entries proposed and not yet answered (metrics; the batcher's yield hint)
 	failed  atomic.Uint64 // entries that did not complete (dropped, timed out, rejected, ...)
@@ -97,6 +104,7 @@ func newProposer(s *Shard) *proposer {
 		stop:     make(chan struct{}),
 		maxOps:   s.cfg.MaxBatchOps,
 		maxBytes: s.cfg.MaxBatchBytes,
+		slots:    s.nodeSlots(),
 	}
 }
 
@@ -156,6 +164,10 @@ func (p *proposer) run() {
 				runtime.Gosched()
 			}
 		}
+		var slot chan struct{}
+		if p.slots != nil {
+			batch, slot = p.takeSlot(batch, &size)
+		}
 		reqs = reqs[:0]
 		for _, b := range batch {
 			if b.span != nil {
@@ -166,10 +178,14 @@ func (p *proposer) run() {
 		var err error
 		buf, err = statemachine.EncodeCommand(buf[:0], p.stamp(), reqs)
 		if err != nil {
+			if slot != nil {
+				<-slot
+			}
 			p.fail(batch, err)
 			continue
 		}
 		f := newInflight(batch)
+		f.slot = slot
 		p.pending.Add(1)
 		f.at = time.Now()
 		f.rs, f.err = p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
@@ -184,6 +200,47 @@ func (p *proposer) run() {
 			p.failCode(f.props, wire.Closed, "shard is stopping")
 			f.free()
 			return
+		}
+	}
+}
+
+// takeSlot takes one of the node's entry slots for the next entry. When
+// every slot is taken (the node's shards together have NodeInflight entries
+// in flight, i.e. the node is busy) the entry waits for one, up to
+// EntryLinger, and the operations that arrive meanwhile join it: per entry,
+// Raft costs every replica about ten operations' worth of CPU, so a node
+// whose leaders each cut small entries as fast as their pipelines allow
+// spends its CPU on entries rather than operations. An idle node has free
+// slots and proposes at once. After EntryLinger the entry goes without a
+// slot, so a shard whose entries are stuck (no leader) delays the node's
+// other shards by at most that much per entry. Nil: no slot was free.
+func (p *proposer) takeSlot(batch []proposal, size *int) ([]proposal, chan struct{}) {
+	select {
+	case p.slots <- struct{}{}:
+		return batch, p.slots
+	default:
+	}
+	if p.linger == nil {
+		p.linger = time.NewTimer(p.s.cfg.EntryLinger)
+	} else {
+		p.linger.Reset(p.s.cfg.EntryLinger)
+	}
+	defer p.linger.Stop()
+	in := p.in
+	for {
+		if len(batch) >= p.maxOps || *size >= p.maxBytes {
+			in = nil
+		}
+		select {
+		case p.slots <- struct{}{}:
+			return batch, p.slots
+		case next := <-in:
+			batch = append(batch, next)
+			*size += len(next.req.Path) + len(next.req.Value) + 32
+		case <-p.linger.C:
+			return batch, nil
+		case <-p.stop:
+			return batch, nil
 		}
 	}
 }

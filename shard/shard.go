@@ -21,8 +21,15 @@ type Config struct {
 	// PipelineDepth, when set, is how many unanswered entries make the
 	// next one wait (at most GatherWait) for an answer, gathering the
 	// operations that arrive meanwhile (default 0: no waiting; proposer.go).
-	PipelineDepth   int
-	GatherWait      time.Duration // default 2 ms
+	PipelineDepth int
+	GatherWait    time.Duration // default 2 ms
+	// NodeInflight bounds the entries all of a node's shards have in flight
+	// together (default 4; negative: no bound). An entry that finds them
+	// all taken waits, up to EntryLinger, for one to complete, and the
+	// operations that arrive meanwhile join it: a node that leads many
+	// busy shards cuts fewer, larger entries (proposer.go, node slots).
+	NodeInflight    int
+	EntryLinger     time.Duration // default 10 ms
 	QueueDepth      int           // operations waiting to be batched (default 16384; a full queue blocks the sender)
 	ProposalTimeout time.Duration // default 5 s
 	ReadTimeout     time.Duration // default 5 s
@@ -52,6 +59,9 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxInflight, 32)
 	if c.GatherWait <= 0 {
 		c.GatherWait = 2 * time.Millisecond
+	}
+	if c.EntryLinger <= 0 {
+		c.EntryLinger = 10 * time.Millisecond
 	}
 	def(&c.QueueDepth, 16384)
 	def(&c.FeedSize, 65536)
@@ -124,6 +134,14 @@ func newShard(h *Host, id uint64) *Shard {
 	s.lessor = newLessor(s)
 	s.timer.s = s
 	return s
+}
+
+// nodeSlots is the host's bound on entries in flight (Config.NodeInflight).
+func (s *Shard) nodeSlots() chan struct{} {
+	if s.host == nil {
+		return nil
+	}
+	return s.host.slots
 }
 
 // start runs the proposer; the replica must be started. The host ticks

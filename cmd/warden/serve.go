@@ -45,6 +45,8 @@ type fileConfig struct {
 	MaxBatchOps     int      `yaml:"max-batch-ops"`
 	MaxInflight     int      `yaml:"max-inflight-entries"`
 	SnapshotEntries uint64   `yaml:"snapshot-entries"`
+	NodeInflight    int      `yaml:"node-inflight-entries"`
+	EntryLinger     string   `yaml:"entry-linger"`
 }
 
 func serveCmd() *cobra.Command {
@@ -116,6 +118,8 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&fc.MaxBatchOps, "max-batch-ops", 0, "client operations per Raft entry, per shard leader (0: 2048)")
 	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
 	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica applies nothing while it saves one, and keeps and replays up to 1.25× this many entries")
+	f.IntVar(&fc.NodeInflight, "node-inflight-entries", 0, "> 0: Raft entries all of the node's shard leaders have in flight together before a new one waits (up to --entry-linger) and gathers more operations (0: no bound)")
+	f.StringVar(&fc.EntryLinger, "entry-linger", "10ms", "longest a new entry waits for one of the node's --node-inflight-entries to complete")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
 	withObservability(cmd)
@@ -188,6 +192,17 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
 	}
 	cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight = fc.MaxBatchOps, fc.MaxInflight
+	if fc.NodeInflight < 0 {
+		return cfg, fmt.Errorf("node-inflight-entries %d: want 0 (no bound, the default) or more", fc.NodeInflight)
+	}
+	cfg.Shard.NodeInflight = fc.NodeInflight
+	if fc.EntryLinger != "" {
+		d, err := time.ParseDuration(fc.EntryLinger)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("entry-linger %q: want a positive duration such as 10ms", fc.EntryLinger)
+		}
+		cfg.Shard.EntryLinger = d
+	}
 	if fc.AuditRetention != "" {
 		d, err := time.ParseDuration(fc.AuditRetention)
 		if err != nil || d <= 0 {

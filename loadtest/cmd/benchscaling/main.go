@@ -21,7 +21,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -53,6 +55,8 @@ type options struct {
 	appendOut       bool
 	out             string
 	maxTime         time.Duration
+	profileDir      string
+	nodeArgs        []string // --node-args as given
 	startedAt       time.Time
 	loadBefore      float64
 	stoppedEarlyErr error
@@ -76,9 +80,11 @@ func main() {
 	flag.IntVar(&o.batch, "batch", 0, "> 0: every leader puts at most this many operations in an entry, with one entry in flight (a latency-bound leader); 0: the server defaults")
 	flag.IntVar(&o.port, "port", 29000, "first client port (each row uses 300 ports from here on)")
 	flag.StringVar(&args, "node-args", "", "more flags for every node, space-separated")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "non-empty: run the nodes as `warden bench node` and write each node's CPU profile of the measured time there (<nodes>n-<leaders>l-node<i>.pprof)")
 	flag.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "hard bound on the whole run")
 	flag.Parse()
-	o.nodes, o.leaders, o.args = ints(nodes), ints(leaders), strings.Fields(args)
+	o.nodes, o.leaders, o.nodeArgs = ints(nodes), ints(leaders), strings.Fields(args)
+	o.args = slices.Clone(o.nodeArgs)
 	// Leaders stay where the benchmark puts them.
 	o.args = append(o.args, "--no-leader-balance")
 	if o.batch > 0 {
@@ -189,7 +195,7 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 		r.clients = o.perLeader * leaders
 	}
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: nodes, Shards: leaders,
-		Replicas: 3, BasePort: port, Args: o.args, CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
+		Replicas: 3, BasePort: port, Args: o.args, CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight, Verb: verb(o)})
 	if err != nil {
 		return r, err
 	}
@@ -231,9 +237,13 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 		return r, err
 	}
 	d = mk()
+	prof := profile(ctx, o, nodes, leaders, port)
 	res, err := loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: r.clients,
 		Duration: o.duration, Warmup: o.warmup, PIDs: g.PIDs()})
 	d.Close()
+	if perr := prof(); perr != nil {
+		fmt.Fprintln(os.Stderr, "benchscaling: profile:", perr)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -294,6 +304,62 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 		r.writesPerOp = float64(a.syscw-b.syscw) / float64(ops)
 	}
 	return r, nil
+}
+
+func verb(o options) string {
+	if o.profileDir == "" {
+		return ""
+	}
+	return "bench node"
+}
+
+// profile starts fetching every node's CPU profile over the measured time
+// (after the warm-up) when --profile-dir is set; the function it returns
+// waits for them.
+func profile(ctx context.Context, o options, nodes, leaders, port int) func() error {
+	if o.profileDir == "" {
+		return func() error { return nil }
+	}
+	if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+		return func() error { return err }
+	}
+	errs := make(chan error, nodes)
+	for i := 0; i < nodes; i++ {
+		go func() {
+			errs <- func() error {
+				select {
+				case <-time.After(o.warmup):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				secs := max(1, int((o.duration-time.Second)/time.Second))
+				url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port+200+i, secs)
+				resp, err := http.Get(url)
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				f, err := os.Create(filepath.Join(o.profileDir, fmt.Sprintf("%dn-%dl-node%d.pprof", nodes, leaders, i+1)))
+				if err != nil {
+					return err
+				}
+				if _, err = io.Copy(f, resp.Body); err != nil {
+					f.Close()
+					return err
+				}
+				return f.Close()
+			}()
+		}()
+	}
+	return func() error {
+		var first error
+		for i := 0; i < nodes; i++ {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 }
 
 // snapshot is the counters read before and after a row's load.
@@ -514,6 +580,9 @@ quotas cannot give the nodes CPU the machine does not have).
 	mode := "the server's default batching (2048 operations per entry, 32 entries in flight)"
 	if o.batch > 0 {
 		mode = fmt.Sprintf("latency-bound leaders (`--batch %d`: at most %d operations per entry, one entry in flight)", o.batch, o.batch)
+	}
+	if len(o.nodeArgs) > 0 {
+		mode += ", node flags `" + strings.Join(o.nodeArgs, " ") + "` on top"
 	}
 	quota := "no CPU quotas (every node shares the machine)"
 	if o.cpu > 0 {
