@@ -162,6 +162,10 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("snapshot-entries", func() { fc.SnapshotEntries = pick(fromFile.SnapshotEntries, fc.SnapshotEntries) })
 	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
 	set("memory-limit", func() { fc.MemoryLimit = pickS(fromFile.MemoryLimit, fc.MemoryLimit) })
+	set("max-batch-ops", func() { fc.MaxBatchOps = int(pick(uint64(fromFile.MaxBatchOps), uint64(fc.MaxBatchOps))) })
+	set("max-inflight-entries", func() { fc.MaxInflight = int(pick(uint64(fromFile.MaxInflight), uint64(fc.MaxInflight))) })
+	set("node-inflight-entries", func() { fc.NodeInflight = int(pick(uint64(fromFile.NodeInflight), uint64(fc.NodeInflight))) })
+	set("entry-linger", func() { fc.EntryLinger = pickS(fromFile.EntryLinger, fc.EntryLinger) })
 	return nil
 }
 

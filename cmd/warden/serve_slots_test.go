@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +40,21 @@ func TestServeNodeInflightFlags(t *testing.T) {
 				t.Fatalf("shard config %d slots, linger %v; want %d, %v", cfg.Shard.NodeInflight, cfg.Shard.EntryLinger, tc.wantSlots, tc.wantLinger)
 			}
 		})
+	}
+}
+
+// A config file sets the batching knobs (they were flags only before).
+func TestServeBatchingFromConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "warden.yaml")
+	yaml := "max-batch-ops: 8\nmax-inflight-entries: 1\nnode-inflight-entries: 4\nentry-linger: 20ms\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var fc fileConfig
+	if err := loadFileConfig(path, &fc, serveCmd()); err != nil {
+		t.Fatal(err)
+	}
+	if fc.MaxBatchOps != 8 || fc.MaxInflight != 1 || fc.NodeInflight != 4 || fc.EntryLinger != "20ms" {
+		t.Fatalf("from file: %d ops, %d in flight, node %d, linger %q", fc.MaxBatchOps, fc.MaxInflight, fc.NodeInflight, fc.EntryLinger)
 	}
 }
