@@ -18,9 +18,25 @@ import (
 // minority node that "held requests for 5 s"). Nor does the proposer's
 // gathering wait for it (PipelineDepth, GatherWait).
 func TestLostProposalDoesNotHoldLaterAnswers(t *testing.T) {
+	lostProposalDoesNotHold(t, func(cfg *node.Config) {
+		cfg.Shard.PipelineDepth = 1 // so later proposals wait to gather, but not for it
+	})
+}
+
+// TestLostProposalDoesNotHoldNodeSlots: the same with the node-wide bound
+// on entries in flight (NodeInflight 1): the lost proposal holds the node's
+// only slot until its timeout, and later entries go after EntryLinger
+// without one instead of waiting for it.
+func TestLostProposalDoesNotHoldNodeSlots(t *testing.T) {
+	lostProposalDoesNotHold(t, func(cfg *node.Config) {
+		cfg.Shard.NodeInflight, cfg.Shard.EntryLinger = 1, 10*time.Millisecond
+	})
+}
+
+func lostProposalDoesNotHold(t *testing.T, edit func(*node.Config)) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) {
 		cfg.Shard.ProposalTimeout = 30 * time.Second // a lost proposal stays pending for long
-		cfg.Shard.PipelineDepth = 1                  // so later proposals wait to gather, but not for it
+		edit(cfg)
 	}})
 	path := "/order/x/a"
 	shardID := shardOf(t, c, path)
