@@ -36,8 +36,7 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	o := nodetest.Options{Shards: shards}
 	// Experiments with the pipeline (shard/proposer.go).
 	inflight, _ := strconv.Atoi(os.Getenv("WARDEN_BENCH_INFLIGHT"))
-	depth, _ := strconv.Atoi(os.Getenv("WARDEN_BENCH_DEPTH"))
-	o.Edit = func(c *node.Config) { c.Shard.MaxInflight, c.Shard.PipelineDepth = inflight, depth } // 0: the default
+	o.Edit = func(c *node.Config) { c.Shard.MaxInflight = inflight } // 0: the default
 	c := nodetest.Start(b, o)
 	ctx := context.Background()
 	clients := make([]*client.Client, 4)

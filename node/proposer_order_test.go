@@ -15,12 +15,9 @@ import (
 // elected are answered as soon as they apply, not held behind it (the
 // proposer used to answer strictly in proposal order, so every answer on
 // the node waited out the lost one: seconds of failover latency, and the
-// minority node that "held requests for 5 s"). Nor does the proposer's
-// gathering wait for it (PipelineDepth, GatherWait).
+// minority node that "held requests for 5 s").
 func TestLostProposalDoesNotHoldLaterAnswers(t *testing.T) {
-	lostProposalDoesNotHold(t, func(cfg *node.Config) {
-		cfg.Shard.PipelineDepth = 1 // so later proposals wait to gather, but not for it
-	})
+	lostProposalDoesNotHold(t, func(*node.Config) {})
 }
 
 // TestLostProposalDoesNotHoldNodeSlots: the same with the node-wide bound

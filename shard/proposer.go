@@ -21,19 +21,14 @@ import (
 // one entry, and keeps several entries in flight (a pipeline) so the disk and
 // the network are never idle waiting for each other.
 //
-// Every entry costs the same Raft work whatever it carries: a WAL write and
-// sync on each replica and about five message batches. With many entries in
-// flight the operations in the system spread thin over them (256 clients
-// made about 55 per entry with 32 allowed in flight). With PipelineDepth
-// set, once that many entries are unanswered the next one waits for an
-// answer, up to GatherWait, and takes everything that arrived meanwhile.
-// The wait is bounded so that entries which will only resolve at
-// ProposalTimeout (proposed just before a leader change) slow the shard
-// down instead of stopping it; MaxInflight stays the hard limit. It is off
-// by default: at one shard a depth of 2 made 75-89 operations per entry
-// instead of 45-70 but no measurable CPU saving per operation, and at 16
-// shards (a handful of operations per shard in flight) the wait serialised
-// each shard and cost throughput (docs/performance.md, session 4).
+// Every entry costs Raft work whatever it carries (a WAL write and sync on
+// each replica, message batches), so thin entries cost CPU. Two ways of
+// waiting to fill them were measured in session 4: a per-shard wait once N
+// entries are unanswered, and a node-wide bound on entries in flight
+// (NodeInflight, takeSlot below). Both made entries fuller without lowering
+// the CPU per operation (most of it is per Raft round and shard, not per
+// entry), and the per-shard wait cost throughput at 16 shards, so it was
+// removed and the node-wide bound is off by default (docs/scaling.md).
 
 type proposal struct {
 	req  *wire.Request
@@ -79,8 +74,6 @@ type proposer struct {
 	seenAt   time.Time // when it was that time (monotonic)
 	in       chan proposal
 	inflight chan *inflight
-	answer   chan struct{} // a token after an entry is answered (gather waits on it)
-	gather   *time.Timer
 	session  *client.Session
 	stop     chan struct{}
 	maxOps   int
@@ -99,7 +92,6 @@ func newProposer(s *Shard) *proposer {
 		s:        s,
 		in:       make(chan proposal, s.cfg.QueueDepth),
 		inflight: make(chan *inflight, s.cfg.MaxInflight),
-		answer:   make(chan struct{}, 1),
 		session:  s.nh.GetNoOPSession(s.id),
 		stop:     make(chan struct{}),
 		maxOps:   s.cfg.MaxBatchOps,
@@ -135,10 +127,6 @@ func (p *proposer) run() {
 		case first := <-p.in:
 			batch = append(batch[:0], first)
 		case <-p.stop:
-			return
-		}
-		if !p.gatherWait() {
-			p.failCode(batch, wire.Closed, "shard is stopping")
 			return
 		}
 		size := len(batch[0].req.Path) + len(batch[0].req.Value) + 32
@@ -261,7 +249,7 @@ func (p *proposer) complete() {
 	for f := range p.inflight {
 		if f.err != nil {
 			p.failed.Add(1)
-			p.answered()
+			p.pending.Add(-1)
 			p.fail(f.props, f.err)
 			f.free()
 			continue
@@ -290,7 +278,7 @@ func (p *proposer) complete() {
 }
 
 func (p *proposer) await(f *inflight) {
-	defer p.answered()
+	defer p.pending.Add(-1)
 	defer f.free()
 	var res dragonboat.RequestResult
 	select {
@@ -307,40 +295,6 @@ func (p *proposer) await(f *inflight) {
 		(*obs)(time.Since(f.at))
 	}
 	p.finish(f.props, res)
-}
-
-// gatherWait waits, while PipelineDepth entries are unanswered, for one of
-// them to be answered or for GatherWait to pass. False: the shard stops.
-func (p *proposer) gatherWait() bool {
-	if p.s.cfg.PipelineDepth <= 0 || p.pending.Load() < int64(p.s.cfg.PipelineDepth) {
-		return true
-	}
-	if p.gather == nil {
-		p.gather = time.NewTimer(p.s.cfg.GatherWait)
-	} else {
-		p.gather.Reset(p.s.cfg.GatherWait)
-	}
-	defer p.gather.Stop()
-	for p.pending.Load() >= int64(p.s.cfg.PipelineDepth) {
-		select {
-		case <-p.answer: // maybe a stale token: check again
-		case <-p.gather.C:
-			return true
-		case <-p.stop:
-			return false
-		}
-	}
-	return true
-}
-
-// answered counts an entry whose outcome is known and wakes a gathering
-// proposer.
-func (p *proposer) answered() {
-	p.pending.Add(-1)
-	select {
-	case p.answer <- struct{}{}:
-	default:
-	}
 }
 
 func (p *proposer) finish(props []proposal, res dragonboat.RequestResult) {

@@ -18,11 +18,6 @@ type Config struct {
 	MaxBatchOps   int // client operations per Raft entry (default 2048)
 	MaxBatchBytes int // bytes per Raft entry (default 512 KiB)
 	MaxInflight   int // entries proposed but not yet applied (default 32)
-	// PipelineDepth, when set, is how many unanswered entries make the
-	// next one wait (at most GatherWait) for an answer, gathering the
-	// operations that arrive meanwhile (default 0: no waiting; proposer.go).
-	PipelineDepth int
-	GatherWait    time.Duration // default 2 ms
 	// NodeInflight > 0 bounds the entries all of a node's shards have in
 	// flight together (default 0: no bound). An entry that finds them all
 	// taken waits, up to EntryLinger, for one to complete, and the
@@ -59,9 +54,6 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBatchOps, 2048)
 	def(&c.MaxBatchBytes, 512<<10)
 	def(&c.MaxInflight, 32)
-	if c.GatherWait <= 0 {
-		c.GatherWait = 2 * time.Millisecond
-	}
 	if c.EntryLinger <= 0 {
 		c.EntryLinger = 10 * time.Millisecond
 	}
