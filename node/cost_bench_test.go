@@ -39,27 +39,7 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	o.Edit = func(c *node.Config) { c.Shard.MaxInflight = inflight } // 0: the default
 	c := nodetest.Start(b, o)
 	ctx := context.Background()
-	clients := make([]*client.Client, 4)
-	for i := range clients {
-		cl, err := client.New(ctx, c.AllEndpoints(), client.WithPoolSize(2), client.WithRequestTimeout(10*time.Second))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cl.Close()
-		clients[i] = cl
-	}
-	sessions := make([]*client.Session, workers)
-	for i := range sessions {
-		var err error
-		for try := 0; try < 5; try++ { // a starved machine times some out
-			if sessions[i], err = clients[i%len(clients)].NewSession(ctx, client.WithTTL(30*time.Second)); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	sessions := benchSessions(b, c, workers)
 	paths := make([][]string, workers)
 	for w := range paths {
 		for i := 0; i < 16; i++ {
@@ -185,4 +165,32 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchSessions opens workers sessions over 4 clients of 2 pooled
+// connections each (a load generator's shape), closed when b ends.
+func benchSessions(b *testing.B, c *nodetest.Cluster, workers int) []*client.Session {
+	ctx := context.Background()
+	clients := make([]*client.Client, 4)
+	for i := range clients {
+		cl, err := client.New(ctx, c.AllEndpoints(), client.WithPoolSize(2), client.WithRequestTimeout(10*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cl.Close() })
+		clients[i] = cl
+	}
+	sessions := make([]*client.Session, workers)
+	for i := range sessions {
+		var err error
+		for try := 0; try < 5; try++ { // a starved machine times some out
+			if sessions[i], err = clients[i%len(clients)].NewSession(ctx, client.WithTTL(30*time.Second)); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return sessions
 }

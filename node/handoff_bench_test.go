@@ -28,22 +28,7 @@ func BenchmarkHandoff(b *testing.B) {
 	const workers, path = 32, "/bench/hot/lock"
 	c := nodetest.Start(b, nodetest.Options{Shards: 2})
 	ctx := context.Background()
-	clients := make([]*client.Client, 4)
-	for i := range clients {
-		cl, err := client.New(ctx, c.AllEndpoints(), client.WithPoolSize(2), client.WithRequestTimeout(10*time.Second))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cl.Close()
-		clients[i] = cl
-	}
-	sessions := make([]*client.Session, workers)
-	for i := range sessions {
-		var err error
-		if sessions[i], err = clients[i%len(clients)].NewSession(ctx, client.WithTTL(30*time.Second)); err != nil {
-			b.Fatal(err)
-		}
-	}
+	sessions := benchSessions(b, c, workers)
 	var (
 		released  atomic.Int64 // when the current holder called Unlock (unix ns); 0 = none yet
 		grants    atomic.Int64

@@ -1,26 +1,40 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-// The batching knobs reach every shard's config; 0 keeps the shard
-// defaults, and a negative value is refused with the flag's name.
+// The batching knobs (--max-batch-ops, --max-inflight-entries,
+// --node-inflight-entries, --entry-linger) reach every shard's config; 0 or
+// empty keeps the shard defaults, and a value that means nothing is refused
+// with the flag's name.
 func TestServeBatchKnobs(t *testing.T) {
+	type shardKnobs struct {
+		ops, inflight, slots int
+		linger               time.Duration
+	}
 	for _, tc := range []struct {
-		name             string
-		ops, inflight    int
-		wantErr          string
-		wantOps, wantInf int
+		name    string
+		in      fileConfig
+		want    shardKnobs
+		wantErr string
 	}{
-		{name: "defaults", ops: 0, inflight: 0},
-		{name: "latency-bound leader", ops: 8, inflight: 1, wantOps: 8, wantInf: 1},
-		{name: "negative ops", ops: -1, wantErr: "max-batch-ops"},
-		{name: "negative inflight", inflight: -2, wantErr: "max-inflight-entries"},
+		{name: "defaults"},
+		{name: "latency-bound leader", in: fileConfig{MaxBatchOps: 8, MaxInflight: 1}, want: shardKnobs{ops: 8, inflight: 1}},
+		{name: "node bound", in: fileConfig{NodeInflight: 4, EntryLinger: "20ms"}, want: shardKnobs{slots: 4, linger: 20 * time.Millisecond}},
+		{name: "negative ops", in: fileConfig{MaxBatchOps: -1}, wantErr: "max-batch-ops"},
+		{name: "negative inflight", in: fileConfig{MaxInflight: -2}, wantErr: "max-inflight-entries"},
+		{name: "negative slots", in: fileConfig{NodeInflight: -1}, wantErr: "node-inflight-entries"},
+		{name: "bad linger", in: fileConfig{EntryLinger: "soon"}, wantErr: "entry-linger"},
+		{name: "zero linger", in: fileConfig{EntryLinger: "0s"}, wantErr: "entry-linger"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := nodeConfig(fileConfig{ID: 1, Raft: "127.0.0.1:7170", MaxBatchOps: tc.ops, MaxInflight: tc.inflight})
+			tc.in.ID, tc.in.Raft = 1, "127.0.0.1:7170"
+			cfg, err := nodeConfig(tc.in)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
@@ -30,10 +44,27 @@ func TestServeBatchKnobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Shard.MaxBatchOps != tc.wantOps || cfg.Shard.MaxInflight != tc.wantInf {
-				t.Fatalf("shard config %d ops, %d in flight; want %d, %d", cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight, tc.wantOps, tc.wantInf)
+			got := shardKnobs{cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight, cfg.Shard.NodeInflight, cfg.Shard.EntryLinger}
+			if got != tc.want {
+				t.Fatalf("shard config %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A config file sets the batching knobs (they were flags only before).
+func TestServeBatchingFromConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "warden.yaml")
+	yaml := "max-batch-ops: 8\nmax-inflight-entries: 1\nnode-inflight-entries: 4\nentry-linger: 20ms\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var fc fileConfig
+	if err := loadFileConfig(path, &fc, serveCmd()); err != nil {
+		t.Fatal(err)
+	}
+	if fc.MaxBatchOps != 8 || fc.MaxInflight != 1 || fc.NodeInflight != 4 || fc.EntryLinger != "20ms" {
+		t.Fatalf("from file: %d ops, %d in flight, node %d, linger %q", fc.MaxBatchOps, fc.MaxInflight, fc.NodeInflight, fc.EntryLinger)
 	}
 }
 
