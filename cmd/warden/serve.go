@@ -47,6 +47,7 @@ type fileConfig struct {
 	SnapshotEntries uint64   `yaml:"snapshot-entries"`
 	NodeInflight    int      `yaml:"node-inflight-entries"`
 	EntryLinger     string   `yaml:"entry-linger"`
+	StepWorkers     int      `yaml:"step-workers"`
 }
 
 func serveCmd() *cobra.Command {
@@ -119,6 +120,7 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
 	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica applies nothing while it saves one, and keeps and replays up to 1.25× this many entries")
 	f.IntVar(&fc.NodeInflight, "node-inflight-entries", 0, "> 0: Raft entries all of the node's shard leaders have in flight together before a new one waits (up to --entry-linger) and gathers more operations (0: no bound)")
+	f.IntVar(&fc.StepWorkers, "step-workers", 0, "Raft step workers per node (0: 2); each steps its share of the node's shards and waits for its own WAL sync, so one per local shard lets a shard's proposals go without waiting behind another shard's sync")
 	f.StringVar(&fc.EntryLinger, "entry-linger", "10ms", "longest a new entry waits for one of the node's --node-inflight-entries to complete")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
@@ -166,8 +168,13 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("max-inflight-entries", func() { fc.MaxInflight = int(pick(uint64(fromFile.MaxInflight), uint64(fc.MaxInflight))) })
 	set("node-inflight-entries", func() { fc.NodeInflight = int(pick(uint64(fromFile.NodeInflight), uint64(fc.NodeInflight))) })
 	set("entry-linger", func() { fc.EntryLinger = pickS(fromFile.EntryLinger, fc.EntryLinger) })
+	set("step-workers", func() { fc.StepWorkers = int(pick(uint64(fromFile.StepWorkers), uint64(fc.StepWorkers))) })
 	return nil
 }
+
+// maxStepWorkers bounds --step-workers: each is a goroutine with its own
+// share of the node's shards, and more than a node has shards only idle.
+const maxStepWorkers = 256
 
 func pick(v, def uint64) uint64 {
 	if v != 0 {
@@ -200,6 +207,10 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 		return cfg, fmt.Errorf("node-inflight-entries %d: want 0 (no bound, the default) or more", fc.NodeInflight)
 	}
 	cfg.Shard.NodeInflight = fc.NodeInflight
+	if fc.StepWorkers < 0 || fc.StepWorkers > maxStepWorkers {
+		return cfg, fmt.Errorf("step-workers %d: want 0 (the default, 2) to %d", fc.StepWorkers, maxStepWorkers)
+	}
+	cfg.StepWorkers = uint64(fc.StepWorkers)
 	if fc.EntryLinger != "" {
 		d, err := time.ParseDuration(fc.EntryLinger)
 		if err != nil || d <= 0 {

@@ -80,3 +80,34 @@ func TestServeSnapshotEntries(t *testing.T) {
 		}
 	}
 }
+
+// --step-workers reaches the node config (0 keeps the default of 2), comes
+// from a config file too, and a value that means nothing is refused with
+// the flag's name.
+func TestServeStepWorkers(t *testing.T) {
+	for _, n := range []int{0, 1, 4, maxStepWorkers} {
+		cfg, err := nodeConfig(fileConfig{ID: 1, Raft: "127.0.0.1:7170", StepWorkers: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.StepWorkers != uint64(n) {
+			t.Fatalf("step workers %d, want %d", cfg.StepWorkers, n)
+		}
+	}
+	for _, n := range []int{-1, maxStepWorkers + 1} {
+		if _, err := nodeConfig(fileConfig{ID: 1, Raft: "127.0.0.1:7170", StepWorkers: n}); err == nil || !strings.Contains(err.Error(), "step-workers") {
+			t.Fatalf("step workers %d: err = %v, want one naming step-workers", n, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "warden.yaml")
+	if err := os.WriteFile(path, []byte("step-workers: 6\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var fc fileConfig
+	if err := loadFileConfig(path, &fc, serveCmd()); err != nil {
+		t.Fatal(err)
+	}
+	if fc.StepWorkers != 6 {
+		t.Fatalf("from file: %d step workers, want 6", fc.StepWorkers)
+	}
+}
