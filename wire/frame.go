@@ -75,31 +75,51 @@ func ReadFrameSkip(r *bufio.Reader, max, skip int, buf []byte) ([]byte, error) {
 }
 
 // AppendFrame appends v (a *Request or *Response) as one frame to dst.
+// Both have hand-written encoders (append.go); any other value goes
+// through the msgpack library.
 func AppendFrame(dst []byte, v msgpack.CustomEncoder) ([]byte, error) {
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	b := bytes.NewBuffer(dst)
-	enc := getEncoder(b)
-	err := v.EncodeMsgpack(enc)
-	putEncoder(enc)
-	dst = b.Bytes()
-	if err != nil {
-		return dst[:start], err
+	switch m := v.(type) {
+	case *Request:
+		dst = AppendRequest(append(dst, 0, 0, 0, 0), m)
+	case *Response:
+		dst = AppendResponse(append(dst, 0, 0, 0, 0), m)
+	default:
+		dst = append(dst, 0, 0, 0, 0)
+		b := bytes.NewBuffer(dst)
+		enc := getEncoder(b)
+		err := v.EncodeMsgpack(enc)
+		putEncoder(enc)
+		dst = b.Bytes()
+		if err != nil {
+			return dst[:start], err
+		}
 	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-FrameHeaderSize))
 	return dst, nil
 }
 
-// DecodeRequest decodes one request frame body.
+// DecodeRequest decodes one request frame body. Strings in r share one
+// copy of a small body (Reader).
 func DecodeRequest(body []byte, r *Request) error {
+	rd := NewReader(body, len(body) <= sharedStringLimit)
+	if rd.Request(r) && rd.Len() == 0 {
+		return nil
+	}
 	return decode(body, r)
 }
 
 // DecodeResponse decodes one response frame body.
 func DecodeResponse(body []byte, r *Response) error {
+	rd := NewReader(body, len(body) <= sharedStringLimit)
+	if rd.Response(r) && rd.Len() == 0 {
+		return nil
+	}
 	return decode(body, r)
 }
 
+// decode is the library's road: for what the Reader leaves (rare fields,
+// unusual encodings, garbage), with the claims check first.
 func decode(body []byte, v msgpack.CustomDecoder) error {
 	if err := checkClaims(body); err != nil {
 		return &Error{Code: Malformed, Detail: err.Error()}
@@ -118,11 +138,11 @@ func decode(body []byte, v msgpack.CustomDecoder) error {
 	return nil
 }
 
-// MarshalRequest/MarshalResponse encode without a frame header.
-func MarshalRequest(r *Request) ([]byte, error) { return marshal(r) }
+// MarshalRequest encodes a request without a frame header.
+func MarshalRequest(r *Request) ([]byte, error) { return AppendRequest(nil, r), nil }
 
 // MarshalResponse encodes a response without a frame header.
-func MarshalResponse(r *Response) ([]byte, error) { return marshal(r) }
+func MarshalResponse(r *Response) ([]byte, error) { return AppendResponse(nil, r), nil }
 
 func marshal(v msgpack.CustomEncoder) ([]byte, error) {
 	var b bytes.Buffer
