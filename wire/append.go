@@ -233,7 +233,8 @@ func (r *Response) fieldCount() int {
 // library (allocating); every other response is written by hand.
 func AppendResponse(b []byte, r *Response) []byte {
 	if !r.hasHandWrittenForm() {
-		out, err := marshal(r)
+		c := *r // the copy, not r, escapes into the library's interface
+		out, err := marshal(&c)
 		if err != nil {
 			panic(err) // unreachable: encoding into a bytes.Buffer does not fail
 		}

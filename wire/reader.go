@@ -209,26 +209,88 @@ func (r *Reader) structLen(want int) bool {
 	return r.ok
 }
 
-// list reads an array of elements with elem, as decodeList does (an empty
-// array gives an empty, non-nil list).
-func list[T any](r *Reader, elem func(*Reader, *T)) []T {
+// newList reads an array header and makes the list as decodeList does
+// (an empty array gives an empty, non-nil list). The element loops are
+// written out per type: a function value would make the Reader escape.
+func newList[T any](r *Reader) []T {
 	n := r.ArrayLen()
 	if !r.ok {
 		return nil
 	}
-	out := make([]T, n)
+	return make([]T, n)
+}
+
+func (r *Reader) uints() []uint64 {
+	out := newList[uint64](r)
 	for i := range out {
-		elem(r, &out[i])
-		if !r.ok {
-			return nil
-		}
+		out[i] = r.Uint()
 	}
 	return out
 }
 
-func readUint(r *Reader, v *uint64)   { *v = r.Uint() }
-func readInt(r *Reader, v *int64)     { *v = r.Int() }
-func readString(r *Reader, v *string) { *v = r.string() }
+func (r *Reader) ints() []int64 {
+	out := newList[int64](r)
+	for i := range out {
+		out[i] = r.Int()
+	}
+	return out
+}
+
+func (r *Reader) strings() []string {
+	out := newList[string](r)
+	for i := range out {
+		out[i] = r.string()
+	}
+	return out
+}
+
+func (r *Reader) ranges() []Range {
+	out := newList[Range](r)
+	for i := range out {
+		readRange(r, &out[i])
+	}
+	return out
+}
+
+func (r *Reader) holders() []Holder {
+	out := newList[Holder](r)
+	for i := range out {
+		readHolder(r, &out[i])
+	}
+	return out
+}
+
+func (r *Reader) waiters() []Waiter {
+	out := newList[Waiter](r)
+	for i := range out {
+		readWaiter(r, &out[i])
+	}
+	return out
+}
+
+func (r *Reader) kvs() []KV {
+	out := newList[KV](r)
+	for i := range out {
+		readKV(r, &out[i])
+	}
+	return out
+}
+
+func (r *Reader) events() []Event {
+	out := newList[Event](r)
+	for i := range out {
+		readEvent(r, &out[i])
+	}
+	return out
+}
+
+func (r *Reader) grants() []Grant {
+	out := newList[Grant](r)
+	for i := range out {
+		readGrant(r, &out[i])
+	}
+	return out
+}
 
 func readRange(r *Reader, v *Range) {
 	if r.structLen(4) {
@@ -287,15 +349,15 @@ func (r *Reader) Request(q *Request) bool {
 		case 20:
 			q.Auth = r.string()
 		case 21:
-			q.Leases = list(r, readUint)
+			q.Leases = r.uints()
 		case 22:
-			q.Ranges = list(r, readRange)
+			q.Ranges = r.ranges()
 		case 23:
 			q.Shard = r.Uint()
 		case 24:
 			q.Term = r.Uint()
 		case 65:
-			q.Remaining = list(r, readInt)
+			q.Remaining = r.ints()
 		case 80:
 			q.Chunk = uint32(r.Uint())
 		case 81:
@@ -305,7 +367,7 @@ func (r *Reader) Request(q *Request) bool {
 		case 71:
 			q.LeaseKey = r.Uint()
 		case 30:
-			q.Paths = list(r, readString)
+			q.Paths = r.strings()
 		case 31:
 			q.Grace = r.Int()
 		case 32:
@@ -363,21 +425,21 @@ func (r *Reader) Response(q *Response) bool {
 		case 15:
 			q.Hint = r.hint()
 		case 16:
-			q.Holders = list(r, readHolder)
+			q.Holders = r.holders()
 		case 17:
-			q.Waiters = list(r, readWaiter)
+			q.Waiters = r.waiters()
 		case 18:
-			q.KVs = list(r, readKV)
+			q.KVs = r.kvs()
 		case 19:
-			q.Events = list(r, readEvent)
+			q.Events = r.events()
 		case 20:
-			q.Leases = list(r, readUint)
+			q.Leases = r.uints()
 		case 21:
-			q.Ranges = list(r, readRange)
+			q.Ranges = r.ranges()
 		case 22:
-			q.Grants = list(r, readGrant)
+			q.Grants = r.grants()
 		case 70:
-			q.Denied = list(r, readUint)
+			q.Denied = r.uints()
 		case 30:
 			q.DelayUntil = r.Int()
 		case 31:
