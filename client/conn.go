@@ -228,11 +228,8 @@ func (cn *conn) writeLoop() {
 			return
 		}
 		for frames, yields := 0, 0; req != nil; frames++ {
-			var err error
-			buf, err = wire.AppendFrame(buf[:0], req)
-			if err != nil {
-				cn.resolve(req.ID, result{err: fmt.Errorf("client: encode %s: %w", req.Op, err)})
-			} else if n := len(buf) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
+			buf = wire.AppendRequestFrame(buf[:0], req)
+			if n := len(buf) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
 				// The server could not tell us which request it refused.
 				cn.resolve(req.ID, result{err: wire.Errorf(wire.TooLarge,
 					"%s request of %d bytes exceeds the frame limit of %d", req.Op, n, cn.cfg.maxFrame)})

@@ -76,27 +76,42 @@ func ReadFrameSkip(r *bufio.Reader, max, skip int, buf []byte) ([]byte, error) {
 
 // AppendFrame appends v (a *Request or *Response) as one frame to dst.
 // Both have hand-written encoders (append.go); any other value goes
-// through the msgpack library.
+// through the msgpack library. Hot paths call AppendRequestFrame and
+// AppendResponseFrame, which keep their argument off the heap.
 func AppendFrame(dst []byte, v msgpack.CustomEncoder) ([]byte, error) {
-	start := len(dst)
 	switch m := v.(type) {
 	case *Request:
-		dst = AppendRequest(append(dst, 0, 0, 0, 0), m)
+		return AppendRequestFrame(dst, m), nil
 	case *Response:
-		dst = AppendResponse(append(dst, 0, 0, 0, 0), m)
-	default:
-		dst = append(dst, 0, 0, 0, 0)
-		b := bytes.NewBuffer(dst)
-		enc := getEncoder(b)
-		err := v.EncodeMsgpack(enc)
-		putEncoder(enc)
-		dst = b.Bytes()
-		if err != nil {
-			return dst[:start], err
-		}
+		return AppendResponseFrame(dst, m), nil
 	}
+	start := len(dst)
+	b := bytes.NewBuffer(append(dst, 0, 0, 0, 0))
+	enc := getEncoder(b)
+	err := v.EncodeMsgpack(enc)
+	putEncoder(enc)
+	dst = b.Bytes()
+	if err != nil {
+		return dst[:start], err
+	}
+	return putFrameLen(dst, start), nil
+}
+
+// AppendRequestFrame appends r as one frame to dst.
+func AppendRequestFrame(dst []byte, r *Request) []byte {
+	start := len(dst)
+	return putFrameLen(AppendRequest(append(dst, 0, 0, 0, 0), r), start)
+}
+
+// AppendResponseFrame appends r as one frame to dst.
+func AppendResponseFrame(dst []byte, r *Response) []byte {
+	start := len(dst)
+	return putFrameLen(AppendResponse(append(dst, 0, 0, 0, 0), r), start)
+}
+
+func putFrameLen(dst []byte, start int) []byte {
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-FrameHeaderSize))
-	return dst, nil
+	return dst
 }
 
 // DecodeRequest decodes one request frame body. Strings in r share one
