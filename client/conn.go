@@ -42,6 +42,14 @@ type call struct {
 	done chan result // receives exactly one result
 }
 
+// Calls are pooled (a call and its channel were two allocations per
+// request). Only a call whose one result has been received goes back: no
+// one sends to it again, whoever resolved it has already let go of it.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
+
+// release returns cl to the pool after its result was received.
+func (cl *call) release() { calls.Put(cl) }
+
 type result struct {
 	resp *wire.Response
 	err  error
@@ -133,10 +141,11 @@ func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64
 	r := *req
 	r.ID = cn.nextID.Add(1)
 	cn.cfg.leaseKeys.stamp(&r)
-	cl := &call{done: make(chan result, 1)}
+	cl := calls.Get().(*call)
 	cn.mu.Lock()
 	if cn.err != nil {
 		cn.mu.Unlock()
+		cl.release() // never registered
 		return 0, nil, ErrConnLost
 	}
 	cn.pending[r.ID] = cl
@@ -171,6 +180,7 @@ func (cn *conn) roundTrip(ctx context.Context, req *wire.Request, timeout time.D
 	}
 	select {
 	case res := <-cl.done:
+		cl.release()
 		return res.resp, true, res.err
 	case <-ctx.Done():
 		cn.forget(id)
