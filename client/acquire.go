@@ -99,6 +99,7 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 		var res result
 		select {
 		case res = <-cl.done:
+			cl.release()
 		case <-lctx.Done():
 			return nil, c.abandon(cn, id, cl, req, undo, context.Cause(lctx))
 		case <-w.sdone: // nil once derived into lctx

@@ -42,6 +42,14 @@ type call struct {
 	done chan result // receives exactly one result
 }
 
+// Calls are pooled (a call and its channel were two allocations per
+// request). Only a call whose one result has been received goes back: no
+// one sends to it again, whoever resolved it has already let go of it.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
+
+// release returns cl to the pool after its result was received.
+func (cl *call) release() { calls.Put(cl) }
+
 type result struct {
 	resp *wire.Response
 	err  error
@@ -133,10 +141,11 @@ func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64
 	r := *req
 	r.ID = cn.nextID.Add(1)
 	cn.cfg.leaseKeys.stamp(&r)
-	cl := &call{done: make(chan result, 1)}
+	cl := calls.Get().(*call)
 	cn.mu.Lock()
 	if cn.err != nil {
 		cn.mu.Unlock()
+		cl.release() // never registered
 		return 0, nil, ErrConnLost
 	}
 	cn.pending[r.ID] = cl
@@ -171,6 +180,7 @@ func (cn *conn) roundTrip(ctx context.Context, req *wire.Request, timeout time.D
 	}
 	select {
 	case res := <-cl.done:
+		cl.release()
 		return res.resp, true, res.err
 	case <-ctx.Done():
 		cn.forget(id)
@@ -228,11 +238,8 @@ func (cn *conn) writeLoop() {
 			return
 		}
 		for frames, yields := 0, 0; req != nil; frames++ {
-			var err error
-			buf, err = wire.AppendFrame(buf[:0], req)
-			if err != nil {
-				cn.resolve(req.ID, result{err: fmt.Errorf("client: encode %s: %w", req.Op, err)})
-			} else if n := len(buf) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
+			buf = wire.AppendRequestFrame(buf[:0], req)
+			if n := len(buf) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
 				// The server could not tell us which request it refused.
 				cn.resolve(req.ID, result{err: wire.Errorf(wire.TooLarge,
 					"%s request of %d bytes exceeds the frame limit of %d", req.Op, n, cn.cfg.maxFrame)})

@@ -168,13 +168,9 @@ func (c *conn) send(resp *wire.Response) bool {
 		c.mu.Unlock()
 		return false
 	}
-	var err error
-	c.out, err = wire.AppendFrame(c.out, resp)
+	c.out = wire.AppendResponseFrame(c.out, resp)
 	over := len(c.out) > c.s.cfg.MaxOutBuffer
 	c.mu.Unlock()
-	if err != nil {
-		c.s.log.Error("encode response", "err", err)
-	}
 	select {
 	case c.wake <- struct{}{}:
 	default:

@@ -86,13 +86,8 @@ func (p *peer) send(req *wire.Request, done func(*wire.Response)) uint64 {
 	if req.Op == wire.OpWatch {
 		p.streams[fwd.ID] = wrapped
 	}
-	var err error
-	p.out, err = wire.AppendFrame(p.out, &fwd)
+	p.out = wire.AppendRequestFrame(p.out, &fwd)
 	p.mu.Unlock()
-	if err != nil {
-		p.fail(err)
-		return fwd.ID
-	}
 	select {
 	case p.wake <- struct{}{}:
 	default:

@@ -184,7 +184,7 @@ func BenchmarkMemoryPerLockOwned(b *testing.B) {
 			}))
 		}
 		s.reqs, s.events = nil, nil
-		s.out = bytes.Buffer{}
+		s.out = nil
 		if s.nLocks != n {
 			b.Fatalf("%d locks, want %d", s.nLocks, n)
 		}
@@ -214,7 +214,7 @@ func fill(b *testing.B, n int, lease uint64) *StateMachine {
 		run(b, s, es)
 	}
 	s.reqs, s.events = nil, nil
-	s.out = bytes.Buffer{}
+	s.out = nil
 	if s.nLocks != n {
 		b.Fatalf("%d locks, want %d", s.nLocks, n)
 	}

@@ -24,29 +24,20 @@ const (
 )
 
 // EncodeCommand appends one entry holding ops, stamped with now, to dst.
+// The encoding is the msgpack library's, written by hand (wire.AppendRequest).
 func EncodeCommand(dst []byte, now int64, ops []*wire.Request) ([]byte, error) {
-	buf := bytes.NewBuffer(dst)
-	buf.WriteByte(commandVersion)
-	buf.WriteByte(kindBatch)
-	enc := msgpack.GetEncoder()
-	defer msgpack.PutEncoder(enc)
-	enc.Reset(buf)
-	enc.UseCompactInts(true)
-	if err := enc.EncodeInt(now); err != nil {
-		return dst, err
-	}
-	if err := enc.EncodeArrayLen(len(ops)); err != nil {
-		return dst, err
-	}
 	for i, op := range ops {
 		if op == nil {
 			return dst, fmt.Errorf("statemachine: op %d is nil", i)
 		}
-		if err := op.EncodeMsgpack(enc); err != nil {
-			return dst, err
-		}
 	}
-	return buf.Bytes(), nil
+	dst = append(dst, commandVersion, kindBatch)
+	dst = wire.AppendInt(dst, now)
+	dst = wire.AppendArrayLen(dst, len(ops))
+	for _, op := range ops {
+		dst = wire.AppendRequest(dst, op)
+	}
+	return dst, nil
 }
 
 // decodeCommand fills s.reqs from one entry and returns its stamped time.
@@ -93,19 +84,12 @@ func (s *StateMachine) decodeCommand(cmd []byte) (int64, error) {
 }
 
 func (s *StateMachine) beginResults(n int) {
-	s.out.Reset()
-	s.out.WriteByte(resultVersion)
-	_ = s.enc.EncodeArrayLen(n) // writes to a bytes.Buffer cannot fail
+	s.out = append(s.out[:0], resultVersion)
+	s.out = wire.AppendArrayLen(s.out, n)
 }
 
 func (s *StateMachine) appendResult(r *wire.Response) {
-	if fastEncodable(r) {
-		s.out.Write(appendResponse(s.out.AvailableBuffer(), r))
-		return
-	}
-	if err := r.EncodeMsgpack(s.enc); err != nil {
-		panic(err) // unreachable: a bytes.Buffer does not fail
-	}
+	s.out = wire.AppendResponse(s.out, r)
 }
 
 func (s *StateMachine) encodeResults(rs []wire.Response) []byte {
@@ -113,7 +97,7 @@ func (s *StateMachine) encodeResults(rs []wire.Response) []byte {
 	for i := range rs {
 		s.appendResult(&rs[i])
 	}
-	return bytes.Clone(s.out.Bytes())
+	return bytes.Clone(s.out)
 }
 
 // DecodeResults decodes Result.Data of an Update: one response per op of the
@@ -122,7 +106,26 @@ func DecodeResults(data []byte) ([]wire.Response, error) {
 	if len(data) < 1 || data[0] != resultVersion {
 		return nil, wire.Errorf(wire.Malformed, "unknown result version")
 	}
-	rd := bytes.NewReader(data[1:])
+	r := wire.NewReader(data[1:], false)
+	n := r.ArrayLen()
+	if r.OK() {
+		out := make([]wire.Response, n)
+		for i := range out {
+			if !r.Response(&out[i]) {
+				break
+			}
+		}
+		if r.OK() {
+			return out, nil
+		}
+	}
+	return decodeResultsLibrary(data[1:])
+}
+
+// decodeResultsLibrary is DecodeResults for what wire.Reader leaves
+// (a Table or Signed field).
+func decodeResultsLibrary(body []byte) ([]wire.Response, error) {
+	rd := bytes.NewReader(body)
 	dec := msgpack.NewDecoder(rd)
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n < 0 || n > rd.Len() {

@@ -187,7 +187,7 @@ func TestFastCodecMatchesMsgpack(t *testing.T) {
 		if err := resp.EncodeMsgpack(enc); err != nil {
 			t.Fatal(err)
 		}
-		if got := appendResponse(nil, &resp); !bytes.Equal(got, lib.Bytes()) {
+		if got := wire.AppendResponse(nil, &resp); !bytes.Equal(got, lib.Bytes()) {
 			t.Fatalf("response %d: fast writer %x\nlibrary %x", i, got, lib.Bytes())
 		}
 	}

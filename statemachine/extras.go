@@ -61,7 +61,7 @@ func (s *StateMachine) keepHoldExtra(h *holder, x *waitExtra, path string) {
 		return
 	}
 	if x.permits > 0 {
-		s.sems[path] = x.permits
+		s.sems[strings.Clone(path)] = x.permits // a map write replaces the key: keep no view of the entry
 	}
 	if x.delay != 0 || x.revocable {
 		s.holdX[h.token] = &holdExtra{h: h, delay: x.delay, revocable: x.revocable}
@@ -105,7 +105,7 @@ func (s *StateMachine) startDelay(path string, ms int64, token uint64) {
 	if until <= s.delays[path] {
 		return
 	}
-	s.delays[path] = until
+	s.delays[strings.Clone(path)] = until // a map write replaces the key: keep no view of the entry
 	s.timersChanged = true
 	s.emit(wire.Event{Kind: wire.EvDelayStarted, Path: path, Token: token, TTL: ms})
 }

@@ -133,7 +133,7 @@ func (s *StateMachine) opFreezeRange(r *wire.Request, out *wire.Response) *wire.
 	if s.ownedIndex(rg.Start, rg.End) < 0 {
 		return wire.Errorf(wire.WrongShard, "shard %d does not own the range [%x, %x)", s.cfg.ShardID, rg.Start, rg.End)
 	}
-	s.frozen = append(s.frozen, frozenRange{start: rg.Start, end: rg.End, move: r.Gen})
+	s.frozen = append(s.frozen, frozenRange{start: strings.Clone(rg.Start), end: strings.Clone(rg.End), move: r.Gen})
 	out.Token = max(s.fence, s.floor)
 	return nil
 }

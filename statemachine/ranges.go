@@ -65,6 +65,7 @@ func (s *StateMachine) opSetRanges(r *wire.Request, out *wire.Response) *wire.Er
 		if rg.End != "" && rg.Start >= rg.End {
 			return wire.Errorf(wire.InvalidArgument, "empty range [%q, %q)", rg.Start, rg.End)
 		}
+		rg.Start, rg.End = strings.Clone(rg.Start), strings.Clone(rg.End) // kept: not a view of the entry
 		mine = append(mine, rg)
 	}
 	slices.SortFunc(mine, func(a, b wire.Range) int { return strings.Compare(a.Start, b.Start) })

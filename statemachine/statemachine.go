@@ -35,8 +35,7 @@ type StateMachine struct {
 	grants  []wire.Grant
 	rd      bytes.Reader
 	dec     *msgpack.Decoder
-	out     bytes.Buffer
-	enc     *msgpack.Encoder
+	out     []byte
 	hand    handoffScratch
 	changed []*lockNode
 	queued  *waiter // the waiter the current op queued, for its dedup record
@@ -53,8 +52,6 @@ type StateMachine struct {
 func New(cfg Config) *StateMachine {
 	s := &StateMachine{cfg: cfg.withDefaults(), state: newState()}
 	s.dec = msgpack.NewDecoder(&s.rd)
-	s.enc = msgpack.NewEncoder(&s.out)
-	s.enc.UseCompactInts(true)
 	return s
 }
 
@@ -91,7 +88,7 @@ func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 	if s.observer != nil && len(s.events) > 0 {
 		s.observer.Applied(e.Index, s.events)
 	}
-	return sm.Result{Value: uint64(len(s.reqs)), Data: bytes.Clone(s.out.Bytes())}, nil
+	return sm.Result{Value: uint64(len(s.reqs)), Data: bytes.Clone(s.out)}, nil
 }
 
 // advance moves stamped time forward (never back: leaders' clocks differ)

@@ -75,10 +75,18 @@ func ReadFrameSkip(r *bufio.Reader, max, skip int, buf []byte) ([]byte, error) {
 }
 
 // AppendFrame appends v (a *Request or *Response) as one frame to dst.
+// Both have hand-written encoders (append.go); any other value goes
+// through the msgpack library. Hot paths call AppendRequestFrame and
+// AppendResponseFrame, which keep their argument off the heap.
 func AppendFrame(dst []byte, v msgpack.CustomEncoder) ([]byte, error) {
+	switch m := v.(type) {
+	case *Request:
+		return AppendRequestFrame(dst, m), nil
+	case *Response:
+		return AppendResponseFrame(dst, m), nil
+	}
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	b := bytes.NewBuffer(dst)
+	b := bytes.NewBuffer(append(dst, 0, 0, 0, 0))
 	enc := getEncoder(b)
 	err := v.EncodeMsgpack(enc)
 	putEncoder(enc)
@@ -86,20 +94,47 @@ func AppendFrame(dst []byte, v msgpack.CustomEncoder) ([]byte, error) {
 	if err != nil {
 		return dst[:start], err
 	}
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-FrameHeaderSize))
-	return dst, nil
+	return putFrameLen(dst, start), nil
 }
 
-// DecodeRequest decodes one request frame body.
+// AppendRequestFrame appends r as one frame to dst.
+func AppendRequestFrame(dst []byte, r *Request) []byte {
+	start := len(dst)
+	return putFrameLen(AppendRequest(append(dst, 0, 0, 0, 0), r), start)
+}
+
+// AppendResponseFrame appends r as one frame to dst.
+func AppendResponseFrame(dst []byte, r *Response) []byte {
+	start := len(dst)
+	return putFrameLen(AppendResponse(append(dst, 0, 0, 0, 0), r), start)
+}
+
+func putFrameLen(dst []byte, start int) []byte {
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-FrameHeaderSize))
+	return dst
+}
+
+// DecodeRequest decodes one request frame body. Strings in r share one
+// copy of a small body (Reader).
 func DecodeRequest(body []byte, r *Request) error {
+	rd := NewReader(body, len(body) <= sharedStringLimit)
+	if rd.Request(r) && rd.Len() == 0 {
+		return nil
+	}
 	return decode(body, r)
 }
 
 // DecodeResponse decodes one response frame body.
 func DecodeResponse(body []byte, r *Response) error {
+	rd := NewReader(body, len(body) <= sharedStringLimit)
+	if rd.Response(r) && rd.Len() == 0 {
+		return nil
+	}
 	return decode(body, r)
 }
 
+// decode is the library's road: for what the Reader leaves (rare fields,
+// unusual encodings, garbage), with the claims check first.
 func decode(body []byte, v msgpack.CustomDecoder) error {
 	if err := checkClaims(body); err != nil {
 		return &Error{Code: Malformed, Detail: err.Error()}
@@ -118,11 +153,11 @@ func decode(body []byte, v msgpack.CustomDecoder) error {
 	return nil
 }
 
-// MarshalRequest/MarshalResponse encode without a frame header.
-func MarshalRequest(r *Request) ([]byte, error) { return marshal(r) }
+// MarshalRequest encodes a request without a frame header.
+func MarshalRequest(r *Request) ([]byte, error) { return AppendRequest(nil, r), nil }
 
 // MarshalResponse encodes a response without a frame header.
-func MarshalResponse(r *Response) ([]byte, error) { return marshal(r) }
+func MarshalResponse(r *Response) ([]byte, error) { return AppendResponse(nil, r), nil }
 
 func marshal(v msgpack.CustomEncoder) ([]byte, error) {
 	var b bytes.Buffer

@@ -1,0 +1,363 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Hand-written, append-style encoders for the hot paths. They write exactly
+// the bytes that EncodeMsgpack writes through a compact-ints msgpack
+// Encoder (fastcodec_test.go compares the two on randomized values), so
+// frames, log entries and snapshots written by either are read by both.
+// The two fields without a hand-written form (Response.Table and
+// Response.Signed, answers to OpRanges and FlagSigned) make AppendResponse
+// use the library for that response.
+
+// AppendUint appends v as the shortest msgpack unsigned integer.
+func AppendUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= math.MaxInt8:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
+	case v <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+}
+
+// AppendInt appends v as msgpack's Encoder.EncodeInt does.
+func AppendInt(b []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return AppendUint(b, uint64(v))
+	case v >= -32:
+		return append(b, byte(v))
+	case v >= math.MinInt8:
+		return append(b, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return binary.BigEndian.AppendUint16(append(b, 0xd1), uint16(v))
+	case v >= math.MinInt32:
+		return binary.BigEndian.AppendUint32(append(b, 0xd2), uint32(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
+}
+
+func appendLen(b []byte, n int, fix0 byte, fixLimit int, c8, c16, c32 byte) []byte {
+	switch {
+	case n < fixLimit:
+		return append(b, fix0|byte(n))
+	case c8 != 0 && n <= math.MaxUint8:
+		return append(b, c8, byte(n))
+	case n <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, c16), uint16(n))
+	}
+	return binary.BigEndian.AppendUint32(append(b, c32), uint32(n))
+}
+
+// AppendArrayLen appends an array header of n elements.
+func AppendArrayLen(b []byte, n int) []byte { return appendLen(b, n, 0x90, 16, 0, 0xdc, 0xdd) }
+
+func appendMapLen(b []byte, n int) []byte { return appendLen(b, n, 0x80, 16, 0, 0xde, 0xdf) }
+
+func appendString(b []byte, s string) []byte {
+	return append(appendLen(b, len(s), 0xa0, 32, 0xd9, 0xda, 0xdb), s...)
+}
+
+// appendBytes writes nil as msgpack nil, as EncodeBytes does.
+func appendBytes(b []byte, v []byte) []byte {
+	if v == nil {
+		return append(b, 0xc0)
+	}
+	return append(appendLen(b, len(v), 0, 0, 0xc4, 0xc5, 0xc6), v...)
+}
+
+// Field keys are all below 128: one byte each.
+
+func appendUintField(b []byte, key byte, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	return AppendUint(append(b, key), v)
+}
+
+func appendIntField(b []byte, key byte, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	return AppendInt(append(b, key), v)
+}
+
+func appendStringField(b []byte, key byte, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return appendString(append(b, key), v)
+}
+
+func appendBytesField(b []byte, key byte, v []byte) []byte {
+	if v == nil {
+		return b
+	}
+	return appendBytes(append(b, key), v)
+}
+
+func appendUintsField(b []byte, key byte, v []uint64) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = AppendArrayLen(append(b, key), len(v))
+	for _, x := range v {
+		b = AppendUint(b, x)
+	}
+	return b
+}
+
+func appendIntsField(b []byte, key byte, v []int64) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = AppendArrayLen(append(b, key), len(v))
+	for _, x := range v {
+		b = AppendInt(b, x)
+	}
+	return b
+}
+
+func appendStringsField(b []byte, key byte, v []string) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = AppendArrayLen(append(b, key), len(v))
+	for _, x := range v {
+		b = appendString(b, x)
+	}
+	return b
+}
+
+func appendRangesField(b []byte, key byte, v []Range) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = AppendArrayLen(append(b, key), len(v))
+	for i := range v {
+		r := &v[i]
+		b = append(b, 0x94)
+		b = appendString(b, r.Start)
+		b = appendString(b, r.End)
+		b = AppendUint(b, r.Shard)
+		b = AppendUint(b, r.Gen)
+	}
+	return b
+}
+
+func (r *Request) fieldCount() int {
+	n := 0
+	for _, set := range [...]bool{r.ID != 0, r.Op != 0, r.Path != "", r.Mode != 0, r.Lease != 0, r.TTL != 0,
+		r.Wait != 0, r.Token != 0, r.Owner != "", r.Value != nil, r.Version != 0, r.Rev != 0, r.Client != 0,
+		r.Seq != 0, r.AckSeq != 0, r.Gen != 0, r.Flags != 0, r.Limit != 0, r.Stream != 0, r.Auth != "",
+		len(r.Leases) > 0, len(r.Ranges) > 0, r.Shard != 0, r.Term != 0, len(r.Remaining) > 0, r.Chunk != 0,
+		r.ToReplica != 0, r.Identity != "", r.LeaseKey != 0, len(r.Paths) > 0, r.Grace != 0, r.Target != "",
+		r.Permits != 0, r.LockDelay != 0, r.Priority != 0, r.Trace != ""} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// AppendRequest appends r as one msgpack value, byte for byte what
+// EncodeMsgpack writes, without allocating beyond growing b.
+func AppendRequest(b []byte, r *Request) []byte {
+	b = appendMapLen(b, r.fieldCount())
+	b = appendUintField(b, 1, r.ID)
+	b = appendUintField(b, 2, uint64(r.Op))
+	b = appendStringField(b, 3, r.Path)
+	b = appendUintField(b, 4, uint64(r.Mode))
+	b = appendUintField(b, 5, r.Lease)
+	b = appendIntField(b, 6, r.TTL)
+	b = appendIntField(b, 7, r.Wait)
+	b = appendUintField(b, 8, r.Token)
+	b = appendStringField(b, 9, r.Owner)
+	b = appendBytesField(b, 10, r.Value)
+	b = appendUintField(b, 11, r.Version)
+	b = appendUintField(b, 12, r.Rev)
+	b = appendUintField(b, 13, r.Client)
+	b = appendUintField(b, 14, r.Seq)
+	b = appendUintField(b, 15, r.AckSeq)
+	b = appendUintField(b, 16, r.Gen)
+	b = appendUintField(b, 17, uint64(r.Flags))
+	b = appendUintField(b, 18, uint64(r.Limit))
+	b = appendUintField(b, 19, r.Stream)
+	b = appendStringField(b, 20, r.Auth)
+	b = appendUintsField(b, 21, r.Leases)
+	b = appendRangesField(b, 22, r.Ranges)
+	b = appendUintField(b, 23, r.Shard)
+	b = appendUintField(b, 24, r.Term)
+	b = appendIntsField(b, 65, r.Remaining)
+	b = appendUintField(b, 80, uint64(r.Chunk))
+	b = appendUintField(b, 81, r.ToReplica)
+	b = appendStringField(b, 70, r.Identity)
+	b = appendUintField(b, 71, r.LeaseKey)
+	b = appendStringsField(b, 30, r.Paths)
+	b = appendIntField(b, 31, r.Grace)
+	b = appendStringField(b, 32, r.Target)
+	b = appendUintField(b, 33, uint64(r.Permits))
+	b = appendIntField(b, 34, r.LockDelay)
+	b = appendIntField(b, 35, r.Priority)
+	b = appendStringField(b, 60, r.Trace)
+	return b
+}
+
+// hasHandWrittenForm: responses AppendResponse writes itself.
+func (r *Response) hasHandWrittenForm() bool { return r.Table == nil && r.Signed == nil }
+
+func (r *Response) fieldCount() int {
+	n := 0
+	for _, set := range [...]bool{r.ID != 0, r.Code != 0, r.Msg != "", r.Token != 0, r.Lease != 0, r.TTL != 0,
+		r.Rev != 0, r.Value != nil, r.Version != 0, r.Mode != 0, r.Count != 0, r.Owner != "", r.Path != "",
+		r.Stream != 0, r.Hint != nil, len(r.Holders) > 0, len(r.Waiters) > 0, len(r.KVs) > 0,
+		len(r.Events) > 0, len(r.Leases) > 0, len(r.Ranges) > 0, len(r.Grants) > 0, r.Table != nil,
+		r.Signed != nil, len(r.Denied) > 0, r.DelayUntil != 0, r.RevokeAt != 0, r.Permits != 0} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// AppendResponse appends r as one msgpack value, byte for byte what
+// EncodeMsgpack writes. Responses with a Table or Signed go through the
+// library (allocating); every other response is written by hand.
+func AppendResponse(b []byte, r *Response) []byte {
+	if !r.hasHandWrittenForm() {
+		c := *r // the copy, not r, escapes into the library's interface
+		out, err := marshal(&c)
+		if err != nil {
+			panic(err) // unreachable: encoding into a bytes.Buffer does not fail
+		}
+		return append(b, out...)
+	}
+	b = appendMapLen(b, r.fieldCount())
+	b = appendUintField(b, 1, r.ID)
+	b = appendUintField(b, 2, uint64(r.Code))
+	b = appendStringField(b, 3, r.Msg)
+	b = appendUintField(b, 4, r.Token)
+	b = appendUintField(b, 5, r.Lease)
+	b = appendIntField(b, 6, r.TTL)
+	b = appendUintField(b, 7, r.Rev)
+	b = appendBytesField(b, 8, r.Value)
+	b = appendUintField(b, 9, r.Version)
+	b = appendUintField(b, 10, uint64(r.Mode))
+	b = appendUintField(b, 11, uint64(r.Count))
+	b = appendStringField(b, 12, r.Owner)
+	b = appendStringField(b, 13, r.Path)
+	b = appendUintField(b, 14, r.Stream)
+	if r.Hint != nil {
+		b = appendHint(append(b, 15), r.Hint)
+	}
+	if len(r.Holders) > 0 {
+		b = AppendArrayLen(append(b, 16), len(r.Holders))
+		for i := range r.Holders {
+			h := &r.Holders[i]
+			b = append(b, 0x97)
+			b = appendString(b, h.Owner)
+			b = AppendUint(b, h.Lease)
+			b = AppendUint(b, uint64(h.Mode))
+			b = AppendUint(b, h.Token)
+			b = AppendUint(b, uint64(h.Count))
+			b = appendString(b, h.Path)
+			b = AppendInt(b, h.TTL)
+		}
+	}
+	if len(r.Waiters) > 0 {
+		b = AppendArrayLen(append(b, 17), len(r.Waiters))
+		for i := range r.Waiters {
+			w := &r.Waiters[i]
+			b = append(b, 0x96)
+			b = appendString(b, w.Owner)
+			b = AppendUint(b, w.Lease)
+			b = AppendUint(b, uint64(w.Mode))
+			b = AppendUint(b, w.Client)
+			b = AppendUint(b, w.Seq)
+			b = appendString(b, w.Path)
+		}
+	}
+	if len(r.KVs) > 0 {
+		b = AppendArrayLen(append(b, 18), len(r.KVs))
+		for i := range r.KVs {
+			kv := &r.KVs[i]
+			b = append(b, 0x96)
+			b = appendString(b, kv.Key)
+			b = appendBytes(b, kv.Value)
+			b = AppendUint(b, kv.Version)
+			b = AppendUint(b, kv.Lease)
+			b = AppendUint(b, kv.CreateRev)
+			b = AppendUint(b, kv.ModRev)
+		}
+	}
+	if len(r.Events) > 0 {
+		b = AppendArrayLen(append(b, 19), len(r.Events))
+		for i := range r.Events {
+			b = appendEvent(b, &r.Events[i])
+		}
+	}
+	b = appendUintsField(b, 20, r.Leases)
+	b = appendRangesField(b, 21, r.Ranges)
+	if len(r.Grants) > 0 {
+		b = AppendArrayLen(append(b, 22), len(r.Grants))
+		for i := range r.Grants {
+			g := &r.Grants[i]
+			b = append(b, 0x96)
+			b = AppendUint(b, g.Client)
+			b = AppendUint(b, g.Seq)
+			b = appendString(b, g.Path)
+			b = AppendUint(b, g.Token)
+			b = AppendUint(b, g.Lease)
+			b = AppendUint(b, uint64(g.Mode))
+		}
+	}
+	b = appendUintsField(b, 70, r.Denied)
+	b = appendIntField(b, 30, r.DelayUntil)
+	b = appendIntField(b, 31, r.RevokeAt)
+	b = appendUintField(b, 32, uint64(r.Permits))
+	return b
+}
+
+// appendHint writes the map form the library gives Hint's struct tags:
+// "s", "g", and "l" unless empty.
+func appendHint(b []byte, h *Hint) []byte {
+	if h.Leader == "" {
+		b = append(b, 0x82)
+	} else {
+		b = append(b, 0x83)
+	}
+	b = AppendUint(append(b, 0xa1, 's'), h.Shard)
+	b = AppendUint(append(b, 0xa1, 'g'), h.Gen)
+	if h.Leader != "" {
+		b = appendString(append(b, 0xa1, 'l'), h.Leader)
+	}
+	return b
+}
+
+func appendEvent(b []byte, e *Event) []byte {
+	b = append(b, 0x9f) // as_array, fifteen fields
+	b = AppendUint(b, e.Rev)
+	b = AppendUint(b, uint64(e.Kind))
+	b = AppendUint(b, uint64(e.Cause))
+	b = appendString(b, e.Path)
+	b = AppendUint(b, uint64(e.Mode))
+	b = AppendUint(b, e.Token)
+	b = AppendUint(b, e.Lease)
+	b = appendString(b, e.Owner)
+	b = appendBytes(b, e.Value)
+	b = AppendUint(b, e.Version)
+	b = AppendUint(b, e.Client)
+	b = AppendUint(b, e.Seq)
+	b = AppendUint(b, e.Shard)
+	b = AppendInt(b, e.Time)
+	b = AppendInt(b, e.TTL)
+	return b
+}
