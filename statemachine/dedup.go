@@ -108,6 +108,7 @@ func (s *StateMachine) ack(c *client, ackSeq, seq uint64) {
 			// lingering one is in lingerSeqs.
 			if rec := c.records[c.ahead[i]]; rec != nil && rec.w == nil && !rec.lingering {
 				delete(c.records, c.ahead[i])
+				s.recycle(rec)
 			}
 		}
 		c.ahead = c.ahead[i:]
@@ -124,6 +125,7 @@ func (s *StateMachine) ack(c *client, ackSeq, seq uint64) {
 		case recSeq < ackSeq && recSeq != seq:
 			delete(c.records, recSeq)
 			c.lingering--
+			s.recycle(rec)
 		default:
 			keep = append(keep, recSeq)
 		}
@@ -135,13 +137,41 @@ func (s *StateMachine) remember(c *client, r *wire.Request, out *wire.Response, 
 	if out.Code.Retryable() {
 		return // not a decision: the retry must really run
 	}
-	rec := &outcome{op: r.Op, code: out.Code, mode: out.Mode, count: out.Count, msg: out.Msg, token: out.Token,
+	rec := s.newRecord()
+	*rec = outcome{op: r.Op, code: out.Code, mode: out.Mode, count: out.Count, msg: out.Msg, token: out.Token,
 		lease: out.Lease, version: out.Version, rev: out.Rev, ttl: out.TTL}
 	if out.Code == wire.Queued && queued != nil {
 		rec.w = queued
 		c.waiting++
 	}
 	c.put(r.Seq, rec)
+}
+
+// maxFreeRecs bounds the free list: enough for a few hundred requests in
+// flight per client across the clients of one entry, small next to the
+// records themselves.
+const maxFreeRecs = 4096
+
+// recycle keeps a record that no client's table refers to any more (it was
+// just deleted from one) for newRecord. Nothing else holds records: replay
+// and the export and snapshot writers read them in place within Update.
+// A reused record is overwritten whole, so no field of its first use
+// survives; the pool changes allocations, not state.
+func (s *StateMachine) recycle(rec *outcome) {
+	if len(s.freeRecs) < maxFreeRecs {
+		*rec = outcome{} // drop the references (msg, waiter) it held
+		s.freeRecs = append(s.freeRecs, rec)
+	}
+}
+
+func (s *StateMachine) newRecord() *outcome {
+	if n := len(s.freeRecs); n > 0 {
+		rec := s.freeRecs[n-1]
+		s.freeRecs[n-1] = nil
+		s.freeRecs = s.freeRecs[:n-1]
+		return rec
+	}
+	return new(outcome)
 }
 
 func (rec *outcome) replay(out *wire.Response) {

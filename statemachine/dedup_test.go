@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/wardenlock/warden/wire"
@@ -144,4 +145,42 @@ func TestRetriesApplyOnce(t *testing.T) {
 			t.Fatalf("after recovery the retry answered token %d, want %d", got.Token, g.Token)
 		}
 	})
+}
+
+// TestDroppedRecordsAreReusedWhole: a record the floor drops is reused for
+// the next request's outcome (one allocation fewer per op), and nothing of
+// its first use survives into the second: a retry of the second request
+// replays exactly the second answer.
+func TestDroppedRecordsAreReusedWhole(t *testing.T) {
+	h := newHarness(t)
+	holder := h.mustOK(acq("/l/a", ex, 1, "o"))
+	// seq 1: a refusal with a message and no token.
+	first := h.expect(with(acq("/l/a", ex, 2, "p"), 3, 1), wire.Conflict)
+	if first.Msg == "" {
+		t.Fatal("the refusal carries no message; the test needs one")
+	}
+	// seq 2 acks seq 1: its record is dropped, then reused for seq 2.
+	r := with(acq("/l/b", ex, 2, "p"), 3, 2)
+	r.AckSeq = 2
+	second := h.mustOK(r)
+	if n := len(h.sm.freeRecs); n != 0 {
+		t.Fatalf("%d dropped records left unused; the new outcome did not reuse one", n)
+	}
+	again := h.mustOK(r)
+	if again.Msg != "" || again.Token != second.Token || again.Lease != second.Lease || again.Rev != second.Rev ||
+		again.Mode != second.Mode || again.Count != second.Count {
+		t.Fatalf("retry replayed %+v, want the answer %+v", again, second)
+	}
+	if again.Token == holder.Token {
+		t.Fatal("retry replayed the other holder's token")
+	}
+	// Many rounds through the pool: every retry still replays its own grant.
+	for seq := uint64(3); seq < 200; seq++ {
+		r := with(acq(fmt.Sprintf("/l/k%d", seq), ex, 2, "p"), 3, seq)
+		r.AckSeq = seq
+		a := h.mustOK(r)
+		if b := h.mustOK(r); b.Token != a.Token || b.Msg != "" {
+			t.Fatalf("seq %d: retry replayed token %d msg %q, want token %d", seq, b.Token, b.Msg, a.Token)
+		}
+	}
 }

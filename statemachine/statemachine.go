@@ -39,6 +39,9 @@ type StateMachine struct {
 	hand    handoffScratch
 	changed []*lockNode
 	queued  *waiter // the waiter the current op queued, for its dedup record
+	// freeRecs holds dedup records the ack floor dropped, for remember to
+	// reuse (dedup.go): one allocation fewer per deduplicated op.
+	freeRecs []*outcome
 
 	timersChanged bool         // a revocation deadline or lock-delay was added or removed
 	nextDeadline  atomic.Int64 // earliest of them (NextDeadline)
