@@ -119,6 +119,12 @@ func RouteKey(ns string) string { return wire.RouteKey(ns) }
 // ranges are cut at the given namespace depth (see wire.Span).
 func Span(p string, depth int) (start, end string) { return wire.Span(p, depth) }
 
+// SpanInto is Span without an allocation (wire.SpanInto): the keys are
+// views of buf, to be compared, or cloned before they are kept.
+func SpanInto(p string, depth int, buf *wire.SpanBuf) (start, end string) {
+	return wire.SpanInto(p, depth, buf)
+}
+
 // InRange reports whether the interval [start, end) lies inside the range
 // [rs, re); an empty end means unbounded.
 func InRange(start, end, rs, re string) bool {

@@ -3,6 +3,7 @@ package placement
 import (
 	"encoding/binary"
 	"sort"
+	"strings"
 
 	"github.com/wardenlock/warden/hierarchy"
 	"github.com/wardenlock/warden/wire"
@@ -83,13 +84,14 @@ func hashKey(v uint64) string {
 // It fails with SpansRanges when the path's subtree is split over several
 // ranges (a path shallower than the namespace depth, in a multi-range table).
 func (t *Table) Locate(path string) (wire.Range, error) {
-	start, end := hierarchy.Span(path, t.NamespaceDepth)
+	var kb wire.SpanBuf
+	start, end := hierarchy.SpanInto(path, t.NamespaceDepth, &kb)
 	i := sort.Search(len(t.Ranges), func(i int) bool {
 		r := t.Ranges[i]
 		return r.End == "" || r.End > start
 	})
 	if i == len(t.Ranges) {
-		return wire.Range{}, wire.Errorf(wire.Internal, "range table has a hole at %x", start)
+		return wire.Range{}, wire.Errorf(wire.Internal, "range table has a hole at %x", strings.Clone(start))
 	}
 	r := t.Ranges[i]
 	if !hierarchy.InRange(start, end, r.Start, r.End) {

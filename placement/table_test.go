@@ -95,3 +95,11 @@ func TestMetaInitOnceAndSnapshot(t *testing.T) {
 		t.Fatalf("unexpected table %+v", tab)
 	}
 }
+
+// The router locates every request it routes: no allocation for that.
+func TestLocateDoesNotAllocate(t *testing.T) {
+	tab := testTable(8)
+	if n := testing.AllocsPerRun(100, func() { _, _ = tab.Locate("/bench/w17-3/lock") }); n != 0 {
+		t.Fatalf("Locate allocates %v times per call", n)
+	}
+}

@@ -42,7 +42,8 @@ func (s *StateMachine) pathFrozen(p string) *wire.Error {
 	if len(s.frozen) == 0 {
 		return nil
 	}
-	start, _ := hierarchy.Span(p, s.cfg.SplitDepth)
+	var kb wire.SpanBuf
+	start, _ := hierarchy.SpanInto(p, s.cfg.SplitDepth, &kb)
 	return s.frozenErr(start)
 }
 

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/wardenlock/warden/hierarchy"
@@ -13,13 +14,9 @@ func (s *StateMachine) checkRange(p string) *wire.Error {
 	if s.ownsAll {
 		return nil
 	}
-	start, end := hierarchy.Span(p, s.cfg.SplitDepth)
-	i, found := slices.BinarySearchFunc(s.ranges, start, func(r wire.Range, k string) int {
-		return strings.Compare(r.Start, k)
-	})
-	if !found {
-		i-- // the last range starting below start
-	}
+	var kb wire.SpanBuf
+	start, end := hierarchy.SpanInto(p, s.cfg.SplitDepth, &kb)
+	i := s.rangeAt(start)
 	if i < 0 || (s.ranges[i].End != "" && start >= s.ranges[i].End) {
 		return wire.Errorf(wire.WrongShard, "shard %d does not own %s", s.cfg.ShardID, p)
 	}
@@ -27,6 +24,13 @@ func (s *StateMachine) checkRange(p string) *wire.Error {
 		return wire.Errorf(wire.SpansRanges, "%s covers keys outside the ranges of shard %d", p, s.cfg.ShardID)
 	}
 	return nil
+}
+
+// rangeAt returns the index of the last owned range starting at or below
+// key, -1 if none. (sort.Search, not slices.BinarySearchFunc: there the key
+// escapes, and the callers' keys are views of a buffer on their stack.)
+func (s *StateMachine) rangeAt(key string) int {
+	return sort.Search(len(s.ranges), func(i int) bool { return s.ranges[i].Start > key }) - 1
 }
 
 // countOp adds an applied op on path to its range's load counter.
@@ -38,14 +42,9 @@ func (s *StateMachine) countOp(p string) {
 		s.rangeOps[0]++
 		return
 	}
-	start, _ := hierarchy.Span(p, s.cfg.SplitDepth)
-	i, found := slices.BinarySearchFunc(s.ranges, start, func(r wire.Range, k string) int {
-		return strings.Compare(r.Start, k)
-	})
-	if !found {
-		i--
-	}
-	if i >= 0 && i < len(s.rangeOps) {
+	var kb wire.SpanBuf
+	start, _ := hierarchy.SpanInto(p, s.cfg.SplitDepth, &kb)
+	if i := s.rangeAt(start); i >= 0 && i < len(s.rangeOps) {
 		s.rangeOps[i]++
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -79,6 +80,23 @@ func Span(p string, depth int) (start, end string) {
 	return end[:8], end
 }
 
+// SpanBuf is room for the keys SpanInto returns.
+type SpanBuf [9]byte
+
+// SpanInto is Span without an allocation: the keys it returns are views of
+// buf, valid while buf is neither changed nor reused, so a caller keeps
+// them (or anything cut from them) only after strings.Clone. For the hot
+// paths that only compare the keys (route lookups, range checks).
+func SpanInto(p string, depth int, buf *SpanBuf) (start, end string) {
+	if PathDepth(p) < depth {
+		return "", ""
+	}
+	binary.BigEndian.PutUint64(buf[:8], routeHash(Namespace(p, depth)))
+	buf[8] = 0
+	end = unsafe.String(&buf[0], len(buf))
+	return end[:8], end
+}
+
 // RouteTable is what OpRanges answers (Response.Table): the ranges and the
 // client address of each shard's leader, as the answering node knows them.
 type RouteTable struct {
@@ -98,7 +116,8 @@ type ShardLeader struct {
 // Locate returns the shard owning path, or false when the path spans
 // several ranges (or the table has no range for it).
 func (t *RouteTable) Locate(path string) (uint64, bool) {
-	start, end := Span(path, t.Depth)
+	var kb SpanBuf
+	start, end := SpanInto(path, t.Depth, &kb)
 	i := sort.Search(len(t.Ranges), func(i int) bool {
 		r := t.Ranges[i]
 		return r.End == "" || r.End > start
