@@ -27,6 +27,16 @@ type kidSet[T any] struct {
 	// below and qbelow count the holds and waiters strictly inside the
 	// owner's subtree, by wire.Mode (see Node.kids).
 	below, qbelow [2]uint32
+	// inline holds the first children of a dense list, so the common
+	// interior node (one or two children: /ns/<name>/lock) costs no
+	// separate slots array. It fits the size class kidSet already used.
+	inline [2]*Node[T]
+}
+
+func newKidSet[T any]() *kidSet[T] {
+	k := &kidSet[T]{}
+	k.slots = k.inline[:0]
+	return k
 }
 
 const smallKids = 8

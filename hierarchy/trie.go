@@ -72,7 +72,7 @@ func (t *Trie[T]) EnsureChild(n *Node[T], name string) *Node[T] { return t.child
 func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
 	h := hashName(seg)
 	if n.kids == nil {
-		n.kids = &kidSet[T]{}
+		n.kids = newKidSet[T]()
 	} else if c := n.kids.find(seg, h); c != nil {
 		return c
 	}

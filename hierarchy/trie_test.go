@@ -170,3 +170,20 @@ func TestWalkFiltersThenSorts(t *testing.T) {
 		t.Fatalf("small child list %v is not in name order", names)
 	}
 }
+
+// An interior node with one or two children keeps them in its child set's
+// own slots: making a new /a/<name>/lock (and pruning it) costs the two
+// nodes, their names and the child set, nothing for the child lists.
+func TestSmallChildListsDoNotAllocate(t *testing.T) {
+	tr := New[int]()
+	tr.Ensure("/a/keep")
+	n := testing.AllocsPerRun(100, func() {
+		tr.Prune(tr.Ensure("/a/name/lock"), func(*Node[int]) bool { return false })
+	})
+	if n > 5 {
+		t.Fatalf("%v allocations to make and prune /a/name/lock, want 5 (two nodes, two names, one child set)", n)
+	}
+	if tr.Len() != 2 {
+		t.Fatalf("%d nodes left, want /a and /a/keep", tr.Len())
+	}
+}
