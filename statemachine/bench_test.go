@@ -89,6 +89,32 @@ func benchAcquire(b *testing.B, format string, lease uint64) {
 	timed(b, s, es)
 }
 
+// BenchmarkApplyAcquireOneOfFour is BenchmarkApplyAcquire on a shard that
+// owns one of four ranges (as with 4 data shards): every op is checked
+// against the shard's ranges and counted in its range's load.
+func BenchmarkApplyAcquireOneOfFour(b *testing.B) {
+	s := New(benchConfig())
+	k := func(i uint64) string { return string([]byte{byte(i << 6), 0, 0, 0, 0, 0, 0, 0}) }
+	rs := []wire.Range{{End: k(1), Shard: 7}, {Start: k(1), End: k(2), Shard: 8}, {Start: k(2), End: k(3), Shard: 9}, {Start: k(3), Shard: 10}}
+	cmd, _ := EncodeCommand(nil, 1, []*wire.Request{{Op: wire.OpSetRanges, Gen: 1, Ranges: rs}})
+	s.Update(sm.Entry{Index: 1, Cmd: cmd})
+	var paths []string
+	for i := 0; len(paths) < b.N; i++ {
+		p := fmt.Sprintf("/locks/n%d/k", i)
+		if start, _ := wire.Span(p, s.cfg.SplitDepth); start < k(1) {
+			paths = append(paths, p)
+		}
+	}
+	es := entries(b.N, func(i int) *wire.Request {
+		return &wire.Request{ID: uint64(i), Op: wire.OpAcquire, Path: paths[i], Lease: 1, TTL: 10000}
+	})
+	b.ReportAllocs()
+	timed(b, s, es)
+	if s.nLocks != b.N {
+		b.Fatalf("%d of %d acquires held", s.nLocks, b.N)
+	}
+}
+
 // BenchmarkApplyAcquireInflight256: acquires with exactly-once numbers from
 // one client id that keeps 256 requests in flight (as a load generator's
 // shared client does), so every op raises the ack floor by one while 256
