@@ -147,10 +147,10 @@ func (s *StateMachine) remember(c *client, r *wire.Request, out *wire.Response, 
 	c.put(r.Seq, rec)
 }
 
-// maxFreeRecs bounds the free list: enough for a few hundred requests in
-// flight per client across the clients of one entry, small next to the
-// records themselves.
-const maxFreeRecs = 4096
+// maxFreeRecs bounds the free list (under 128 KiB per replica): in the
+// steady state each op retires about one record and makes one, so the
+// list stays short; the bound only caps what a burst of acks leaves.
+const maxFreeRecs = 1024
 
 // recycle keeps a record that no client's table refers to any more (it was
 // just deleted from one) for newRecord. Nothing else holds records: replay
