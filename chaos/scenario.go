@@ -83,6 +83,9 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 		out = io.Discard
 	}
 	work, err := os.MkdirTemp("", "warden-chaos-run-")
+	if err == nil && os.Getenv(KeepEnv) != "" {
+		fmt.Fprintf(out, "[%s] work dir (kept): %s\n", sc.Name, work)
+	}
 	if err != nil {
 		r.violate("harness: %v", err)
 		return r
@@ -95,7 +98,7 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 	}
 	defer func() {
 		c.Close()
-		if !r.Failed() {
+		if !r.Failed() && os.Getenv(KeepEnv) == "" {
 			os.RemoveAll(work)
 		}
 	}()
@@ -200,6 +203,11 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 	fmt.Fprintf(p.w, "[%s] %s", p.prefix, b)
 	return len(b), nil
 }
+
+// KeepEnv, when set, keeps every run's work directory (node logs, data),
+// passed or failed: with WARDEN_LEASE_TRACE it lets passing runs be
+// searched for lessor decisions that came close to breaking a promise.
+const KeepEnv = "WARDEN_CHAOS_KEEP"
 
 // nemesis injects one kind of fault repeatedly.
 type nemesis struct {

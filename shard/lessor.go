@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/internal/leasetrace"
 	"github.com/wardenlock/warden/internal/testbugs"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
@@ -102,12 +103,16 @@ type lessor struct {
 	propose func(*wire.Request, func(*wire.Response))
 	// spawn runs background rounds (go; tests run them inline).
 	spawn func(func())
+	// read runs a keepalive round's linearizable lease check (SyncRead;
+	// tests read a state machine directly).
+	read func(context.Context, statemachine.LeaseCheck) (any, error)
 }
 
 func newLessor(s *Shard) *lessor {
 	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000}
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, done) }
 	l.spawn = func(f func()) { go f() }
+	l.read = func(ctx context.Context, q statemachine.LeaseCheck) (any, error) { return s.nh.SyncRead(ctx, s.id, q) }
 	return l
 }
 
@@ -145,6 +150,9 @@ func (l *lessor) track(id uint64, ttl time.Duration, rev uint64, now time.Time) 
 		le = &lease{id: id, idx: -1}
 		l.leases[id] = le
 	}
+	if leasetrace.On {
+		l.trace("track", "lease", id, "ttl", ttl, "rev", rev, "now", tt(now), "old", tt(le.deadline), "new", tt(now.Add(ttl)))
+	}
 	le.ttl = ttl
 	le.rev = max(le.rev, rev)
 	le.deadline = now.Add(ttl)
@@ -163,6 +171,9 @@ func (l *lessor) forget(id uint64) {
 	if le == nil {
 		return
 	}
+	if leasetrace.On {
+		l.trace("forget", "lease", id)
+	}
 	delete(l.leases, id)
 	if le.idx >= 0 {
 		heap.Remove(&l.heap, le.idx)
@@ -173,6 +184,9 @@ func (l *lessor) forget(id uint64) {
 func (l *lessor) setLeader(isLeader bool, term uint64) {
 	l.mu.Lock()
 	l.epoch++
+	if leasetrace.On {
+		l.trace("leadership", "leader", isLeader, "term", term, "epoch", l.epoch, "dropped", len(l.leases))
+	}
 	epoch := l.epoch
 	l.leader = isLeader
 	l.term = term
@@ -304,6 +318,9 @@ func (l *lessor) tick() {
 		}
 		heap.Pop(&l.heap)
 		le.expiring = true
+		if leasetrace.On {
+			l.trace("due", "lease", le.id, "deadline", tt(le.deadline), "now", tt(now), "rev", le.rev, "term", l.term)
+		}
 		due = append(due, le)
 	}
 	checkpoint := l.checkpointDue(now)
@@ -328,6 +345,9 @@ func (l *lessor) tick() {
 func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
 	id := req.Lease
 	l.propose(req, func(resp *wire.Response) {
+		if leasetrace.On {
+			l.trace("expire outcome", "lease", id, "code", resp.Code, "msg", resp.Msg)
+		}
 		switch resp.Code {
 		case wire.OK:
 			l.log.Info("lease expired", "shard", l.s.id, "lease", id)
@@ -414,9 +434,12 @@ func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
 	q := leaseCheck(batch)
 	all := q.IDs
 	ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
-	v, err := l.s.nh.SyncRead(ctx, l.s.id, q)
+	v, err := l.read(ctx, q)
 	cancel()
 	if err != nil {
+		if leasetrace.On {
+			l.trace("keepalive read failed", "leases", q.IDs, "err", err)
+		}
 		for _, ka := range batch {
 			ka.done(ErrorResponse(ka.id, err, false))
 		}
@@ -497,6 +520,10 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 	}
 	l.mu.Unlock()
 	for b, ka := range batch {
+		if leasetrace.On {
+			l.trace("keepalive answer", "req", ka.id, "leases", ka.ids, "received", tt(ka.received),
+				"code", resps[b].Code, "gone", resps[b].Leases, "denied", resps[b].Denied)
+		}
 		ka.done(resps[b])
 	}
 }
@@ -513,6 +540,9 @@ func notCleared(states []statemachine.LeaseState, from, n int) bool {
 // refresh extends a live lease to received+TTL; it reports whether the
 // lease is gone (ended, or already being expired). Called with l.mu held.
 func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time.Time) bool {
+	if leasetrace.On {
+		l.traceRefresh(id, state, received)
+	}
 	switch state {
 	case statemachine.LeaseGone:
 		return true
