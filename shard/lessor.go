@@ -3,6 +3,7 @@ package shard
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -445,7 +446,16 @@ func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
 		}
 		return
 	}
-	states, _ := v.([]statemachine.LeaseState)
+	states, ok := v.([]statemachine.LeaseState)
+	if !ok || len(states) != len(all) {
+		// Never expected; without an answer per lease nothing may be
+		// acknowledged (a missing state would read as "unknown here": OK).
+		for _, ka := range batch {
+			ka.done(&wire.Response{ID: ka.id, Code: wire.Internal,
+				Msg: fmt.Sprintf("lease check answered %T for %d leases", v, len(all))})
+		}
+		return
+	}
 	if ids := needsClear(states, all); len(ids) > 0 && !l.clearCheckpoints(ids) {
 		// Extending these leases without the clear would let a next
 		// leader end them early: no acknowledgement for them this time.
@@ -499,6 +509,15 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 			i += len(ka.ids)
 			continue
 		}
+		if id, ok := l.endedSinceRead(ka.ids, states, i); ok {
+			if leasetrace.On {
+				l.trace("ended since the read", "lease", id, "req", ka.id)
+			}
+			*resp = wire.Response{ID: ka.id, Code: wire.Unavailable,
+				Msg: fmt.Sprintf("lease %d ended while its keepalive was being checked; keepalive not applied, try again", id)}
+			i += len(ka.ids)
+			continue
+		}
 		for _, id := range ka.ids {
 			state := statemachine.LeaseUnknown
 			if i < len(states) {
@@ -537,8 +556,34 @@ func notCleared(states []statemachine.LeaseState, from, n int) bool {
 	return false
 }
 
+// endedSinceRead reports a lease of ids (states from offset from) that the
+// state machine called alive at the round's read but this lessor no longer
+// tracks. Within one leadership the lessor tracks every lease the state
+// machine holds (install, then every EvLease), so such a lease ended (or
+// left with its range) after the read: typically its deadline passed while
+// the round waited for the read or for a checkpoint clear, tick proposed
+// Expire, and the expiry applied before this answer. The read is stale for
+// it, and the lessor has nothing to refresh: answering OK would acknowledge
+// a keepalive for a lease that is already gone. Called with l.mu held.
+func (l *lessor) endedSinceRead(ids []uint64, states []statemachine.LeaseState, from int) (uint64, bool) {
+	for k, id := range ids {
+		if from+k >= len(states) {
+			break
+		}
+		switch states[from+k] {
+		case statemachine.LeaseAlive, statemachine.LeaseCheckpointed:
+			if l.leases[id] == nil {
+				return id, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // refresh extends a live lease to received+TTL; it reports whether the
-// lease is gone (ended, or already being expired). Called with l.mu held.
+// lease is gone (ended, or already being expired). A lease the state machine
+// calls alive must be tracked here (answerKeepAlives refuses the keepalive
+// first otherwise, endedSinceRead). Called with l.mu held.
 func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time.Time) bool {
 	if leasetrace.On {
 		l.traceRefresh(id, state, received)
@@ -549,7 +594,9 @@ func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time
 	case statemachine.LeaseAlive, statemachine.LeaseCheckpointed: // checkpointed: cleared just now
 		le := l.leases[id]
 		if le == nil {
-			return false
+			// Not reached through answerKeepAlives (endedSinceRead). If it
+			// ever is, "gone" is the safe answer: nothing was refreshed.
+			return true
 		}
 		if le.expiring {
 			return true
