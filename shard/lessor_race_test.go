@@ -37,7 +37,7 @@ func TestKeepAliveForLeaseEndedDuringRound(t *testing.T) {
 			e.promote()
 			e.session(7, "/a/b/c", 2000)
 			created := e.clk.Now()
-			e.run(tc.idle) // checkpoint rounds run inline: idle past TTL/2 is checkpointed
+			e.run(tc.idle)              // checkpoint rounds run inline: idle past TTL/2 is checkpointed
 			e.l.spawn = func(func()) {} // from here on the round holds cpMu on this goroutine
 			expire := func() {
 				e.clk.Advance(created.Add(2100 * time.Millisecond).Sub(e.clk.Now()))
