@@ -98,8 +98,12 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 	}
 	defer func() {
 		c.Close()
-		if !r.Failed() && os.Getenv(KeepEnv) == "" {
+		switch {
+		case r.Failed():
+		case os.Getenv(KeepEnv) == "":
 			os.RemoveAll(work)
+		default:
+			removeDataDirs(work) // the node logs are what a kept run is for
 		}
 	}()
 	hist := NewHistory(log.Now)
@@ -204,10 +208,22 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// KeepEnv, when set, keeps every run's work directory (node logs, data),
-// passed or failed: with WARDEN_LEASE_TRACE it lets passing runs be
-// searched for lessor decisions that came close to breaking a promise.
+// KeepEnv, when set, keeps a passing run's work directory with its node
+// logs (the nodes' data directories, some 100 MB each, are removed): with
+// WARDEN_LEASE_TRACE it lets passing runs be searched for lessor decisions
+// that broke or came close to breaking a promise.
 const KeepEnv = "WARDEN_CHAOS_KEEP"
+
+// removeDataDirs removes the subdirectories of a run's work directory (the
+// nodes' data) and keeps its files (the node logs).
+func removeDataDirs(work string) {
+	entries, _ := os.ReadDir(work)
+	for _, e := range entries {
+		if e.IsDir() {
+			os.RemoveAll(filepath.Join(work, e.Name()))
+		}
+	}
+}
 
 // nemesis injects one kind of fault repeatedly.
 type nemesis struct {
