@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,12 +137,14 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 	// Keep the holder alive for a while, then stop as if it crashed.
 	aliveFor := time.Duration(2+rng.Intn(4)) * w.TTL
 	stop := time.Now().Add(aliveFor)
+	var kas []string // this round's keepalives, for the violation report
 	for time.Now().Before(stop) && ctx.Err() == nil {
 		sent := w.Clock()
 		kctx, kcancel := context.WithTimeout(ctx, w.TTL/3)
 		r, err := cl.Do(kctx, &wire.Request{Op: wire.OpKeepAlive, Lease: lease, TTL: ttl})
 		kcancel()
 		ret := w.Clock()
+		kas = append(kas, kaNote(sent, ret, r, err))
 		if err == nil || r != nil {
 			gone := false
 			for _, l := range r.Leases {
@@ -149,8 +152,8 @@ func (w *Leases) round(ctx context.Context, cl *client.Client, path string, rng 
 			}
 			switch {
 			case gone && ret < lastAck+int64(w.TTL):
-				w.violate("lease %d reported gone %v after the send of its last acknowledged keepalive (TTL %v)",
-					lease, time.Duration(ret-lastAck), w.TTL)
+				w.violate("lease %d reported gone %v after the send of its last acknowledged keepalive (TTL %v); acquire sent at %v, keepalives: %s",
+					lease, time.Duration(ret-lastAck), w.TTL, time.Duration(call), strings.Join(kas[max(0, len(kas)-8):], "; "))
 				return
 			case gone:
 				return // lost while partitioned: legitimate
@@ -214,4 +217,16 @@ func holderNote(cl *client.Client, path string, ended uint64) string {
 		}
 	}
 	return fmt.Sprintf(" (holders now: %d, waiters: %d)", len(li.Holders), len(li.Waiters))
+}
+
+// kaNote describes one keepalive on the suite clock: sent, answered, outcome.
+func kaNote(sent, ret int64, r *wire.Response, err error) string {
+	out := fmt.Sprintf("sent %v ret %v", time.Duration(sent), time.Duration(ret))
+	if r != nil {
+		out += fmt.Sprintf(" %v gone %v", r.Code, r.Leases)
+	}
+	if err != nil {
+		out += fmt.Sprintf(" err %v", err)
+	}
+	return out
 }

@@ -83,6 +83,9 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 		out = io.Discard
 	}
 	work, err := os.MkdirTemp("", "warden-chaos-run-")
+	if err == nil && os.Getenv(KeepEnv) != "" {
+		fmt.Fprintf(out, "[%s] work dir (kept): %s\n", sc.Name, work)
+	}
 	if err != nil {
 		r.violate("harness: %v", err)
 		return r
@@ -95,8 +98,12 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 	}
 	defer func() {
 		c.Close()
-		if !r.Failed() {
+		switch {
+		case r.Failed():
+		case os.Getenv(KeepEnv) == "":
 			os.RemoveAll(work)
+		default:
+			removeDataDirs(work) // the node logs are what a kept run is for
 		}
 	}()
 	hist := NewHistory(log.Now)
@@ -199,6 +206,23 @@ type prefixWriter struct {
 func (p prefixWriter) Write(b []byte) (int, error) {
 	fmt.Fprintf(p.w, "[%s] %s", p.prefix, b)
 	return len(b), nil
+}
+
+// KeepEnv, when set, keeps a passing run's work directory with its node
+// logs (the nodes' data directories, some 100 MB each, are removed): with
+// WARDEN_LEASE_TRACE it lets passing runs be searched for lessor decisions
+// that broke or came close to breaking a promise.
+const KeepEnv = "WARDEN_CHAOS_KEEP"
+
+// removeDataDirs removes the subdirectories of a run's work directory (the
+// nodes' data) and keeps its files (the node logs).
+func removeDataDirs(work string) {
+	entries, _ := os.ReadDir(work)
+	for _, e := range entries {
+		if e.IsDir() {
+			os.RemoveAll(filepath.Join(work, e.Name()))
+		}
+	}
 }
 
 // nemesis injects one kind of fault repeatedly.

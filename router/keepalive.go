@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/internal/leasetrace"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -116,6 +117,35 @@ func (s *Server) keepAliveShards(leases []uint64, identity string, done func(*wi
 	deadline := time.Now().Add(s.cfg.RequestTimeout)
 	for _, si := range t.Shards {
 		sub := &wire.Request{Op: wire.OpKeepAlive, Leases: leases, Shard: si.ID, Identity: identity}
-		s.routeAttempt(sub, deadline, 0, nil, agg.add)
+		add := agg.add
+		if leasetrace.On {
+			add = s.traceSubKeepAlive(sub, add)
+		}
+		s.routeAttempt(sub, deadline, 0, nil, add)
 	}
 }
+
+// traceSubKeepAlive logs the final answer to one shard's keepalive
+// sub-request (internal/leasetrace).
+func (s *Server) traceSubKeepAlive(sub *wire.Request, done func(*wire.Response)) func(*wire.Response) {
+	sent := time.Now()
+	return func(r *wire.Response) {
+		s.log.Info("lease trace: keepalive sub-answer", "shard", sub.Shard, "leases", sub.Leases, "sent", tt(sent),
+			"code", r.Code, "detail", r.Msg, "gone", r.Leases)
+		done(r)
+	}
+}
+
+// traceKeepAliveAttempt logs where one attempt of a keepalive sub-request
+// went (this node's replica or another node) and what came back.
+func (s *Server) traceKeepAliveAttempt(req *wire.Request, target string, done func(*wire.Response)) func(*wire.Response) {
+	at := time.Now()
+	return func(r *wire.Response) {
+		s.log.Info("lease trace: keepalive attempt", "shard", req.Shard, "leases", req.Leases, "target", target,
+			"at", tt(at), "code", r.Code, "detail", r.Msg, "gone", r.Leases)
+		done(r)
+	}
+}
+
+// tt formats a trace time with microseconds.
+func tt(t time.Time) string { return t.UTC().Format("15:04:05.000000") }

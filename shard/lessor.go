@@ -3,10 +3,12 @@ package shard
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/internal/leasetrace"
 	"github.com/wardenlock/warden/internal/testbugs"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
@@ -102,12 +104,16 @@ type lessor struct {
 	propose func(*wire.Request, func(*wire.Response))
 	// spawn runs background rounds (go; tests run them inline).
 	spawn func(func())
+	// read runs a keepalive round's linearizable lease check (SyncRead;
+	// tests read a state machine directly).
+	read func(context.Context, statemachine.LeaseCheck) (any, error)
 }
 
 func newLessor(s *Shard) *lessor {
 	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000}
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, done) }
 	l.spawn = func(f func()) { go f() }
+	l.read = func(ctx context.Context, q statemachine.LeaseCheck) (any, error) { return s.nh.SyncRead(ctx, s.id, q) }
 	return l
 }
 
@@ -145,6 +151,9 @@ func (l *lessor) track(id uint64, ttl time.Duration, rev uint64, now time.Time) 
 		le = &lease{id: id, idx: -1}
 		l.leases[id] = le
 	}
+	if leasetrace.On {
+		l.trace("track", "lease", id, "ttl", ttl, "rev", rev, "now", tt(now), "old", tt(le.deadline), "new", tt(now.Add(ttl)))
+	}
 	le.ttl = ttl
 	le.rev = max(le.rev, rev)
 	le.deadline = now.Add(ttl)
@@ -163,6 +172,9 @@ func (l *lessor) forget(id uint64) {
 	if le == nil {
 		return
 	}
+	if leasetrace.On {
+		l.trace("forget", "lease", id)
+	}
 	delete(l.leases, id)
 	if le.idx >= 0 {
 		heap.Remove(&l.heap, le.idx)
@@ -173,6 +185,9 @@ func (l *lessor) forget(id uint64) {
 func (l *lessor) setLeader(isLeader bool, term uint64) {
 	l.mu.Lock()
 	l.epoch++
+	if leasetrace.On {
+		l.trace("leadership", "leader", isLeader, "term", term, "epoch", l.epoch, "dropped", len(l.leases))
+	}
 	epoch := l.epoch
 	l.leader = isLeader
 	l.term = term
@@ -304,6 +319,9 @@ func (l *lessor) tick() {
 		}
 		heap.Pop(&l.heap)
 		le.expiring = true
+		if leasetrace.On {
+			l.trace("due", "lease", le.id, "deadline", tt(le.deadline), "now", tt(now), "rev", le.rev, "term", l.term)
+		}
 		due = append(due, le)
 	}
 	checkpoint := l.checkpointDue(now)
@@ -328,6 +346,9 @@ func (l *lessor) tick() {
 func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
 	id := req.Lease
 	l.propose(req, func(resp *wire.Response) {
+		if leasetrace.On {
+			l.trace("expire outcome", "lease", id, "code", resp.Code, "msg", resp.Msg)
+		}
 		switch resp.Code {
 		case wire.OK:
 			l.log.Info("lease expired", "shard", l.s.id, "lease", id)
@@ -414,15 +435,27 @@ func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
 	q := leaseCheck(batch)
 	all := q.IDs
 	ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
-	v, err := l.s.nh.SyncRead(ctx, l.s.id, q)
+	v, err := l.read(ctx, q)
 	cancel()
 	if err != nil {
+		if leasetrace.On {
+			l.trace("keepalive read failed", "leases", q.IDs, "err", err)
+		}
 		for _, ka := range batch {
 			ka.done(ErrorResponse(ka.id, err, false))
 		}
 		return
 	}
-	states, _ := v.([]statemachine.LeaseState)
+	states, ok := v.([]statemachine.LeaseState)
+	if !ok || len(states) != len(all) {
+		// Never expected; without an answer per lease nothing may be
+		// acknowledged (a missing state would read as "unknown here": OK).
+		for _, ka := range batch {
+			ka.done(&wire.Response{ID: ka.id, Code: wire.Internal,
+				Msg: fmt.Sprintf("lease check answered %T for %d leases", v, len(all))})
+		}
+		return
+	}
 	if ids := needsClear(states, all); len(ids) > 0 && !l.clearCheckpoints(ids) {
 		// Extending these leases without the clear would let a next
 		// leader end them early: no acknowledgement for them this time.
@@ -476,6 +509,15 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 			i += len(ka.ids)
 			continue
 		}
+		if id, ok := l.endedSinceRead(ka.ids, states, i); ok {
+			if leasetrace.On {
+				l.trace("ended since the read", "lease", id, "req", ka.id)
+			}
+			*resp = wire.Response{ID: ka.id, Code: wire.Unavailable,
+				Msg: fmt.Sprintf("lease %d ended while its keepalive was being checked; keepalive not applied, try again", id)}
+			i += len(ka.ids)
+			continue
+		}
 		for _, id := range ka.ids {
 			state := statemachine.LeaseUnknown
 			if i < len(states) {
@@ -497,6 +539,10 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 	}
 	l.mu.Unlock()
 	for b, ka := range batch {
+		if leasetrace.On {
+			l.trace("keepalive answer", "req", ka.id, "leases", ka.ids, "received", tt(ka.received),
+				"code", resps[b].Code, "gone", resps[b].Leases, "denied", resps[b].Denied)
+		}
 		ka.done(resps[b])
 	}
 }
@@ -510,16 +556,47 @@ func notCleared(states []statemachine.LeaseState, from, n int) bool {
 	return false
 }
 
+// endedSinceRead reports a lease of ids (states from offset from) that the
+// state machine called alive at the round's read but this lessor no longer
+// tracks. Within one leadership the lessor tracks every lease the state
+// machine holds (install, then every EvLease), so such a lease ended (or
+// left with its range) after the read: typically its deadline passed while
+// the round waited for the read or for a checkpoint clear, tick proposed
+// Expire, and the expiry applied before this answer. The read is stale for
+// it, and the lessor has nothing to refresh: answering OK would acknowledge
+// a keepalive for a lease that is already gone. Called with l.mu held.
+func (l *lessor) endedSinceRead(ids []uint64, states []statemachine.LeaseState, from int) (uint64, bool) {
+	for k, id := range ids {
+		if from+k >= len(states) {
+			break
+		}
+		switch states[from+k] {
+		case statemachine.LeaseAlive, statemachine.LeaseCheckpointed:
+			if l.leases[id] == nil {
+				return id, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // refresh extends a live lease to received+TTL; it reports whether the
-// lease is gone (ended, or already being expired). Called with l.mu held.
+// lease is gone (ended, or already being expired). A lease the state machine
+// calls alive must be tracked here (answerKeepAlives refuses the keepalive
+// first otherwise, endedSinceRead). Called with l.mu held.
 func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time.Time) bool {
+	if leasetrace.On {
+		l.traceRefresh(id, state, received)
+	}
 	switch state {
 	case statemachine.LeaseGone:
 		return true
 	case statemachine.LeaseAlive, statemachine.LeaseCheckpointed: // checkpointed: cleared just now
 		le := l.leases[id]
 		if le == nil {
-			return false
+			// Not reached through answerKeepAlives (endedSinceRead). If it
+			// ever is, "gone" is the safe answer: nothing was refreshed.
+			return true
 		}
 		if le.expiring {
 			return true

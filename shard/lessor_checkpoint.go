@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"time"
 
+	"github.com/wardenlock/warden/internal/leasetrace"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -44,6 +45,10 @@ func (l *lessor) startFromCheckpoint(le *lease, cp time.Duration, now time.Time)
 		return
 	}
 	le.hasCP, le.cp = true, cp
+	if leasetrace.On {
+		l.trace("start from checkpoint", "lease", le.id, "checkpoint", cp, "now", tt(now), "old", tt(le.deadline),
+			"cap", tt(now.Add(min(le.ttl, cp+l.s.cfg.LeaseAllowance))))
+	}
 	if d := now.Add(min(le.ttl, cp+l.s.cfg.LeaseAllowance)); d.Before(le.deadline) {
 		le.deadline = d
 		heap.Fix(&l.heap, le.idx)
@@ -76,6 +81,9 @@ func (l *lessor) checkpointRound(epoch uint64) {
 		return
 	}
 	resp := l.proposeWait(req)
+	if leasetrace.On {
+		l.trace("checkpoint round", "leases", req.Leases, "remaining_ms", req.Remaining, "ok", resp != nil && resp.Code == wire.OK)
+	}
 	if resp == nil || resp.Code != wire.OK {
 		return // not applied, or not known to be: the next round tries again
 	}
@@ -136,6 +144,9 @@ func (l *lessor) clearCheckpoints(ids []uint64) bool {
 		rem[i] = -1
 	}
 	resp := l.proposeWait(&wire.Request{Op: wire.OpCheckpoint, Term: term, Leases: ids, Remaining: rem})
+	if leasetrace.On {
+		l.trace("checkpoint clear", "leases", ids, "ok", resp != nil && resp.Code == wire.OK)
+	}
 	if resp == nil || resp.Code != wire.OK {
 		return false
 	}

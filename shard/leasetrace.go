@@ -1,0 +1,34 @@
+package shard
+
+import (
+	"time"
+
+	"github.com/wardenlock/warden/statemachine"
+)
+
+// The lessor's decision trace (internal/leasetrace): call sites check
+// leasetrace.On first, so the arguments cost nothing when it is off.
+
+func (l *lessor) trace(msg string, args ...any) {
+	l.log.Info("lease trace: "+msg, append([]any{"shard", l.s.id}, args...)...)
+}
+
+// traceRefresh logs a keepalive's effect on one lease, unless neither the
+// state machine nor the lessor knows it (every shard sees every keepalive).
+// Called with l.mu held, before refresh changes anything.
+func (l *lessor) traceRefresh(id uint64, state statemachine.LeaseState, received time.Time) {
+	le := l.leases[id]
+	if le == nil && state == statemachine.LeaseUnknown {
+		return
+	}
+	if le == nil {
+		l.trace("refresh of an untracked lease", "lease", id, "state", state, "received", tt(received))
+		return
+	}
+	l.trace("refresh", "lease", id, "state", state, "received", tt(received), "old", tt(le.deadline),
+		"new", tt(received.Add(le.ttl)), "expiring", le.expiring, "in_heap", le.idx >= 0)
+}
+
+// tt formats a trace time with microseconds (slog's default keeps
+// milliseconds, too coarse to compare a deadline with a send).
+func tt(t time.Time) string { return t.UTC().Format("15:04:05.000000") }
