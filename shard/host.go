@@ -52,6 +52,10 @@ type HostConfig struct {
 	LogDBShards  uint64 // write-ahead logs per node (default 1)
 	StepWorkers  uint64 // Raft step and commit workers (default 2)
 	ApplyWorkers uint64 // state machine apply workers (default 4)
+	// LogStore is the Raft log store: LogStoreWAL or LogStorePebble; ""
+	// keeps the data dir's, or DefaultLogStore for a new dir
+	// (LogStoreFromEnv in tests). Fixed when a data dir is created.
+	LogStore string
 
 	SM    statemachine.Config
 	Shard Config
@@ -135,6 +139,9 @@ func (c *HostConfig) fill() error {
 	if c.ApplyWorkers == 0 {
 		c.ApplyWorkers = 4
 	}
+	if c.LogStore == "" {
+		c.LogStore = LogStoreFromEnv()
+	}
 	if c.SnapshotEntries == 0 {
 		c.SnapshotEntries = DefaultSnapshotEntries
 	}
@@ -217,8 +224,14 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	store, err := resolveLogStore(cfg.DataDir, cfg.LogStore)
+	if err != nil {
+		return nil, err
+	}
+	h.cfg.LogStore = store
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
+	expert.LogDBFactory = logDBFactory(store)
 	// One write-ahead log per node, and few step workers: each worker saves
 	// the Raft updates of all its shards in one batch and one fsync, so a
 	// node group-commits across shards. With dragonboat's defaults (16

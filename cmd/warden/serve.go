@@ -18,6 +18,7 @@ import (
 
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/shard"
 )
 
 // fileConfig is the YAML config file; flags override it.
@@ -48,6 +49,7 @@ type fileConfig struct {
 	NodeInflight    int      `yaml:"node-inflight-entries"`
 	EntryLinger     string   `yaml:"entry-linger"`
 	StepWorkers     int      `yaml:"step-workers"`
+	LogStore        string   `yaml:"log-store"`
 }
 
 func serveCmd() *cobra.Command {
@@ -118,6 +120,7 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&fc.NoLeaderBalance, "no-leader-balance", false, "leave shard leaders where elections and warden shards transfer put them (every node: the meta leader balances)")
 	f.IntVar(&fc.MaxBatchOps, "max-batch-ops", 0, "client operations per Raft entry, per shard leader (0: 2048)")
 	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
+	f.StringVar(&fc.LogStore, "log-store", "", "Raft log store of a new data dir: wal (Warden's own log: one write and at most one fdatasync per Raft round, none for a commit-only change) or pebble (dragonboat's; the default). An existing data dir keeps its store; asking for the other one is an error")
 	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica applies nothing while it saves one, and keeps and replays up to 1.25× this many entries")
 	f.IntVar(&fc.NodeInflight, "node-inflight-entries", 0, "> 0: Raft entries all of the node's shard leaders have in flight together before a new one waits (up to --entry-linger) and gathers more operations (0: no bound)")
 	f.IntVar(&fc.StepWorkers, "step-workers", 0, "Raft step workers per node (0: 2); each steps its share of the node's shards and waits for its own WAL sync, so one per local shard lets a shard's proposals go without waiting behind another shard's sync")
@@ -169,6 +172,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("node-inflight-entries", func() { fc.NodeInflight = int(pick(uint64(fromFile.NodeInflight), uint64(fc.NodeInflight))) })
 	set("entry-linger", func() { fc.EntryLinger = pickS(fromFile.EntryLinger, fc.EntryLinger) })
 	set("step-workers", func() { fc.StepWorkers = int(pick(uint64(fromFile.StepWorkers), uint64(fc.StepWorkers))) })
+	set("log-store", func() { fc.LogStore = pickS(fromFile.LogStore, fc.LogStore) })
 	return nil
 }
 
@@ -199,6 +203,12 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
 	cfg.NoLeaderBalance = fc.NoLeaderBalance
 	cfg.SnapshotEntries = fc.SnapshotEntries
+	switch fc.LogStore {
+	case "", shard.LogStoreWAL, shard.LogStorePebble:
+		cfg.LogStore = fc.LogStore
+	default:
+		return cfg, fmt.Errorf("log-store %q: want wal or pebble", fc.LogStore)
+	}
 	if fc.MaxBatchOps < 0 || fc.MaxInflight < 0 {
 		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
 	}
