@@ -280,7 +280,7 @@ func (w *WAL) rotate() error {
 			r.compactTo = n.compactedTo
 		}
 		var ents []pb.Entry
-		if len(n.spans) > 0 && n.liveBytes() <= min(copyLimit, int(w.opts.SegmentSize/16)) {
+		if w.copyAtRotation(n) {
 			var err error
 			if ents, err = w.readLocked(k, n, n.firstIndex(), n.lastIndex()+1); err != nil {
 				return err
@@ -290,13 +290,29 @@ func (w *WAL) rotate() error {
 		if r.flags == 0 && len(ents) == 0 {
 			continue
 		}
-		var start int
-		var err error
-		buf, start = beginRecord(buf)
-		if buf, _, err = appendNodePayload(buf, &r, ents); err != nil {
-			return err
+		// Copies go in chunks so that reading one entry back never
+		// reads a large record.
+		for first := true; first || len(ents) > 0; first = false {
+			chunk := ents
+			size := 0
+			for i := range chunk {
+				if size += chunk[i].Size(); size > copyChunk {
+					chunk = chunk[:i+1]
+					break
+				}
+			}
+			ents = ents[len(chunk):]
+			if !first {
+				r = nodeRec{shard: k.shard, replica: k.replica}
+			}
+			var start int
+			var err error
+			buf, start = beginRecord(buf)
+			if buf, _, err = appendNodePayload(buf, &r, chunk); err != nil {
+				return err
+			}
+			finishRecord(buf, start, recNode)
 		}
-		finishRecord(buf, start, recNode)
 	}
 	path := filepath.Join(w.dir, segName(num))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -332,6 +348,22 @@ func (w *WAL) rotate() error {
 	w.written = pos(num, a.size)
 	w.synced.Store(w.written)
 	return nil
+}
+
+// copyAtRotation says whether a replica's live entries are copied into
+// the new segment: when they are few (an idle shard that never snapshots
+// must not pin old segments), or when they pin the oldest segment and
+// take at most a quarter of a segment (a slow shard far from its next
+// snapshot must not keep every segment written since).
+func (w *WAL) copyAtRotation(n *node) bool {
+	if len(n.spans) == 0 {
+		return false
+	}
+	live := n.liveBytes()
+	if live <= min(copyLimit, int(w.opts.SegmentSize/16)) {
+		return true
+	}
+	return len(w.segs) > 1 && n.spans[0].seg == w.segs[0].num && int64(live) <= w.opts.SegmentSize/4
 }
 
 // readLocked reads a replica's entries [low, high) with w.mu held.

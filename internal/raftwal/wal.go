@@ -34,6 +34,8 @@ const (
 	// this many bytes has them copied into the new segment, so an idle
 	// shard that never snapshots does not pin old segments forever.
 	copyLimit = 256 << 10
+	// copyChunk bounds the entries bytes of one copied record.
+	copyChunk = 64 << 10
 )
 
 // ErrClosed is returned after Close.

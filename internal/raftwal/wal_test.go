@@ -402,3 +402,40 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A slow replica far from its next snapshot must not keep every segment
+// the busy ones write: its live entries are copied forward at rotation.
+func TestSlowReplicaDoesNotPinSegments(t *testing.T) {
+	dir := t.TempDir()
+	const seg = 64 << 10
+	w := open(t, dir, seg)
+	defer w.Close()
+	payload := func(first, last uint64, size int) []pb.Entry {
+		es := ents(first, last, 1)
+		for i := range es {
+			es[i].Cmd = make([]byte, size)
+		}
+		return es
+	}
+	slow := uint64(0)
+	for i := uint64(1); i <= 3000; i++ {
+		ups := []pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1, Commit: i - 1}, EntriesToSave: payload(i, i, 500)}}
+		if i%10 == 0 {
+			slow++
+			ups = append(ups, pb.Update{ShardID: 2, ReplicaID: 1, State: pb.State{Term: 1}, EntriesToSave: payload(slow, slow, 30)})
+		}
+		must(t, w.SaveRaftState(ups, 1))
+		if i%200 == 0 { // the busy replica snapshots and compacts
+			must(t, w.SaveSnapshots([]pb.Update{{ShardID: 1, ReplicaID: 1, Snapshot: pb.Snapshot{ShardID: 1, Index: i - 50, Term: 1, Type: pb.RegularStateMachine}}}))
+			must(t, w.RemoveEntriesTo(1, 1, i-60))
+			_, err := w.CompactEntriesTo(1, 1, i-60)
+			must(t, err)
+		}
+	}
+	nums, _ := listSegments(dir)
+	// About 1.5 MB written; the live data is about 30 KB + 300 x 45 B.
+	if len(nums) > 6 {
+		t.Fatalf("%d segments kept: %v", len(nums), nums)
+	}
+	sameEntries(t, read(t, w, 2, 1, 1, slow+1), payload(1, slow, 30))
+}
