@@ -171,6 +171,7 @@ func appendNodePayload(buf []byte, r *nodeRec, ents []pb.Entry) ([]byte, int, er
 			}
 		}
 		buf = binary.AppendUvarint(buf, uint64(len(ents)))
+		buf = binary.AppendUvarint(buf, ents[0].Index)
 		entOff = len(buf)
 		for i := range ents {
 			sz := ents[i].Size()
@@ -213,13 +214,10 @@ func decodeNode(p []byte) (nodeRec, error) {
 	}
 	if r.flags&fEntries != 0 {
 		n := d.uvarint()
+		first := d.uvarint()
 		r.entOff = d.off
-		if n == 0 || d.err != nil {
+		if n == 0 || first == 0 || d.err != nil {
 			return r, fmt.Errorf("%w: empty entry list", errCorrupt)
-		}
-		first, err := firstEntryIndex(p[d.off:])
-		if err != nil {
-			return r, err
 		}
 		r.entFirst, r.entLast = first, first+n-1
 		r.entLen = len(p) - d.off
@@ -232,19 +230,6 @@ func decodeNode(p []byte) (nodeRec, error) {
 		return r, fmt.Errorf("%w: %d trailing bytes in node record", errCorrupt, len(p)-d.off)
 	}
 	return r, nil
-}
-
-func firstEntryIndex(blob []byte) (uint64, error) {
-	d := decoder{b: blob}
-	b := d.bytes()
-	if d.err != nil {
-		return 0, fmt.Errorf("%w: entry: %v", errCorrupt, d.err)
-	}
-	var e pb.Entry
-	if err := e.Unmarshal(b); err != nil {
-		return 0, fmt.Errorf("%w: entry: %v", errCorrupt, err)
-	}
-	return e.Index, nil
 }
 
 // decodeEntries appends the entries of blob (which starts at index base)
