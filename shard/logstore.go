@@ -20,7 +20,7 @@ const (
 )
 
 // DefaultLogStore is what a new data dir gets when none is asked for.
-const DefaultLogStore = LogStorePebble
+const DefaultLogStore = LogStoreWAL
 
 // logStoreFile records, in the data dir, which store the dir was created
 // with: dragonboat cannot open a log written by another store.
