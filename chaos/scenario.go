@@ -83,12 +83,12 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 		out = io.Discard
 	}
 	work, err := os.MkdirTemp("", "warden-chaos-run-")
-	if err == nil && os.Getenv(KeepEnv) != "" {
-		fmt.Fprintf(out, "[%s] work dir (kept): %s\n", sc.Name, work)
-	}
 	if err != nil {
 		r.violate("harness: %v", err)
 		return r
+	}
+	if os.Getenv(KeepEnv) != "" {
+		fmt.Fprintf(out, "[%s] work dir (kept): %s\n", sc.Name, work)
 	}
 	log := NewEventLog(prefixWriter{out, sc.Name})
 	c, err := StartCluster(ctx, Options{Nodes: sc.Nodes, Binary: env.Binary, Dir: work, Seed: env.Seed, Bugs: env.Bugs}, log)

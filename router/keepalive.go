@@ -130,22 +130,23 @@ func (s *Server) keepAliveShards(leases []uint64, identity string, done func(*wi
 func (s *Server) traceSubKeepAlive(sub *wire.Request, done func(*wire.Response)) func(*wire.Response) {
 	sent := time.Now()
 	return func(r *wire.Response) {
-		s.log.Info("lease trace: keepalive sub-answer", "shard", sub.Shard, "leases", sub.Leases, "sent", tt(sent),
+		s.log.Info("lease trace: keepalive sub-answer", "shard", sub.Shard, "leases", sub.Leases, "sent", leasetrace.Time(sent),
 			"code", r.Code, "detail", r.Msg, "gone", r.Leases)
 		done(r)
 	}
 }
 
-// traceKeepAliveAttempt logs where one attempt of a keepalive sub-request
-// went (this node's replica or another node) and what came back.
+// traceKeepAliveAttempt, with the lease trace on, wraps done to log where
+// one attempt of a keepalive sub-request went (this node's replica or
+// another node) and what came back; otherwise it returns done.
 func (s *Server) traceKeepAliveAttempt(req *wire.Request, target string, done func(*wire.Response)) func(*wire.Response) {
+	if !leasetrace.On || req.Op != wire.OpKeepAlive {
+		return done
+	}
 	at := time.Now()
 	return func(r *wire.Response) {
 		s.log.Info("lease trace: keepalive attempt", "shard", req.Shard, "leases", req.Leases, "target", target,
-			"at", tt(at), "code", r.Code, "detail", r.Msg, "gone", r.Leases)
+			"at", leasetrace.Time(at), "code", r.Code, "detail", r.Msg, "gone", r.Leases)
 		done(r)
 	}
 }
-
-// tt formats a trace time with microseconds.
-func tt(t time.Time) string { return t.UTC().Format("15:04:05.000000") }

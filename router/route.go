@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wardenlock/warden/internal/leasetrace"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -119,23 +118,17 @@ func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.R
 		if local, ok := h.Shard(shardID); ok {
 			addr, self := s.cache.leaderAddr(shardID)
 			if self || addr == "" || localReadOK(req) {
-				if leasetrace.On && req.Op == wire.OpKeepAlive {
-					done = s.traceKeepAliveAttempt(req, "local", done)
-				}
+				done = s.traceKeepAliveAttempt(req, "local", done)
 				local.Submit(req, done)
 				return
 			}
-			if leasetrace.On && req.Op == wire.OpKeepAlive {
-				done = s.traceKeepAliveAttempt(req, addr, done)
-			}
+			done = s.traceKeepAliveAttempt(req, addr, done)
 			s.forward(addr, shardID, req, leaderHinted(shardID, addr, done))
 			return
 		}
 	}
 	addr, _ := s.cache.leaderAddr(shardID)
-	if leasetrace.On && req.Op == wire.OpKeepAlive {
-		done = s.traceKeepAliveAttempt(req, "remote:"+addr, done)
-	}
+	done = s.traceKeepAliveAttempt(req, addr, done) // no local replica
 	if addr != "" {
 		s.forward(addr, shardID, req, leaderHinted(shardID, addr, done))
 		return

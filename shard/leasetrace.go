@@ -3,6 +3,7 @@ package shard
 import (
 	"time"
 
+	"github.com/wardenlock/warden/internal/leasetrace"
 	"github.com/wardenlock/warden/statemachine"
 )
 
@@ -29,6 +30,5 @@ func (l *lessor) traceRefresh(id uint64, state statemachine.LeaseState, received
 		"new", tt(received.Add(le.ttl)), "expiring", le.expiring, "in_heap", le.idx >= 0)
 }
 
-// tt formats a trace time with microseconds (slog's default keeps
-// milliseconds, too coarse to compare a deadline with a send).
-func tt(t time.Time) string { return t.UTC().Format("15:04:05.000000") }
+// tt formats a trace time (leasetrace.Time).
+func tt(t time.Time) string { return leasetrace.Time(t) }

@@ -33,14 +33,22 @@ var ErrLogStoreMismatch = errors.New("shard: the data dir was created with anoth
 // the data dir's own, or the default for a new one).
 func LogStoreFromEnv() string { return os.Getenv("WARDEN_LOG_STORE") }
 
+// CheckLogStore refuses a name that is not a log store ("" is: the data
+// dir's own, or the default).
+func CheckLogStore(name string) error {
+	switch name {
+	case "", LogStorePebble, LogStoreWAL:
+		return nil
+	}
+	return fmt.Errorf("shard: log store %q: want %q or %q", name, LogStoreWAL, LogStorePebble)
+}
+
 // resolveLogStore says which store dataDir uses. want is the store asked
 // for ("" = whatever the dir has, DefaultLogStore for a new dir). A dir
 // written before the choice existed holds a pebble log.
 func resolveLogStore(dataDir, want string) (string, error) {
-	switch want {
-	case "", LogStorePebble, LogStoreWAL:
-	default:
-		return "", fmt.Errorf("shard: log store %q: want %q or %q", want, LogStoreWAL, LogStorePebble)
+	if err := CheckLogStore(want); err != nil {
+		return "", err
 	}
 	have := ""
 	b, err := os.ReadFile(filepath.Join(dataDir, logStoreFile))

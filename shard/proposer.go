@@ -36,6 +36,9 @@ type proposal struct {
 	span trace.Span // non-nil only for a traced request (trace.go)
 }
 
+// size estimates what a proposal adds to an entry (MaxBatchBytes).
+func (p proposal) size() int { return len(p.req.Path) + len(p.req.Value) + 32 }
+
 type inflight struct {
 	rs    *dragonboat.RequestState
 	props []proposal
@@ -129,7 +132,7 @@ func (p *proposer) run() {
 		case <-p.stop:
 			return
 		}
-		size := len(batch[0].req.Path) + len(batch[0].req.Value) + 32
+		size := batch[0].size()
 		// With entries already in flight a new one waits behind them
 		// anyway: let the goroutines that are about to submit run first,
 		// so a shard with a shallow queue still packs several operations
@@ -143,7 +146,7 @@ func (p *proposer) run() {
 			select {
 			case next := <-p.in:
 				batch = append(batch, next)
-				size += len(next.req.Path) + len(next.req.Value) + 32
+				size += next.size()
 			default:
 				if yields == 0 {
 					break drain
@@ -224,7 +227,7 @@ func (p *proposer) takeSlot(batch []proposal, size *int) ([]proposal, chan struc
 			return batch, p.slots
 		case next := <-in:
 			batch = append(batch, next)
-			*size += len(next.req.Path) + len(next.req.Value) + 32
+			*size += next.size()
 		case <-p.linger.C:
 			return batch, nil
 		case <-p.stop:

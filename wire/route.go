@@ -70,13 +70,12 @@ func PathDepth(p string) int {
 // point for paths at or below the namespace depth, everything ("", "") for
 // shallower ones.
 func Span(p string, depth int) (start, end string) {
-	if PathDepth(p) < depth {
+	var b SpanBuf
+	if _, end = SpanInto(p, depth, &b); end == "" {
 		return "", ""
 	}
 	// One allocation for both: end is start and a zero byte.
-	var b [9]byte
-	binary.BigEndian.PutUint64(b[:], routeHash(Namespace(p, depth)))
-	end = string(b[:])
+	end = strings.Clone(end)
 	return end[:8], end
 }
 

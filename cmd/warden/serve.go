@@ -203,12 +203,10 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
 	cfg.NoLeaderBalance = fc.NoLeaderBalance
 	cfg.SnapshotEntries = fc.SnapshotEntries
-	switch fc.LogStore {
-	case "", shard.LogStoreWAL, shard.LogStorePebble:
-		cfg.LogStore = fc.LogStore
-	default:
-		return cfg, fmt.Errorf("log-store %q: want wal or pebble", fc.LogStore)
+	if err := shard.CheckLogStore(fc.LogStore); err != nil {
+		return cfg, err
 	}
+	cfg.LogStore = fc.LogStore
 	if fc.MaxBatchOps < 0 || fc.MaxInflight < 0 {
 		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
 	}

@@ -7,10 +7,17 @@
 // node it logs several lines per keepalive.
 package leasetrace
 
-import "os"
+import (
+	"os"
+	"time"
+)
 
 // Env is the environment variable the switch is read from.
 const Env = "WARDEN_LEASE_TRACE"
 
 // On turns the trace on. Tests may set it before the code under test runs.
 var On = os.Getenv(Env) != ""
+
+// Time formats a trace time with microseconds (slog's default keeps
+// milliseconds, too coarse to compare a deadline with a send).
+func Time(t time.Time) string { return t.UTC().Format("15:04:05.000000") }

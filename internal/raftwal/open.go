@@ -368,12 +368,17 @@ func (w *WAL) copyAtRotation(n *node) bool {
 
 // readLocked reads a replica's entries [low, high) with w.mu held.
 func (w *WAL) readLocked(k nodeKey, n *node, low, high uint64) ([]pb.Entry, error) {
+	ents, _, err := readSpans(w.filesLocked(), k, n.spans, nil, 0, low, high, ^uint64(0))
+	return ents, err
+}
+
+// filesLocked maps segment numbers to their open files (w.mu held).
+func (w *WAL) filesLocked() map[uint64]*os.File {
 	files := make(map[uint64]*os.File, len(w.segs))
 	for _, s := range w.segs {
 		files[s.num] = s.f
 	}
-	ents, _, err := readSpans(files, k, n.spans, nil, 0, low, high, ^uint64(0))
-	return ents, err
+	return files
 }
 
 // deleteDeadSegments removes the segments older than every live entry

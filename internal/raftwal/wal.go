@@ -329,10 +329,7 @@ func (w *WAL) IterateEntries(ents []pb.Entry, size uint64, shardID, replicaID ui
 		high = last + 1
 	}
 	spans := append([]span(nil), n.spans...)
-	files := make(map[uint64]*os.File, len(w.segs))
-	for _, s := range w.segs {
-		files[s.num] = s.f
-	}
+	files := w.filesLocked()
 	w.filesMu.RLock()
 	w.mu.Unlock()
 	defer w.filesMu.RUnlock()
