@@ -49,9 +49,10 @@ type Config struct {
 	// snapshots (0: shard.DefaultSnapshotEntries).
 	SnapshotEntries uint64
 	HeartbeatRTT    uint64 // default 3 ticks
-	// StepWorkers is how many Raft step workers the node runs (0: the
-	// shard package's default, 2). Each steps its share of the node's
-	// shards in one pass and waits for that pass's WAL sync.
+	// StepWorkers is how many Raft step workers the node runs (0: what
+	// the data dir was created with, shard.DefaultStepWorkers for a new
+	// one). Each steps its share of the node's shards in one pass and waits
+	// for that pass's WAL sync.
 	StepWorkers uint64
 	// LogStore is the Raft log store, shard.LogStoreWAL or
 	// shard.LogStorePebble ("": the data dir's, or the default for a new one).

@@ -6,11 +6,12 @@ import (
 
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/shard"
 )
 
 // node.Config.StepWorkers (warden serve --step-workers) reaches dragonboat's
 // engine on every node, and a cluster run with one step worker per shard
-// serves locks; 0 keeps the shard package's default of 2.
+// serves locks; 0 gives a new data dir shard.DefaultStepWorkers.
 func TestStepWorkersReachTheEngine(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Shards: 3, Edit: func(cfg *node.Config) {
 		if cfg.ID != 3 {
@@ -20,7 +21,7 @@ func TestStepWorkersReachTheEngine(t *testing.T) {
 	for i, n := range c.Nodes {
 		want := uint64(4)
 		if i == 2 {
-			want = 2 // StepWorkers 0: the default
+			want = shard.DefaultStepWorkers // StepWorkers 0: a new dir's default
 		}
 		eng := n.Host.NodeHost().NodeHostConfig().Expert.Engine
 		if eng.ExecShards != want || eng.CommitShards != want {

@@ -50,7 +50,7 @@ type HostConfig struct {
 	MoveHook func(move uint64, step placement.RangeStep, stop <-chan struct{})
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	LogDBShards  uint64 // write-ahead logs per node (default 1)
-	StepWorkers  uint64 // Raft step and commit workers (default 2)
+	StepWorkers  uint64 // Raft step and commit workers (0: the data dir's, or DefaultStepWorkers for a new dir)
 	ApplyWorkers uint64 // state machine apply workers (default 4)
 	// LogStore is the Raft log store: LogStoreWAL or LogStorePebble; ""
 	// keeps the data dir's, or DefaultLogStore for a new dir
@@ -132,9 +132,6 @@ func (c *HostConfig) fill() error {
 	}
 	if c.LogDBShards == 0 {
 		c.LogDBShards = 1
-	}
-	if c.StepWorkers == 0 {
-		c.StepWorkers = 2
 	}
 	if c.ApplyWorkers == 0 {
 		c.ApplyWorkers = 4
@@ -229,6 +226,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, err
 	}
 	h.cfg.LogStore = store
+	if h.cfg.StepWorkers, err = resolveStepWorkers(cfg.DataDir, cfg.StepWorkers); err != nil {
+		return nil, err
+	}
+	cfg.StepWorkers = h.cfg.StepWorkers
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
 	expert.LogDBFactory = logDBFactory(store)
