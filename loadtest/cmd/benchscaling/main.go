@@ -56,6 +56,7 @@ type options struct {
 	out             string
 	maxTime         time.Duration
 	profileDir      string
+	perfEvents      string
 	nodeArgs        []string // --node-args as given
 	startedAt       time.Time
 	loadBefore      float64
@@ -81,6 +82,7 @@ func main() {
 	flag.IntVar(&o.port, "port", 29000, "first client port (each row uses 300 ports from here on)")
 	flag.StringVar(&args, "node-args", "", "more flags for every node, space-separated")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "non-empty: run the nodes as `warden bench node` and write each node's CPU profile of the measured time there (<nodes>n-<leaders>l-node<i>.pprof)")
+	flag.StringVar(&o.perfEvents, "perf-events", "", "non-empty: count these perf events (comma-separated, e.g. syscalls:sys_enter_fdatasync,sched:sched_switch) over every node's process during the measured time with `perf stat` and report them per operation")
 	flag.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "hard bound on the whole run")
 	flag.Parse()
 	o.nodes, o.leaders, o.nodeArgs = ints(nodes), ints(leaders), strings.Fields(args)
@@ -154,7 +156,8 @@ type row struct {
 	idleRSS, rss   []float64 // resident memory per node before and after the load, MB
 	moved          int       // shards whose leader changed during the measurement
 	opsPerSec      float64
-	perLeader      []float64 // ops/s each leader put into Raft entries
+	perLeader      []float64   // ops/s each leader put into Raft entries
+	perfPerOp      []perfCount // --perf-events over the measured time, per operation
 	opsPerEntry    float64
 	p50, p99, mean float64   // acquire latency, ms
 	cores          []float64 // CPU used per node, cores
@@ -164,6 +167,7 @@ type row struct {
 	walPerOp       float64
 	readsPerOp     float64 // read syscalls of every node per operation
 	writesPerOp    float64 // write syscalls (fsync is not counted)
+	switchesPerOp  float64 // context switches of every node's threads per operation (wake-ups)
 	errors         int64
 	load           float64 // 1-minute load average at the end of the row
 }
@@ -238,6 +242,7 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 	}
 	d = mk()
 	prof := profile(ctx, o, nodes, leaders, port)
+	counts := perfStat(ctx, o, g.PIDs())
 	res, err := loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: r.clients,
 		Duration: o.duration, Warmup: o.warmup, PIDs: g.PIDs()})
 	d.Close()
@@ -254,6 +259,13 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 	r.opsPerSec = res.Metrics["lock_ops_per_s"]
 	if r.opsPerSec <= 0 {
 		return r, fmt.Errorf("no lock operation succeeded (errors %v)", res.Errors)
+	}
+	pc, secs, perr := counts()
+	if perr != nil {
+		fmt.Fprintln(os.Stderr, "benchscaling: perf stat:", perr)
+	}
+	for _, c := range pc {
+		r.perfPerOp = append(r.perfPerOp, perfCount{c.event, c.n / (r.opsPerSec * secs)})
 	}
 	acq := res.Ops["acquire"]
 	r.p50, r.p99, r.mean = acq.P50Ms, acq.P99Ms, acq.MeanMs
@@ -302,6 +314,7 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 		r.walPerOp = float64(a.wal-b.wal) / float64(ops)
 		r.readsPerOp = float64(a.syscr-b.syscr) / float64(ops)
 		r.writesPerOp = float64(a.syscw-b.syscw) / float64(ops)
+		r.switchesPerOp = float64(a.switches-b.switches) / float64(ops)
 	}
 	return r, nil
 }
@@ -371,6 +384,7 @@ type snapshot struct {
 	leader       map[uint64]uint64
 	wal          int64 // bytes in every node's Raft directory
 	syscr, syscw int64 // read and write syscalls of every node (/proc/<pid>/io)
+	switches     int64 // context switches of every node's threads
 }
 
 // nodeStatus is the part of a node's status document (OpStatus) read here.
@@ -389,6 +403,7 @@ func sample(ctx context.Context, g *harness.Group, per []*client.Client) (snapsh
 	for _, pid := range g.PIDs() {
 		r, w := procIO(pid)
 		s.syscr, s.syscw = s.syscr+r, s.syscw+w
+		s.switches += contextSwitches(pid)
 	}
 	for _, l := range g.CPU {
 		st, err := l.Stat()
@@ -515,6 +530,29 @@ func procIO(pid int) (r, w int64) {
 	return r, w
 }
 
+// contextSwitches sums the voluntary and involuntary context switches of a
+// process's threads: how often its threads went to sleep or were put off the
+// CPU, i.e. its wake-ups. Go keeps its threads, so the sum only grows (a
+// thread that exits takes its count with it).
+func contextSwitches(pid int) int64 {
+	dirs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var sum int64
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			if k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches" {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				sum += n
+			}
+		}
+	}
+	return sum
+}
+
 // machineBusy is the machine's non-idle CPU time in clock ticks (USER_HZ).
 func machineBusy() int64 {
 	b, err := os.ReadFile("/proc/stat")
@@ -598,8 +636,8 @@ quotas cannot give the nodes CPU the machine does not have).
 	if o.stoppedEarlyErr != nil {
 		fmt.Fprintf(&f, "**The run stopped early**: %v.\n\n", o.stoppedEarlyErr)
 	}
-	fmt.Fprintln(&f, "| nodes | shard leaders | ops/s | ops/s per leader (min–max) | ops per entry | acquire ms p50 / p99 | node CPU, cores [leaders] | quota hit % | server CPU µs/op | client CPU cores | other CPU cores | WAL B/op | node syscalls/op, read + write | node RSS MB, idle → loaded | workers | errors | load avg |")
-	fmt.Fprintln(&f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&f, "| nodes | shard leaders | ops/s | ops/s per leader (min–max) | ops per entry | acquire ms p50 / p99 | node CPU, cores [leaders] | quota hit % | server CPU µs/op | client CPU cores | other CPU cores | WAL B/op | node syscalls/op, read + write | node context switches/op | node RSS MB, idle → loaded | workers | errors | load avg |")
+	fmt.Fprintln(&f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		var hit []string
 		for _, t := range r.throttled {
@@ -617,9 +655,19 @@ quotas cannot give the nodes CPU the machine does not have).
 		for i, m := range r.rss {
 			rss = append(rss, fmt.Sprintf("%.0f→%.0f", r.idleRSS[i], m))
 		}
-		fmt.Fprintf(&f, "| %d | %d | %.0f | %s | %.1f | %.1f / %.1f | %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f + %.2f | %s | %d | %s | %.1f |\n",
+		fmt.Fprintf(&f, "| %d | %d | %.0f | %s | %.1f | %.1f / %.1f | %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f + %.2f | %.2f | %s | %d | %s | %.1f |\n",
 			r.nodes, r.leaders, r.opsPerSec, pl, r.opsPerEntry, r.p50, r.p99, r.nodeCPU(o.cpu), strings.Join(hit, ", "),
-			r.serverCPUPerOp(), r.clientCores, r.otherCores, r.walPerOp, r.readsPerOp, r.writesPerOp, strings.Join(rss, ", "), r.clients, errs, r.load)
+			r.serverCPUPerOp(), r.clientCores, r.otherCores, r.walPerOp, r.readsPerOp, r.writesPerOp, r.switchesPerOp, strings.Join(rss, ", "), r.clients, errs, r.load)
+	}
+	for _, r := range rows {
+		if len(r.perfPerOp) == 0 {
+			continue
+		}
+		var cs []string
+		for _, c := range r.perfPerOp {
+			cs = append(cs, fmt.Sprintf("%s %.3f", c.event, c.n))
+		}
+		fmt.Fprintf(&f, "\nperf events per operation, %d nodes, %d leaders (every node, measured time): %s\n", r.nodes, r.leaders, strings.Join(cs, ", "))
 	}
 	f.WriteString(summary(rows))
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
