@@ -20,9 +20,10 @@ import (
 // 3 nodes of 0.25 cores, alternating pairs, +18 % and +19 % ops/s at 14–16 %
 // less server CPU per operation, a quarter fewer fdatasyncs. But a node
 // that is not CPU-bound then waits for one sync at a time for all its
-// shards: 16 leaders on 3 nodes without quotas lost throughput in 4 of 5
-// pairs (p99 up to 0.9 s). So the default stays 2, and small nodes are
-// told to ask for 1 (docs/operations.md).
+// shards: 16 leaders on 3 nodes without quotas lost throughput in 4 of 7
+// pairs (p99 up to 0.9 s) on a machine too loaded to settle it. So the
+// default stays 2, and small nodes are told to ask for 1
+// (docs/operations.md).
 const DefaultStepWorkers = 2
 
 // legacyStepWorkers is what a data dir created before the count was
