@@ -226,6 +226,7 @@ func (e *env) drive(primary string, op opFunc) {
 	cpu0 := sampleCPU(cfg.PIDs)
 	self0 := selfCPU()
 	wait0, selfWait0 := sampleRunDelay(cfg.PIDs), runDelay(os.Getpid())
+	io0, selfIO0 := sampleIO(cfg.PIDs), procIO(os.Getpid())
 	var mem0 runtime.MemStats
 	runtime.ReadMemStats(&mem0)
 	var next atomic.Int64
@@ -271,6 +272,7 @@ func (e *env) drive(primary string, op opFunc) {
 	r.fill(e.res, cfg.Duration)
 	e.cpuMetrics(cpu0, self0, time.Since(start))
 	e.runQueueMetrics(wait0, selfWait0, time.Since(start))
+	e.ioMetrics(io0, selfIO0, time.Since(start))
 	var mem1 runtime.MemStats
 	runtime.ReadMemStats(&mem1)
 	// The load generator's own GC work delays the operations it times.
@@ -291,6 +293,20 @@ func (e *env) runQueueMetrics(wait0 map[int]time.Duration, self0 time.Duration, 
 		e.res.Metrics["server_runq_wait"] = round3(total)
 	}
 	e.res.Metrics["loadgen_runq_wait"] = round3((runDelay(os.Getpid()) - self0).Seconds() / wall.Seconds())
+}
+
+// ioMetrics adds the read and write syscalls per second of every server
+// and of the load generator, over the same window as the CPU figures.
+func (e *env) ioMetrics(io0 map[int]ioCalls, self0 ioCalls, wall time.Duration) {
+	rate := func(a, b uint64) float64 { return round3(float64(b-a) / wall.Seconds()) }
+	for pid, c1 := range sampleIO(e.cfg.PIDs) {
+		c0 := io0[pid]
+		e.res.Metrics[fmt.Sprintf("reads_per_s_pid_%d", pid)] = rate(c0.reads, c1.reads)
+		e.res.Metrics[fmt.Sprintf("writes_per_s_pid_%d", pid)] = rate(c0.writes, c1.writes)
+	}
+	self1 := procIO(os.Getpid())
+	e.res.Metrics["loadgen_reads_per_s"] = rate(self0.reads, self1.reads)
+	e.res.Metrics["loadgen_writes_per_s"] = rate(self0.writes, self1.writes)
 }
 
 // cpuMetrics adds server and load-generator CPU use over wall.

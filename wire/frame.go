@@ -51,11 +51,10 @@ func ReadFrame(r *bufio.Reader, max int, buf []byte) ([]byte, error) {
 // (a server closes such a connection at once instead of spending its own
 // reads on a flood of junk).
 func ReadFrameSkip(r *bufio.Reader, max, skip int, buf []byte) ([]byte, error) {
-	var hdr [FrameHeaderSize]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	n, err := readFrameLen(r)
+	if err != nil {
 		return buf, err
 	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
 	if n > max {
 		e := &FrameSizeError{Size: n, Max: max}
 		if n <= min(skip, MaxSkip) {
@@ -72,6 +71,23 @@ func ReadFrameSkip(r *bufio.Reader, max, skip int, buf []byte) ([]byte, error) {
 		return buf, err
 	}
 	return buf, nil
+}
+
+// readFrameLen reads a frame's length prefix with io.ReadFull's errors
+// (io.EOF before any byte, io.ErrUnexpectedEOF within the prefix). It peeks
+// at the reader's buffer: a header array passed to io.ReadFull escapes, one
+// allocation for every frame read.
+func readFrameLen(r *bufio.Reader) (int, error) {
+	hdr, err := r.Peek(FrameHeaderSize)
+	if len(hdr) < FrameHeaderSize {
+		if len(hdr) > 0 && err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr))
+	r.Discard(FrameHeaderSize)
+	return n, nil
 }
 
 // AppendFrame appends v (a *Request or *Response) as one frame to dst.
