@@ -25,7 +25,7 @@ type conn struct {
 	nc       net.Conn
 	cfg      *config
 	info     []byte // the handshake answer's Value (a JSON node description)
-	sendq    chan *wire.Request
+	sendq    chan *call
 	closed   chan struct{} // closed once the connection has failed
 	nextID   atomic.Uint64
 	onClosed func(*conn) // called once, after closed is closed
@@ -37,18 +37,47 @@ type conn struct {
 	wg      sync.WaitGroup
 }
 
-// call is one outstanding request on a conn.
+// call is one outstanding request on a conn: the request as sent (the
+// writer encodes it from here, so sending copies it into a pooled call
+// instead of a new allocation) and where its answer goes.
 type call struct {
+	req  wire.Request
 	done chan result // receives exactly one result
+	// refs counts who still uses the call: its waiter, until it has
+	// received the result (release), and the writer, until it has encoded
+	// req (written). A connection that fails resolves calls the writer may
+	// not have encoded yet, so the waiter alone cannot free it.
+	refs atomic.Int32
 }
 
-// Calls are pooled (a call and its channel were two allocations per
-// request). Only a call whose one result has been received goes back: no
-// one sends to it again, whoever resolved it has already let go of it.
+// Calls are pooled (a call, its channel and a copy of the request were
+// three allocations per request). Only a call whose one result has been
+// received and whose request has been encoded goes back: no one sends to
+// it again (whoever resolved it has let go of it, and its id was never
+// reused) and no one reads its request. A call whose waiter gave up
+// (forget) or whose request was never taken from the queue is left to the
+// garbage collector.
 var calls = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
 
-// release returns cl to the pool after its result was received.
-func (cl *call) release() { calls.Put(cl) }
+func newCall(req *wire.Request) *call {
+	cl := calls.Get().(*call)
+	cl.req = *req
+	cl.refs.Store(2)
+	return cl
+}
+
+// release is the waiter letting go after it received the result.
+func (cl *call) release() { cl.unref() }
+
+// written is the writer letting go after it encoded the request.
+func (cl *call) written() { cl.unref() }
+
+func (cl *call) unref() {
+	if cl.refs.Add(-1) == 0 {
+		cl.req = wire.Request{} // keep no caller's strings alive in the pool
+		calls.Put(cl)
+	}
+}
 
 type result struct {
 	resp *wire.Response
@@ -85,7 +114,7 @@ func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed
 		addr:     addr,
 		nc:       nc,
 		cfg:      cfg,
-		sendq:    make(chan *wire.Request, sendQueueLen),
+		sendq:    make(chan *call, sendQueueLen),
 		closed:   make(chan struct{}),
 		pending:  make(map[uint64]*call),
 		streams:  make(map[uint64]*stream),
@@ -138,29 +167,38 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 // queues the request. The caller must later receive from call.done or forget
 // the id.
 func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64, *call, error) {
-	r := *req
+	cl := newCall(req)
+	r := &cl.req
 	r.ID = cn.nextID.Add(1)
-	cn.cfg.leaseKeys.stamp(&r)
-	cl := calls.Get().(*call)
+	cn.cfg.leaseKeys.stamp(r)
+	id := r.ID // r belongs to the writer once queued
 	cn.mu.Lock()
 	if cn.err != nil {
 		cn.mu.Unlock()
 		cl.release() // never registered
+		cl.written() // nor queued
 		return 0, nil, ErrConnLost
 	}
-	cn.pending[r.ID] = cl
+	cn.pending[id] = cl
 	if st != nil {
-		cn.streams[r.ID] = st
+		cn.streams[id] = st
 	}
 	cn.mu.Unlock()
+	// Nearly always the queue has room: a plain send is a fraction of a
+	// three-way select, which locks every channel it waits on.
 	select {
-	case cn.sendq <- &r:
-		return r.ID, cl, nil
+	case cn.sendq <- cl:
+		return id, cl, nil
+	default:
+	}
+	select {
+	case cn.sendq <- cl:
+		return id, cl, nil
 	case <-cn.closed:
-		cn.forget(r.ID)
+		cn.forget(id)
 		return 0, nil, ErrConnLost
 	case <-ctx.Done():
-		cn.forget(r.ID)
+		cn.forget(id)
 		return 0, nil, ctx.Err()
 	}
 }
@@ -231,26 +269,29 @@ func (cn *conn) writeLoop() {
 	bw := bufio.NewWriterSize(cn.nc, 64<<10)
 	var buf []byte
 	for {
-		var req *wire.Request
+		var cl *call
 		select {
-		case req = <-cn.sendq:
+		case cl = <-cn.sendq:
 		case <-cn.closed:
 			return
 		}
-		for frames, yields := 0, 0; req != nil; frames++ {
+		for frames, yields := 0, 0; cl != nil; frames++ {
+			req := &cl.req
 			buf = wire.AppendRequestFrame(buf[:0], req)
 			if n := len(buf) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
 				// The server could not tell us which request it refused.
 				cn.resolve(req.ID, result{err: wire.Errorf(wire.TooLarge,
 					"%s request of %d bytes exceeds the frame limit of %d", req.Op, n, cn.cfg.maxFrame)})
 			} else if _, err := bw.Write(buf); err != nil {
+				cl.written()
 				cn.fail(err)
 				return
 			}
+			cl.written()
 			select {
-			case req = <-cn.sendq:
+			case cl = <-cn.sendq:
 			default:
-				req = nil
+				cl = nil
 				if yields < writeYields && cn.moreComing(frames+1) {
 					// Under load the callers whose answers just arrived
 					// are about to send: let them, and carry their
@@ -258,7 +299,7 @@ func (cn *conn) writeLoop() {
 					yields++
 					runtime.Gosched()
 					select {
-					case req = <-cn.sendq:
+					case cl = <-cn.sendq:
 					default:
 					}
 				}

@@ -1,0 +1,98 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// Calls (and the request copy inside each) are pooled. A call reused by a
+// later request must never deliver an earlier request's answer: not a late
+// answer to a request whose caller gave up, not an answer that arrives while
+// the connection is being torn down. Every answer here echoes its request's
+// path; slow requests are answered after their caller's deadline, and
+// connections are dropped while requests are queued.
+func TestPooledCallsNeverDeliverAStaleAnswer(t *testing.T) {
+	var answered atomic.Int64
+	var drops atomic.Int64
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		resp := wire.Response{Value: []byte(req.Path)}
+		switch {
+		case strings.HasPrefix(req.Path, "/slow/"):
+			go func() {
+				time.Sleep(20 * time.Millisecond) // past the caller's deadline
+				fc.answer(req, resp)
+			}()
+			return
+		case strings.HasPrefix(req.Path, "/drop/") && drops.Add(1)%7 == 0:
+			fc.drop() // fails the connection with calls still queued
+			return
+		}
+		answered.Add(1)
+		fc.answer(req, resp)
+	})
+	c := newTestClient(t, []string{srv.addr()}, WithPoolSize(2), WithBackoff(time.Millisecond, 2*time.Millisecond))
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 150 && ctx.Err() == nil; i++ {
+				kind := []string{"fast", "slow", "drop"}[(w+i)%3]
+				path := fmt.Sprintf("/%s/w%d-%d", kind, w, i)
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+				if kind != "slow" {
+					rctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+				}
+				resp, err := c.Do(rctx, &wire.Request{Op: wire.OpKVGet, Path: path})
+				cancel()
+				if err != nil {
+					if kind == "fast" {
+						t.Errorf("%s: %v", path, err)
+					}
+					continue // a slow request timed out; a dropped one may fail
+				}
+				if got := string(resp.Value); got != path {
+					t.Errorf("answer for %s carries %s: a stale answer", path, got)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if answered.Load() == 0 || drops.Load() == 0 {
+		t.Fatalf("the script did not run (%d answered, %d dropped)", answered.Load(), drops.Load())
+	}
+}
+
+// A pooled call goes back to the pool only when both its waiter and the
+// writer have let go of it, in either order.
+func TestCallReturnsToPoolOnlyWhenBothLetGo(t *testing.T) {
+	for _, order := range []string{"waiter first", "writer first"} {
+		t.Run(order, func(t *testing.T) {
+			cl := newCall(&wire.Request{Op: wire.OpAcquire, Path: "/a"})
+			if order == "waiter first" {
+				cl.release()
+			} else {
+				cl.written()
+			}
+			if cl.refs.Load() != 1 || cl.req.Path != "/a" {
+				t.Fatalf("after one let go: refs %d, path %q; want 1 and the request intact", cl.refs.Load(), cl.req.Path)
+			}
+			if order == "waiter first" {
+				cl.written()
+			} else {
+				cl.release()
+			}
+			if cl.refs.Load() != 0 || cl.req.Path != "" {
+				t.Fatalf("after both let go: refs %d, path %q; want 0 and the request cleared", cl.refs.Load(), cl.req.Path)
+			}
+		})
+	}
+}
