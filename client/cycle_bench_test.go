@@ -67,7 +67,7 @@ func BenchmarkMutexCycle(b *testing.B) {
 	wg.Wait()
 	b.StopTimer()
 	n := float64(b.N)
-	b.ReportMetric(float64((processCPU() - cpu0).Microseconds())/n, "cpu-µs/cycle")
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/n, "cpu-µs/cycle")
 	b.ReportMetric(float64(srv.reads.Load()-w0)/n, "client-writes/cycle") // one server read per client write, about
 }
 
