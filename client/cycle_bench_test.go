@@ -43,7 +43,7 @@ func BenchmarkMutexCycle(b *testing.B) {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	w0 := srv.writes.Load()
+	r0 := srv.reads.Load()
 	cpu0 := processCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -68,7 +68,7 @@ func BenchmarkMutexCycle(b *testing.B) {
 	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/n, "cpu-µs/cycle")
-	b.ReportMetric(float64(srv.reads.Load()-w0)/n, "client-writes/cycle") // one server read per client write, about
+	b.ReportMetric(float64(srv.reads.Load()-r0)/n, "client-writes/cycle") // one server read per client write, about
 }
 
 func processCPU() time.Duration {

@@ -176,24 +176,70 @@ func (d *Warden) KeepSessions(ctx context.Context, n int, ttl time.Duration, pro
 	return alive, stop, nil
 }
 
+// wardenClient is one worker's session (the held scenario shares it
+// between goroutines).
 type wardenClient struct {
 	c *client.Client
 	s *client.Session
+	// A worker cycling over a few paths keeps one Mutex per path (a Mutex
+	// can be locked again once unlocked): a new one per cycle was five
+	// allocations and a random owner name. Bounded, for scenarios that
+	// lock many distinct paths.
+	mu  sync.Mutex
+	mus map[string]*cachedMutex
+}
+
+const cachedMutexes = 64
+
+type cachedMutex struct {
+	w    *wardenClient
+	path string
+	m    *client.Mutex
+}
+
+// Unlock forgets the Mutex when the release was not confirmed: it may
+// still count as held, and the next cycle starts from a fresh one.
+func (h *cachedMutex) Unlock(ctx context.Context) error {
+	err := h.m.Unlock(ctx)
+	if err != nil {
+		h.w.forget(h)
+	}
+	return err
+}
+
+func (w *wardenClient) forget(h *cachedMutex) {
+	w.mu.Lock()
+	if w.mus[h.path] == h {
+		delete(w.mus, h.path)
+	}
+	w.mu.Unlock()
+}
+
+func (w *wardenClient) mutex(path string) *cachedMutex {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.mus[path]
+	if h == nil {
+		h = &cachedMutex{w: w, path: path, m: client.NewMutex(w.s, path)}
+		if w.mus == nil {
+			w.mus = map[string]*cachedMutex{}
+		}
+		if len(w.mus) < cachedMutexes {
+			w.mus[path] = h
+		}
+	}
+	return h
 }
 
 func (w *wardenClient) Lock(ctx context.Context, path string) (Held, error) {
-	m := client.NewMutex(w.s, path)
-	if err := m.Lock(ctx); err != nil {
+	h := w.mutex(path)
+	if err := h.m.Lock(ctx); err != nil {
+		w.forget(h)
 		return nil, err
 	}
-	return m, nil
+	return h, nil
 }
 
-// LockAll takes paths in one AcquireMulti, under one owner of the same
-// length as a Mutex's (so the servers hold the same bytes per lock). The
-// owner depends only on the session and the first path, so a retry after
-// an ambiguous failure that did apply is told SelfConflict (multi-locks
-// never wait), never left waiting on itself.
 func (w *wardenClient) LockAll(ctx context.Context, paths []string) (Held, error) {
 	h := fnv.New32a()
 	h.Write([]byte(paths[0]))
