@@ -68,6 +68,9 @@ func (s *StateMachine) SetObserver(o Observer) { s.observer = o }
 func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 	s.applied = e.Index
 	s.lastIndex.Store(e.Index)
+	// Between entries no scratch or op holds a node the last entry pruned,
+	// so the trie may hand them out again.
+	s.trie.Recycle()
 	if len(e.Cmd) > 1 && e.Cmd[0] == commandVersion && e.Cmd[1] == kindRestore {
 		return s.applyRestore(e), nil
 	}
