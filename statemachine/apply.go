@@ -24,7 +24,7 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	}
 	c := s.touchClient(r.Client)
 	s.ack(c, r.AckSeq, r.Seq)
-	if rec := c.records[r.Seq]; rec != nil {
+	if rec := c.record(r.Seq); rec != nil {
 		rec.replay(out)
 		s.checkReplayedGrant(r, out)
 		s.refillMulti(r, out)

@@ -281,8 +281,8 @@ func (s *StateMachine) forgetRecord(w *waiter) {
 	if c == nil {
 		return
 	}
-	if rec := c.records[w.seq]; rec != nil && rec.w == w {
-		delete(c.records, w.seq)
+	if rec := c.record(w.seq); rec != nil && rec.w == w {
+		c.drop(w.seq)
 		c.waiting--
 	}
 }
