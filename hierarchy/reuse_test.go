@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -87,8 +88,8 @@ func TestReuseIsBounded(t *testing.T) {
 }
 
 // TestCycleReusesEverything: once a path has come and gone, making and
-// pruning it again costs only its names (the nodes and the child set are
-// reused).
+// pruning it again allocates nothing: the nodes and the child set are
+// reused, the names shared.
 func TestCycleReusesEverything(t *testing.T) {
 	tr := New[int]()
 	tr.Ensure("/a/keep")
@@ -97,7 +98,23 @@ func TestCycleReusesEverything(t *testing.T) {
 		tr.Prune(tr.Ensure("/a/name/lock"), idle)
 		tr.Recycle()
 	})
-	if n > 2 {
-		t.Fatalf("%v allocations to make and prune /a/name/lock again, want 2 (the names)", n)
+	if n != 0 {
+		t.Fatalf("%v allocations to make and prune /a/name/lock again, want none", n)
+	}
+}
+
+// TestNamesAreSharedNotAliased: nodes made with the same name share one
+// copy, which is not the request's bytes (a caller may reuse its buffer).
+func TestNamesAreSharedNotAliased(t *testing.T) {
+	tr := New[int]()
+	buf := []byte("/a/lock")
+	a := tr.Ensure(unsafe.String(&buf[0], len(buf))) // a view, as a decoded request path is
+	b := tr.Ensure("/b/lock")
+	if unsafe.StringData(a.Name()) != unsafe.StringData(b.Name()) {
+		t.Fatal("two nodes called lock hold two copies of the name")
+	}
+	copy(buf, "/a/xxxx")
+	if a.Name() != "lock" || tr.Find("/a/lock") != a {
+		t.Fatalf("a node's name follows the request's bytes: %q", a.Name())
 	}
 }

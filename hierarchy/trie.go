@@ -39,6 +39,10 @@ type Trie[T any] struct {
 	// a node it just pruned never sees it come back as another path.
 	pruned, spare         []*Node[T]
 	prunedKids, spareKids []*kidSet[T]
+	// names remembers recently made segment names, one per slot picked by
+	// hash, so that a name used over and over (the "lock" of every
+	// /ns/<name>/lock) is shared instead of copied for each new node.
+	names [256]string
 }
 
 // maxSpare bounds the nodes (and, separately, child sets) kept for reuse:
@@ -92,14 +96,23 @@ func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
 	if uint64(len(seg)) > 1<<32-1 {
 		panic("hierarchy: path segment too long")
 	}
-	// Clone: seg points into a request's path, which must not stay alive
-	// for as long as the node does.
-	name := strings.Clone(seg)
+	name := t.intern(seg, h)
 	c := t.newNode()
 	*c = Node[T]{parent: n, name: unsafe.StringData(name), nameLen: uint32(len(name)), hash: h}
 	n.kids.add(c)
 	t.nodes++
 	return c
+}
+
+// intern returns a copy of seg that a node may keep: seg points into a
+// request's path, which must not stay alive for as long as the node does.
+// A name made recently is shared (strings never change) rather than copied.
+func (t *Trie[T]) intern(seg string, h uint32) string {
+	slot := &t.names[h%uint32(len(t.names))]
+	if *slot != seg {
+		*slot = strings.Clone(seg)
+	}
+	return *slot
 }
 
 var kidSeed = maphash.MakeSeed()
