@@ -89,10 +89,19 @@ func (s *StateMachine) routeCheck(r *wire.Request) *wire.Error {
 	if s.validPath(r.Path) != nil {
 		return nil // the op itself reports the bad path
 	}
-	if err := s.checkRange(r.Path); err != nil && err.Code == wire.WrongShard {
+	at, err := s.rangeIndex(r.Path)
+	if err != nil && err.Code == wire.WrongShard {
 		return err
 	}
-	return s.pathFrozen(r.Path)
+	if err := s.pathFrozen(r.Path); err != nil {
+		return err
+	}
+	if err == nil {
+		// Until this op ends, checkPath(r.Path) passes and countOp knows
+		// the range: ranges and freezes change only in internal ops.
+		s.routed, s.routedAt = r.Path, at
+	}
+	return nil
 }
 
 func moveRange(r *wire.Request) (wire.Range, *wire.Error) {

@@ -39,6 +39,10 @@ type StateMachine struct {
 	hand    handoffScratch
 	changed []*lockNode
 	queued  *waiter // the waiter the current op queued, for its dedup record
+	// routed is the current op's path once routeCheck has found it valid,
+	// owned (by range routedAt) and not frozen; "" otherwise.
+	routed   string
+	routedAt int
 	// freeRecs holds dedup records the ack floor dropped, for remember to
 	// reuse (dedup.go): one allocation fewer per deduplicated op.
 	freeRecs []*outcome
