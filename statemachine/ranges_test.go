@@ -79,4 +79,11 @@ func TestRouteCheckHoldsForOneOp(t *testing.T) {
 	if byStart[ka] != 1 || byStart[kb] != 4 {
 		t.Fatalf("ops per range: /l/a %d, /l/b %d; want 1 and 4", byStart[ka], byStart[kb])
 	}
+	// The last routed op was in the second range; then the shard owns all.
+	second := "/l/a/v"
+	if ka < kb {
+		second = "/l/b/v"
+	}
+	h.entry(acq(second, sh, 1, "o"), &wire.Request{Op: wire.OpSetRanges, Gen: 5, Ranges: []wire.Range{{Shard: 7}}},
+		acq("/l/c/x", sh, 1, "o")) // the harness fails on a fault
 }
