@@ -31,7 +31,24 @@ type Node[T any] struct {
 type Trie[T any] struct {
 	root  Node[T]
 	nodes int
+	// A path that comes and goes (a lock taken and released) builds and
+	// prunes the same nodes every cycle, so pruned nodes and emptied child
+	// sets are kept for reuse. They wait in pruned/prunedKids until the
+	// caller says no pointer to them is left (Recycle), and only then move
+	// to spare/spareKids, where child takes them: a caller that still holds
+	// a node it just pruned never sees it come back as another path.
+	pruned, spare         []*Node[T]
+	prunedKids, spareKids []*kidSet[T]
+	// names remembers recently made segment names, one per slot picked by
+	// hash, so that a name used over and over (the "lock" of every
+	// /ns/<name>/lock) is shared instead of copied for each new node.
+	names [256]string
 }
+
+// maxSpare bounds the nodes (and, separately, child sets) kept for reuse:
+// enough for the paths a busy entry creates, little memory after a mass
+// release (a million locks of one lease ending keeps maxSpare, not a million).
+const maxSpare = 4096
 
 // New returns an empty trie.
 func New[T any]() *Trie[T] { return &Trie[T]{} }
@@ -72,20 +89,30 @@ func (t *Trie[T]) EnsureChild(n *Node[T], name string) *Node[T] { return t.child
 func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
 	h := hashName(seg)
 	if n.kids == nil {
-		n.kids = newKidSet[T]()
+		n.kids = t.newKidSet()
 	} else if c := n.kids.find(seg, h); c != nil {
 		return c
 	}
 	if uint64(len(seg)) > 1<<32-1 {
 		panic("hierarchy: path segment too long")
 	}
-	// Clone: seg points into a request's path, which must not stay alive
-	// for as long as the node does.
-	name := strings.Clone(seg)
-	c := &Node[T]{parent: n, name: unsafe.StringData(name), nameLen: uint32(len(name)), hash: h}
+	name := t.intern(seg, h)
+	c := t.newNode()
+	*c = Node[T]{parent: n, name: unsafe.StringData(name), nameLen: uint32(len(name)), hash: h}
 	n.kids.add(c)
 	t.nodes++
 	return c
+}
+
+// intern returns a copy of seg that a node may keep: seg points into a
+// request's path, which must not stay alive for as long as the node does.
+// A name made recently is shared (strings never change) rather than copied.
+func (t *Trie[T]) intern(seg string, h uint32) string {
+	slot := &t.names[h%uint32(len(t.names))]
+	if *slot != seg {
+		*slot = strings.Clone(seg)
+	}
+	return *slot
 }
 
 var kidSeed = maphash.MakeSeed()
@@ -103,12 +130,60 @@ func (t *Trie[T]) Prune(n *Node[T], inUse func(*Node[T]) bool) {
 		p := n.parent
 		p.kids.remove(n)
 		if p.kids.n == 0 {
+			if len(t.prunedKids)+len(t.spareKids) < maxSpare {
+				t.prunedKids = append(t.prunedKids, p.kids)
+			}
 			p.kids = nil
 		}
 		n.parent = nil
 		t.nodes--
+		if len(t.pruned)+len(t.spare) < maxSpare {
+			t.pruned = append(t.pruned, n)
+		}
 		n = p
 	}
+}
+
+// Recycle makes the nodes and child sets pruned so far reusable by later
+// Ensure calls. Call it only where nothing outside the trie still points at
+// a pruned node (the state machine: between entries). Until then a pruned
+// node stays as Prune left it: detached, its payload untouched.
+func (t *Trie[T]) Recycle() {
+	if len(t.pruned) > 0 {
+		t.spare = append(t.spare, t.pruned...)
+		clear(t.pruned)
+		t.pruned = t.pruned[:0]
+	}
+	if len(t.prunedKids) > 0 {
+		t.spareKids = append(t.spareKids, t.prunedKids...)
+		clear(t.prunedKids)
+		t.prunedKids = t.prunedKids[:0]
+	}
+}
+
+// newNode returns a recycled node or a new one; the caller sets every field.
+func (t *Trie[T]) newNode() *Node[T] {
+	if i := len(t.spare) - 1; i >= 0 {
+		c := t.spare[i]
+		t.spare[i] = nil
+		t.spare = t.spare[:i]
+		return c
+	}
+	return new(Node[T])
+}
+
+// newKidSet returns an empty child set, recycled if one is spare.
+func (t *Trie[T]) newKidSet() *kidSet[T] {
+	i := len(t.spareKids) - 1
+	if i < 0 {
+		return newKidSet[T]()
+	}
+	k := t.spareKids[i]
+	t.spareKids[i] = nil
+	t.spareKids = t.spareKids[:i]
+	*k = kidSet[T]{}
+	k.slots = k.inline[:0]
+	return k
 }
 
 func (n *Node[T]) idle() bool {

@@ -11,6 +11,8 @@ import (
 // client id.
 func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	out.ID = r.ID
+	s.routed = ""
+	defer func() { s.routed = "" }()
 	if err := s.routeCheck(r); err != nil {
 		s.fail(r, out, err)
 		return
@@ -24,7 +26,7 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	}
 	c := s.touchClient(r.Client)
 	s.ack(c, r.AckSeq, r.Seq)
-	if rec := c.records[r.Seq]; rec != nil {
+	if rec := c.record(r.Seq); rec != nil {
 		rec.replay(out)
 		s.checkReplayedGrant(r, out)
 		s.refillMulti(r, out)
@@ -138,6 +140,9 @@ func (s *StateMachine) dispatch(r *wire.Request, out *wire.Response) *wire.Error
 
 // checkPath validates a data op's path and that this shard owns it.
 func (s *StateMachine) checkPath(p string) *wire.Error {
+	if p == s.routed && p != "" {
+		return nil // routeCheck found it valid, owned and not frozen
+	}
 	if err := s.validPath(p); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/wardenlock/warden/wire"
@@ -27,30 +28,70 @@ type client struct {
 	waiting    int // records whose waiter is still queued
 	lingering  int // resolved records below the floor, kept until acked again
 	prev, next *client
-	records    map[uint64]*outcome
-	// ahead holds the seqs of the records the floor has not passed yet, in
-	// ascending order (with stale entries for records dropped early), so
-	// raising the floor drops a prefix instead of scanning every record:
-	// one client id can carry hundreds of requests in flight.
-	ahead []uint64
+	// The records live in two places. ahead holds those at or above the
+	// floor in seq order: seqs mostly arrive in order, so a new record is
+	// an append, a new seq is told apart from a retry by one comparison
+	// with the last, and raising the floor drops a prefix. One client id
+	// carries hundreds of requests in flight, and this costs no hashing.
+	// below holds the few the floor passed that stay (queued acquires and
+	// lingering outcomes); it is nil until one does.
+	ahead seqRecords
+	below map[uint64]*outcome
 	// lingerSeqs lists the lingering records (plus stale entries).
 	lingerSeqs []uint64
 }
 
-func newClient(id, floor uint64) *client {
-	return &client{id: id, floor: floor, records: map[uint64]*outcome{}}
+type seqRecord struct {
+	seq uint64
+	rec *outcome
 }
 
-// put adds a record. Seqs mostly arrive in order, so this is an append.
+func newClient(id, floor uint64) *client { return &client{id: id, floor: floor} }
+
+// record returns the client's record of seq, or nil.
+func (c *client) record(seq uint64) *outcome {
+	if seq < c.floor {
+		return c.below[seq] // a nil map reads as empty
+	}
+	return c.ahead.find(seq)
+}
+
+// put adds (or replaces) the record of seq.
 func (c *client) put(seq uint64, rec *outcome) {
-	c.records[seq] = rec
-	n := len(c.ahead)
-	if n == 0 || c.ahead[n-1] < seq {
-		c.ahead = append(c.ahead, seq)
+	if seq < c.floor {
+		c.keepBelow(seq, rec)
 		return
 	}
-	i, _ := slices.BinarySearch(c.ahead, seq)
-	c.ahead = slices.Insert(c.ahead, i, seq)
+	c.ahead.put(seq, rec)
+}
+
+func (c *client) keepBelow(seq uint64, rec *outcome) {
+	if c.below == nil {
+		c.below = map[uint64]*outcome{}
+	}
+	c.below[seq] = rec
+}
+
+// drop forgets the record of seq.
+func (c *client) drop(seq uint64) {
+	if seq < c.floor {
+		delete(c.below, seq)
+		return
+	}
+	c.ahead.remove(seq)
+}
+
+// numRecords counts the client's records.
+func (c *client) numRecords() int { return len(c.below) + c.ahead.len() }
+
+// sortedRecords appends the client's records to buf in seq order.
+func (c *client) sortedRecords(buf []seqRecord) []seqRecord {
+	start := len(buf)
+	for seq, rec := range c.below {
+		buf = append(buf, seqRecord{seq, rec})
+	}
+	slices.SortFunc(buf[start:], func(a, b seqRecord) int { return cmp.Compare(a.seq, b.seq) })
+	return append(buf, c.ahead.live()...) // every one above those below
 }
 
 // linger marks a resolved record as kept below the floor until acked again.
@@ -58,6 +99,79 @@ func (c *client) linger(seq uint64, rec *outcome) {
 	rec.lingering = true
 	c.lingering++
 	c.lingerSeqs = append(c.lingerSeqs, seq)
+}
+
+// seqRecords is a slice of records in seq order that is consumed from the
+// front: buf[start:] is live. The dead prefix is reused before the slice
+// grows, so a client whose window slides costs no allocations.
+type seqRecords struct {
+	buf   []seqRecord
+	start int
+}
+
+func (q *seqRecords) live() []seqRecord { return q.buf[q.start:] }
+
+func (q *seqRecords) len() int { return len(q.buf) - q.start }
+
+func (q *seqRecords) find(seq uint64) *outcome {
+	v := q.live()
+	if len(v) == 0 || seq > v[len(v)-1].seq {
+		return nil // the common case: a new request
+	}
+	if i, ok := slices.BinarySearchFunc(v, seq, cmpSeqRecord); ok {
+		return v[i].rec
+	}
+	return nil
+}
+
+func cmpSeqRecord(e seqRecord, seq uint64) int { return cmp.Compare(e.seq, seq) }
+
+func (q *seqRecords) put(seq uint64, rec *outcome) {
+	v := q.live()
+	if n := len(v); n == 0 || v[n-1].seq < seq {
+		if len(q.buf) == cap(q.buf) && q.start >= len(q.buf)/2 {
+			q.compact()
+		}
+		q.buf = append(q.buf, seqRecord{seq, rec})
+		return
+	}
+	i, ok := slices.BinarySearchFunc(v, seq, cmpSeqRecord)
+	if ok {
+		v[i].rec = rec
+		return
+	}
+	q.compact()
+	q.buf = slices.Insert(q.buf, i, seqRecord{seq, rec})
+}
+
+func (q *seqRecords) remove(seq uint64) {
+	v := q.live()
+	if i, ok := slices.BinarySearchFunc(v, seq, cmpSeqRecord); ok {
+		q.buf = slices.Delete(q.buf, q.start+i, q.start+i+1)
+	}
+}
+
+// dropBelow removes the records below floor from the front and returns them
+// (valid until the next change).
+func (q *seqRecords) dropBelow(floor uint64) []seqRecord {
+	v := q.live()
+	i := 0
+	for i < len(v) && v[i].seq < floor {
+		i++
+	}
+	q.start += i
+	return v[:i]
+}
+
+// compact moves the live records to the front of buf.
+func (q *seqRecords) compact() {
+	if q.start == 0 {
+		return
+	}
+	n := copy(q.buf, q.live())
+	clear(q.buf[n:])
+	q.buf = q.buf[:n]
+	q.start = 0
 }
 
 // outcome is what a request answered, kept compactly for replay.
@@ -102,28 +216,29 @@ func (s *StateMachine) touchClient(id uint64) *client {
 func (s *StateMachine) ack(c *client, ackSeq, seq uint64) {
 	if ackSeq > c.floor {
 		c.floor = ackSeq
-		i := 0
-		for ; i < len(c.ahead) && c.ahead[i] < ackSeq; i++ {
-			// A queued record stays (resolve makes it lingering); a
-			// lingering one is in lingerSeqs.
-			if rec := c.records[c.ahead[i]]; rec != nil && rec.w == nil && !rec.lingering {
-				delete(c.records, c.ahead[i])
-				s.recycle(rec)
+		passed := c.ahead.dropBelow(ackSeq)
+		for i, e := range passed {
+			// A queued record stays (resolve makes it lingering); so does
+			// a lingering one, which is in lingerSeqs.
+			if e.rec.w == nil && !e.rec.lingering {
+				s.recycle(e.rec)
+			} else {
+				c.keepBelow(e.seq, e.rec)
 			}
+			passed[i] = seqRecord{}
 		}
-		c.ahead = c.ahead[i:]
 	}
 	if c.lingering == 0 {
 		return
 	}
 	keep := c.lingerSeqs[:0]
 	for _, recSeq := range c.lingerSeqs {
-		rec := c.records[recSeq]
+		rec := c.record(recSeq)
 		switch {
 		case rec == nil || !rec.lingering:
 			// stale: dropped before
 		case recSeq < ackSeq && recSeq != seq:
-			delete(c.records, recSeq)
+			c.drop(recSeq)
 			c.lingering--
 			s.recycle(rec)
 		default:
@@ -192,7 +307,7 @@ func (s *StateMachine) resolve(w *waiter, result outcome) {
 	if c == nil {
 		return
 	}
-	rec := c.records[w.seq]
+	rec := c.record(w.seq)
 	if rec == nil || rec.w != w {
 		return
 	}

@@ -177,7 +177,7 @@ func (s *StateMachine) exportRange(q ExportQuery) (*RangeExport, error) {
 					ew := ExWaiter{Owner: w.owner, Lease: w.lease, TTL: w.ttl, Client: w.client, Seq: w.seq,
 						Arrival: w.arrival, Value: w.value, Mode: w.mode, Campaign: w.campaign}
 					if c := s.clients[w.client]; c != nil {
-						if rec := c.records[w.seq]; rec != nil && rec.w == w {
+						if rec := c.record(w.seq); rec != nil && rec.w == w {
 							ew.Op, ew.Floor = rec.op, c.floor
 						}
 					}
@@ -207,15 +207,11 @@ func (s *StateMachine) exportRange(q ExportQuery) (*RangeExport, error) {
 	}
 	for c := s.lru.head; c != nil; c = c.next {
 		ec := ExClient{ID: c.id, Floor: c.floor}
-		seqs := make([]uint64, 0, len(c.records))
-		for seq, rec := range c.records {
-			if rec.w == nil {
-				seqs = append(seqs, seq)
+		for _, e := range c.sortedRecords(nil) {
+			seq, rec := e.seq, e.rec
+			if rec.w != nil {
+				continue
 			}
-		}
-		slices.Sort(seqs)
-		for _, seq := range seqs {
-			rec := c.records[seq]
 			ec.Records = append(ec.Records, ExRecord{Seq: seq, Op: rec.op, Code: rec.code, Mode: rec.mode, Count: rec.count,
 				Msg: rec.msg, Token: rec.token, Lease: rec.lease, Version: rec.version, Rev: rec.rev, TTL: rec.ttl,
 				Lingering: rec.lingering})
@@ -470,7 +466,7 @@ func (s *StateMachine) installNode(en *ExNode, gone map[uint64]bool) {
 		}
 		if ew.Op != 0 && w.client != 0 {
 			c := s.installedClient(w.client, ew.Floor)
-			if c.records[w.seq] == nil {
+			if c.record(w.seq) == nil {
 				c.put(w.seq, &outcome{op: ew.Op, code: wire.Queued, mode: w.mode, lease: w.lease, w: w})
 				c.waiting++
 			}
@@ -508,7 +504,7 @@ func (s *StateMachine) installedClient(id, floor uint64) *client {
 func (s *StateMachine) installClient(ec *ExClient) {
 	c := s.installedClient(ec.ID, ec.Floor)
 	for _, er := range ec.Records {
-		if er.Seq < c.floor && !er.Lingering || c.records[er.Seq] != nil {
+		if er.Seq < c.floor && !er.Lingering || c.record(er.Seq) != nil {
 			continue
 		}
 		rec := &outcome{op: er.Op, code: er.Code, mode: er.Mode, count: er.Count, msg: er.Msg, token: er.Token,

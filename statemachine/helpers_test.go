@@ -133,9 +133,19 @@ func checkInvariants(t testing.TB, s *StateMachine) {
 	kvs := 0
 	s.trie.Root().Walk(nil, func(n *lockNode) bool {
 		nodes = append(nodes, n)
-		forHolders(n, func(h *holder) { holders = append(holders, h) })
+		// Back pointers name the node itself (a reused node must never be
+		// reached through what an earlier path left behind).
+		forHolders(n, func(h *holder) {
+			if h.node != n {
+				t.Fatalf("a holder at %s points at another node", n.Path())
+			}
+			holders = append(holders, h)
+		})
 		if n.Val.ext != nil {
 			for w := n.Val.ext.head; w != nil; w = w.next {
+				if w.node != n {
+					t.Fatalf("a waiter at %s points at another node", n.Path())
+				}
 				waiters = append(waiters, w)
 			}
 			if n.Val.ext.kv != nil {
@@ -150,6 +160,13 @@ func checkInvariants(t testing.TB, s *StateMachine) {
 	if len(holders) != s.nLocks || len(waiters) != s.nWaiters || kvs != s.nKVs {
 		t.Fatalf("counts: %d/%d holders, %d/%d waiters, %d/%d kvs", len(holders), s.nLocks,
 			len(waiters), s.nWaiters, kvs, s.nKVs)
+	}
+	for _, l := range s.leases {
+		for _, k := range l.keys {
+			if k.Detached() || s.trie.Find(k.Path()) != k || k.Val.ext == nil || k.Val.ext.kv == nil {
+				t.Fatalf("lease %d lists a key node that holds no key", l.id)
+			}
+		}
 	}
 	checkNoConflictingHolders(t, holders)
 	checkCounters(t, nodes, holders, waiters)

@@ -89,10 +89,19 @@ func (s *StateMachine) routeCheck(r *wire.Request) *wire.Error {
 	if s.validPath(r.Path) != nil {
 		return nil // the op itself reports the bad path
 	}
-	if err := s.checkRange(r.Path); err != nil && err.Code == wire.WrongShard {
+	at, err := s.rangeIndex(r.Path)
+	if err != nil && err.Code == wire.WrongShard {
 		return err
 	}
-	return s.pathFrozen(r.Path)
+	if err := s.pathFrozen(r.Path); err != nil {
+		return err
+	}
+	if err == nil {
+		// Until this op ends, checkPath(r.Path) passes and countOp knows
+		// the range: ranges and freezes change only in internal ops.
+		s.routed, s.routedAt = r.Path, at
+	}
+	return nil
 }
 
 func moveRange(r *wire.Request) (wire.Range, *wire.Error) {
@@ -281,8 +290,8 @@ func (s *StateMachine) forgetRecord(w *waiter) {
 	if c == nil {
 		return
 	}
-	if rec := c.records[w.seq]; rec != nil && rec.w == w {
-		delete(c.records, w.seq)
+	if rec := c.record(w.seq); rec != nil && rec.w == w {
+		c.drop(w.seq)
 		c.waiting--
 	}
 }

@@ -52,7 +52,7 @@ func (s *StateMachine) precheck(r *wire.Request) *wire.Error {
 	if r.Op != wire.OpAcquire && r.Op != wire.OpCampaign {
 		return nil
 	}
-	if c := s.clients[r.Client]; r.Client != 0 && c != nil && c.records[r.Seq] != nil {
+	if c := s.clients[r.Client]; r.Client != 0 && c != nil && c.record(r.Seq) != nil {
 		// A retry (a client re-attaching to its queued acquire, say):
 		// apply answers it from its record, it takes no new slot.
 		return nil

@@ -14,16 +14,22 @@ func (s *StateMachine) checkRange(p string) *wire.Error {
 	if s.ownsAll {
 		return nil
 	}
+	_, err := s.rangeIndex(p)
+	return err
+}
+
+// rangeIndex is checkRange that also says which owned range holds p.
+func (s *StateMachine) rangeIndex(p string) (int, *wire.Error) {
 	var kb wire.SpanBuf
 	start, end := hierarchy.SpanInto(p, s.cfg.SplitDepth, &kb)
 	i := s.rangeAt(start)
 	if i < 0 || (s.ranges[i].End != "" && start >= s.ranges[i].End) {
-		return wire.Errorf(wire.WrongShard, "shard %d does not own %s", s.cfg.ShardID, p)
+		return i, wire.Errorf(wire.WrongShard, "shard %d does not own %s", s.cfg.ShardID, p)
 	}
 	if !hierarchy.InRange(start, end, s.ranges[i].Start, s.ranges[i].End) {
-		return wire.Errorf(wire.SpansRanges, "%s covers keys outside the ranges of shard %d", p, s.cfg.ShardID)
+		return i, wire.Errorf(wire.SpansRanges, "%s covers keys outside the ranges of shard %d", p, s.cfg.ShardID)
 	}
-	return nil
+	return i, nil
 }
 
 // rangeAt returns the index of the last owned range starting at or below
@@ -40,6 +46,10 @@ func (s *StateMachine) countOp(p string) {
 	}
 	if s.ownsAll {
 		s.rangeOps[0]++
+		return
+	}
+	if p == s.routed && s.routedAt < len(s.rangeOps) {
+		s.rangeOps[s.routedAt]++
 		return
 	}
 	var kb wire.SpanBuf

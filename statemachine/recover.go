@@ -214,7 +214,7 @@ func (c *recovery) linkWaiter(w *waiter) {
 		return
 	}
 	if cl := c.clients[w.client]; cl != nil {
-		if rec := cl.records[w.seq]; rec != nil && rec.w == pendingWaiter {
+		if rec := cl.record(w.seq); rec != nil && rec.w == pendingWaiter {
 			rec.w = w
 			cl.waiting++
 		}
@@ -254,8 +254,8 @@ func (c *recovery) checkLeaseLists() {
 		}
 	}
 	for _, cl := range c.clients {
-		for _, rec := range cl.records {
-			if rec.w == pendingWaiter {
+		for _, e := range cl.sortedRecords(nil) {
+			if e.rec.w == pendingWaiter {
 				c.r.fail(fmt.Errorf("client %d has a queued record without a waiter", cl.id))
 				return
 			}

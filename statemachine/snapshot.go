@@ -73,18 +73,16 @@ func (s *StateMachine) writeLeases(w *snapWriter) {
 
 func (s *StateMachine) writeClients(w *snapWriter) {
 	w.uvarint(uint64(len(s.clients)))
+	var buf []seqRecord
 	for c := s.lru.head; c != nil; c = c.next {
 		w.uvarint(c.id)
 		w.uvarint(c.floor)
 		w.varint(c.lastSeen)
-		seqs := make([]uint64, 0, len(c.records))
-		for seq := range c.records {
-			seqs = append(seqs, seq)
-		}
-		slices.Sort(seqs)
-		w.uvarint(uint64(len(seqs)))
-		for _, seq := range seqs {
-			rec := c.records[seq]
+		recs := c.sortedRecords(buf[:0])
+		buf = recs
+		w.uvarint(uint64(len(recs)))
+		for _, e := range recs {
+			seq, rec := e.seq, e.rec
 			w.uvarint(seq)
 			w.uvarint(uint64(rec.op))
 			w.uvarint(uint64(rec.code))

@@ -11,7 +11,8 @@ type lockNode = hierarchy.Node[slot]
 // slot is the payload of a trie node. The first holder lives inline because
 // most held paths have exactly one; everything rarer (more shared holders, a
 // queue, a KV entry, an election value) hangs off ext, which is nil otherwise.
-// A node is 128 bytes with this layout; keep it that way (memory budget).
+// A node is 112 bytes with this layout (a 112-byte size class); keep it
+// that way (memory budget).
 type slot struct {
 	first holder // valid when first.token != 0
 	ext   *nodeExt

@@ -39,6 +39,10 @@ type StateMachine struct {
 	hand    handoffScratch
 	changed []*lockNode
 	queued  *waiter // the waiter the current op queued, for its dedup record
+	// routed is the current op's path once routeCheck has found it valid,
+	// owned (by range routedAt) and not frozen; "" otherwise.
+	routed   string
+	routedAt int
 	// freeRecs holds dedup records the ack floor dropped, for remember to
 	// reuse (dedup.go): one allocation fewer per deduplicated op.
 	freeRecs []*outcome
@@ -68,6 +72,9 @@ func (s *StateMachine) SetObserver(o Observer) { s.observer = o }
 func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 	s.applied = e.Index
 	s.lastIndex.Store(e.Index)
+	// Between entries no scratch or op holds a node the last entry pruned,
+	// so the trie may hand them out again.
+	s.trie.Recycle()
 	if len(e.Cmd) > 1 && e.Cmd[0] == commandVersion && e.Cmd[1] == kindRestore {
 		return s.applyRestore(e), nil
 	}

@@ -102,7 +102,7 @@ func (s *StateMachine) grantWaiter(w *waiter) {
 func (s *StateMachine) opCancel(r *wire.Request, out *wire.Response) *wire.Error {
 	var rec *outcome
 	if c := s.clients[r.Client]; c != nil {
-		rec = c.records[r.Seq]
+		rec = c.record(r.Seq)
 	}
 	if rec == nil || (rec.op != wire.OpAcquire && rec.op != wire.OpCampaign) {
 		return wire.Errorf(wire.NotFound, "no acquire from client %d with seq %d", r.Client, r.Seq)
