@@ -16,7 +16,10 @@ import (
 // it sends the release's, so the hand-off waits for one more sync on the
 // leader and the followers, and every such entry costs each replica a log
 // write and about nine Raft messages. Yet that acquire can only queue: the
-// path already has waiters, and no request barges past a queued one.
+// path already has waiters, and no request barges past a queued one. (The
+// exceptions are answered at once whatever the queue: an owner asking again
+// for a lock it holds, an upgrade, a self-conflict. For them the hold is a
+// delay of at most Config.QueueHold, nothing else.)
 //
 // So a blocking acquire on a path with queued waiters is held back briefly
 // and proposed with the next operation that reaches the proposer (typically
