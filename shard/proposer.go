@@ -83,6 +83,7 @@ type proposer struct {
 	maxBytes int
 	slots    chan struct{} // the node's entry slots (Host.slots; nil: no bound)
 	linger   *time.Timer
+	hold     queueHold // acquires that can only queue, waiting for the next operation
 
 	pending atomic.Int64  // entries proposed and not yet answered (metrics; the batcher's yield hint)
 	failed  atomic.Uint64 // entries that did not complete (dropped, timed out, rejected, ...)
@@ -100,6 +101,7 @@ func newProposer(s *Shard) *proposer {
 		maxOps:   s.cfg.MaxBatchOps,
 		maxBytes: s.cfg.MaxBatchBytes,
 		slots:    s.nodeSlots(),
+		hold:     queueHold{max: s.cfg.QueueHold},
 	}
 }
 
@@ -126,13 +128,21 @@ func (p *proposer) run() {
 		reqs  []*wire.Request
 	)
 	for {
+		expired := false
 		select {
 		case first := <-p.in:
-			batch = append(batch[:0], first)
+			batch = append(p.hold.take(batch[:0]), first)
+		case <-p.hold.expiry():
+			p.hold.expired()
+			batch, expired = p.hold.take(batch[:0]), true
 		case <-p.stop:
+			p.failCode(p.hold.take(batch[:0]), wire.Closed, "shard is stopping")
 			return
 		}
-		size := batch[0].size()
+		size := 0
+		for _, b := range batch {
+			size += b.size()
+		}
 		// With entries already in flight a new one waits behind them
 		// anyway: let the goroutines that are about to submit run first,
 		// so a shard with a shallow queue still packs several operations
@@ -155,6 +165,11 @@ func (p *proposer) run() {
 				runtime.Gosched()
 			}
 		}
+		if p.hold.max > 0 && !expired && len(batch) < p.maxOps/2 && p.s.waits.mustQueue(batch) {
+			p.hold.hold(batch) // queuehold.go
+			continue
+		}
+		p.hold.release()
 		var slot chan struct{}
 		if p.slots != nil {
 			batch, slot = p.takeSlot(batch, &size)

@@ -25,8 +25,12 @@ type Config struct {
 	// default: at 8 leaders on 3 nodes of 0.25 cores a bound of 4 doubled
 	// operations per entry but not the CPU per operation, and it cost
 	// throughput with 16 shards on unconstrained nodes (docs/scaling.md).
-	NodeInflight    int
-	EntryLinger     time.Duration // default 10 ms
+	NodeInflight int
+	EntryLinger  time.Duration // default 10 ms
+	// QueueHold is the longest a blocking acquire on a path with queued
+	// waiters is held back to join the next operation's entry (default
+	// 2 ms; negative: never held; queuehold.go).
+	QueueHold       time.Duration
 	QueueDepth      int           // operations waiting to be batched (default 16384; a full queue blocks the sender)
 	ProposalTimeout time.Duration // default 5 s
 	ReadTimeout     time.Duration // default 5 s
@@ -56,6 +60,9 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxInflight, 32)
 	if c.EntryLinger <= 0 {
 		c.EntryLinger = 10 * time.Millisecond
+	}
+	if c.QueueHold == 0 {
+		c.QueueHold = 2 * time.Millisecond
 	}
 	def(&c.QueueDepth, 16384)
 	def(&c.FeedSize, 65536)
@@ -93,6 +100,7 @@ type Shard struct {
 	lessor   *lessor
 	timer    deadlineTimer
 	parked   *parkedSet
+	waits    waitCounts // queued waiters per path (queuehold.go)
 	feed     *feed
 	exports  exportCache // export.go
 
@@ -177,6 +185,9 @@ func (s *Shard) onLeader(leaderID, term uint64) {
 	isLeader := leaderID == s.replicaID
 	if s.isLeader.Swap(isLeader) != isLeader {
 		s.log.Info("shard leadership changed", "shard", s.id, "leader", leaderID, "local", isLeader, "term", term)
+		if isLeader {
+			s.waits.reset()
+		}
 		s.lessor.setLeader(isLeader, term)
 	}
 }
@@ -190,6 +201,7 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 	s.lessor.onEvents(events)
 	for i := range events {
 		ev := &events[i]
+		s.waits.observe(ev)
 		if ev.Client == 0 {
 			continue
 		}

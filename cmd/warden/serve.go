@@ -48,6 +48,7 @@ type fileConfig struct {
 	SnapshotEntries uint64   `yaml:"snapshot-entries"`
 	NodeInflight    int      `yaml:"node-inflight-entries"`
 	EntryLinger     string   `yaml:"entry-linger"`
+	QueueHold       string   `yaml:"queue-hold"`
 	StepWorkers     int      `yaml:"step-workers"`
 	LogStore        string   `yaml:"log-store"`
 }
@@ -125,6 +126,7 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&fc.NodeInflight, "node-inflight-entries", 0, "> 0: Raft entries all of the node's shard leaders have in flight together before a new one waits (up to --entry-linger) and gathers more operations (0: no bound)")
 	f.IntVar(&fc.StepWorkers, "step-workers", 0, "Raft step workers per node, fixed when the data dir is created (0: the data dir's, 2 for a new one); each steps its share of the node's shards in one pass with one WAL sync and one message batch per peer: 1 batches every shard together (best on nodes with less than a core), 2 or more let one shard's sync overlap another's")
 	f.StringVar(&fc.EntryLinger, "entry-linger", "10ms", "longest a new entry waits for one of the node's --node-inflight-entries to complete")
+	f.StringVar(&fc.QueueHold, "queue-hold", "2ms", "longest a waiting acquire on a lock that already has waiters is held back to join the next operation's Raft entry (typically the holder's release), one entry per hand-off instead of two (0: never held)")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
 	withObservability(cmd)
@@ -171,6 +173,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("max-inflight-entries", func() { fc.MaxInflight = int(pick(uint64(fromFile.MaxInflight), uint64(fc.MaxInflight))) })
 	set("node-inflight-entries", func() { fc.NodeInflight = int(pick(uint64(fromFile.NodeInflight), uint64(fc.NodeInflight))) })
 	set("entry-linger", func() { fc.EntryLinger = pickS(fromFile.EntryLinger, fc.EntryLinger) })
+	set("queue-hold", func() { fc.QueueHold = pickS(fromFile.QueueHold, fc.QueueHold) })
 	set("step-workers", func() { fc.StepWorkers = int(pick(uint64(fromFile.StepWorkers), uint64(fc.StepWorkers))) })
 	set("log-store", func() { fc.LogStore = pickS(fromFile.LogStore, fc.LogStore) })
 	return nil
@@ -225,6 +228,16 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 			return cfg, fmt.Errorf("entry-linger %q: want a positive duration such as 10ms", fc.EntryLinger)
 		}
 		cfg.Shard.EntryLinger = d
+	}
+	if fc.QueueHold != "" {
+		d, err := time.ParseDuration(fc.QueueHold)
+		if err != nil || d < 0 {
+			return cfg, fmt.Errorf("queue-hold %q: want a duration such as 2ms, or 0 to hold nothing", fc.QueueHold)
+		}
+		cfg.Shard.QueueHold = d
+		if d == 0 {
+			cfg.Shard.QueueHold = -1 // the shard's "off"; its 0 means the default
+		}
 	}
 	if fc.AuditRetention != "" {
 		d, err := time.ParseDuration(fc.AuditRetention)

@@ -9,13 +9,13 @@ import (
 )
 
 // The batching knobs (--max-batch-ops, --max-inflight-entries,
-// --node-inflight-entries, --entry-linger) reach every shard's config; 0 or
+// --node-inflight-entries, --entry-linger, --queue-hold) reach every shard's config; 0 or
 // empty keeps the shard defaults, and a value that means nothing is refused
 // with the flag's name.
 func TestServeBatchKnobs(t *testing.T) {
 	type shardKnobs struct {
 		ops, inflight, slots int
-		linger               time.Duration
+		linger, hold         time.Duration
 	}
 	for _, tc := range []struct {
 		name    string
@@ -29,6 +29,10 @@ func TestServeBatchKnobs(t *testing.T) {
 		{name: "negative ops", in: fileConfig{MaxBatchOps: -1}, wantErr: "max-batch-ops"},
 		{name: "negative inflight", in: fileConfig{MaxInflight: -2}, wantErr: "max-inflight-entries"},
 		{name: "negative slots", in: fileConfig{NodeInflight: -1}, wantErr: "node-inflight-entries"},
+		{name: "queue hold", in: fileConfig{QueueHold: "5ms"}, want: shardKnobs{hold: 5 * time.Millisecond}},
+		{name: "queue hold off", in: fileConfig{QueueHold: "0"}, want: shardKnobs{hold: -1}},
+		{name: "negative queue hold", in: fileConfig{QueueHold: "-1ms"}, wantErr: "queue-hold"},
+		{name: "bad queue hold", in: fileConfig{QueueHold: "brief"}, wantErr: "queue-hold"},
 		{name: "bad linger", in: fileConfig{EntryLinger: "soon"}, wantErr: "entry-linger"},
 		{name: "zero linger", in: fileConfig{EntryLinger: "0s"}, wantErr: "entry-linger"},
 		{name: "unknown log store", in: fileConfig{LogStore: "rocksdb"}, wantErr: "log store \"rocksdb\""},
@@ -45,7 +49,7 @@ func TestServeBatchKnobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := shardKnobs{cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight, cfg.Shard.NodeInflight, cfg.Shard.EntryLinger}
+			got := shardKnobs{cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight, cfg.Shard.NodeInflight, cfg.Shard.EntryLinger, cfg.Shard.QueueHold}
 			if got != tc.want {
 				t.Fatalf("shard config %+v, want %+v", got, tc.want)
 			}
@@ -56,7 +60,7 @@ func TestServeBatchKnobs(t *testing.T) {
 // A config file sets the batching knobs (they were flags only before).
 func TestServeBatchingFromConfigFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "warden.yaml")
-	yaml := "max-batch-ops: 8\nmax-inflight-entries: 1\nnode-inflight-entries: 4\nentry-linger: 20ms\n"
+	yaml := "max-batch-ops: 8\nmax-inflight-entries: 1\nnode-inflight-entries: 4\nentry-linger: 20ms\nqueue-hold: 3ms\n"
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +68,7 @@ func TestServeBatchingFromConfigFile(t *testing.T) {
 	if err := loadFileConfig(path, &fc, serveCmd()); err != nil {
 		t.Fatal(err)
 	}
-	if fc.MaxBatchOps != 8 || fc.MaxInflight != 1 || fc.NodeInflight != 4 || fc.EntryLinger != "20ms" {
+	if fc.MaxBatchOps != 8 || fc.MaxInflight != 1 || fc.NodeInflight != 4 || fc.EntryLinger != "20ms" || fc.QueueHold != "3ms" {
 		t.Fatalf("from file: %d ops, %d in flight, node %d, linger %q", fc.MaxBatchOps, fc.MaxInflight, fc.NodeInflight, fc.EntryLinger)
 	}
 }
