@@ -78,7 +78,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		}
 	}
 	w.mu.Lock()
-	err = w.rotate()
+	err = w.rotate(true)
 	if err == nil {
 		err = w.deleteDeadSegments()
 	}
@@ -320,7 +320,12 @@ func (w *WAL) maybeRotate(n int64) error {
 	if !w.rotateBefore(a, n) {
 		return nil
 	}
-	if err := w.rotate(); err != nil {
+	// Live entries are copied forward only when a full-size segment is
+	// closed: the smaller segments a store starts with (1, 2, 4, ... MiB)
+	// and a growing segment replaced by a spare are few, and copying a
+	// slow replica's entries into each would make checkpoints as large
+	// as the segments.
+	if err := w.rotate(a.size+n > w.opts.SegmentSize); err != nil {
 		return err
 	}
 	return w.deleteDeadSegments()
@@ -345,7 +350,8 @@ func (w *WAL) rotateBefore(a *segment, n int64) bool {
 // checkpoint: every replica's bootstrap info, state, snapshot and
 // compaction mark, and the live entries of replicas with few of them.
 // After it is synced, no older record is needed except live entries.
-func (w *WAL) rotate() error {
+// copyLive allows copying live entries (see copyAtRotation).
+func (w *WAL) rotate(copyLive bool) error {
 	num := uint64(1)
 	if a := w.active(); a != nil {
 		if !w.opts.NoSync {
@@ -387,7 +393,7 @@ func (w *WAL) rotate() error {
 			r.compactTo = n.compactedTo
 		}
 		var ents []pb.Entry
-		if w.copyAtRotation(n) {
+		if copyLive && w.copyAtRotation(n) {
 			var err error
 			if ents, err = w.readLocked(k, n, n.firstIndex(), n.lastIndex()+1); err != nil {
 				return err
