@@ -26,6 +26,9 @@ const (
 	fillSync = 4 << 20
 )
 
+// zeros is what spares are filled from (read only).
+var zeros [fillChunk]byte
+
 // spare is a zero-filled, synced file waiting to become the next segment.
 type spare struct {
 	f    *os.File
@@ -43,7 +46,7 @@ func (w *WAL) fillSpare(size int64, stop <-chan struct{}) (*spare, error) {
 	if err != nil {
 		return nil, err
 	}
-	zero := make([]byte, fillChunk)
+	zero := zeros[:]
 	for off := int64(0); off < size; {
 		select {
 		case <-stop:
