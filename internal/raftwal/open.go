@@ -31,6 +31,9 @@ func Open(dir string, opts Options) (*WAL, error) {
 	w := &WAL{dir: dir, opts: opts, nodes: make(map[nodeKey]*node),
 		spareReq: make(chan int64, 1), stop: make(chan struct{}), fillerDone: make(chan struct{})}
 	w.syncDone = sync.NewCond(&w.syncMu)
+	if w.stats = opts.Stats; w.stats == nil {
+		w.stats = &Stats{}
+	}
 	// A spare left by an earlier run may hold a checkpoint whose rename
 	// did not happen; it is never reused.
 	if err := os.Remove(filepath.Join(dir, spareName)); err != nil && !os.IsNotExist(err) {
@@ -355,10 +358,9 @@ func (w *WAL) rotate(copyLive bool) error {
 	num := uint64(1)
 	if a := w.active(); a != nil {
 		if !w.opts.NoSync {
-			if err := fdatasync(a.f); err != nil {
+			if err := w.syncSegment(a.f); err != nil {
 				return err
 			}
-			w.Syncs.Add(1)
 		}
 		num = a.num + 1
 	}
@@ -466,11 +468,10 @@ func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
 		return nil, err
 	}
 	if !w.opts.NoSync {
-		if err := fdatasync(f); err != nil {
+		if err := w.syncSegment(f); err != nil {
 			f.Close()
 			return nil, err
 		}
-		w.Syncs.Add(1)
 	}
 	if w.spare == nil {
 		w.askSpare(4 * int64(len(buf)))
@@ -535,10 +536,9 @@ func (w *WAL) deleteDeadSegments() error {
 	// Compaction marks are not synced when written; make them durable
 	// before the entries they release are gone.
 	if !w.opts.NoSync {
-		if err := fdatasync(a.f); err != nil {
+		if err := w.syncSegment(a.f); err != nil {
 			return err
 		}
-		w.Syncs.Add(1)
 		w.synced.Store(w.written)
 	}
 	w.filesMu.Lock()

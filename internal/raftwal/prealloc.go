@@ -146,10 +146,9 @@ func (w *WAL) takeSpare(num uint64, buf []byte) (*segment, error) {
 		return fail(err)
 	}
 	if !w.opts.NoSync {
-		if err := fdatasync(sp.f); err != nil {
+		if err := w.syncSegment(sp.f); err != nil {
 			return fail(err)
 		}
-		w.Syncs.Add(1)
 	}
 	if err := os.Rename(filepath.Join(w.dir, spareName), filepath.Join(w.dir, segName(num))); err != nil {
 		return fail(err)

@@ -149,6 +149,7 @@ func TestConcurrentSaversAreSynced(t *testing.T) {
 	w, err := Open(t.TempDir(), Options{})
 	must(t, err)
 	defer w.Close()
+	atOpen := w.Syncs.Load()
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for s := uint64(1); s <= 4; s++ {
@@ -175,7 +176,35 @@ func TestConcurrentSaversAreSynced(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if syncs := w.Syncs.Load(); syncs > 200 {
+	if syncs := w.Syncs.Load() - atOpen; syncs > 200 {
 		t.Fatalf("%d syncs for 200 writes", syncs)
 	}
+}
+
+// Every fdatasync of a segment is counted in the Stats the store was
+// given, with its duration, and matches Syncs.
+func TestStatsCountSegmentSyncs(t *testing.T) {
+	st := &Stats{}
+	w, err := Open(t.TempDir(), Options{Stats: st})
+	must(t, err)
+	if w.Stats() != st {
+		t.Fatal("the store keeps its own Stats, not the one it was given")
+	}
+	before, _, _ := st.Snapshot()
+	for i := uint64(1); i <= 5; i++ {
+		must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1}, EntriesToSave: ents(i, i, 1)}}, 1))
+	}
+	count, seconds, cum := st.Snapshot()
+	if count-before != 5 || count != w.Syncs.Load() {
+		t.Fatalf("stats count %d (before %d), Syncs %d", count, before, w.Syncs.Load())
+	}
+	if seconds <= 0 || cum[len(cum)-1] > count {
+		t.Fatalf("%v s, cumulative buckets %v for %d syncs", seconds, cum, count)
+	}
+	for i := 1; i < len(cum); i++ {
+		if cum[i] < cum[i-1] {
+			t.Fatalf("buckets not cumulative: %v", cum)
+		}
+	}
+	must(t, w.Close())
 }

@@ -50,6 +50,10 @@ type Options struct {
 	// zero-filled ahead (the format of session 5; tests and comparisons).
 	NoPrealloc bool
 
+	// Stats receives the segment syncs' count and durations (nil: the
+	// store keeps its own, see WAL.Stats).
+	Stats *Stats
+
 	// fillInline makes spares at once, in the caller (tests: rotations
 	// onto spares happen at known points).
 	fillInline bool
@@ -108,6 +112,7 @@ type WAL struct {
 
 	filesMu sync.RWMutex
 
+	stats      *Stats
 	spareReq   chan int64
 	stop       chan struct{}
 	fillerDone chan struct{}
@@ -125,6 +130,9 @@ var _ raftio.ILogDB = (*WAL)(nil)
 func pos(seg uint64, off int64) uint64 { return seg<<40 | uint64(off) }
 
 func segName(num uint64) string { return fmt.Sprintf("%020d.wal", num) }
+
+// Stats returns the store's sync statistics.
+func (w *WAL) Stats() *Stats { return w.stats }
 
 // Name implements raftio.ILogDB.
 func (w *WAL) Name() string { return Name }
@@ -146,7 +154,7 @@ func (w *WAL) Close() error {
 	w.closed = true
 	var err error
 	if a := w.active(); a != nil && !w.opts.NoSync {
-		err = fdatasync(a.f)
+		err = w.syncSegment(a.f)
 	}
 	w.filesMu.Lock() // waits for running syncs and reads
 	defer w.filesMu.Unlock()
@@ -345,8 +353,7 @@ func (w *WAL) syncTo(p uint64) error {
 	w.syncMu.Unlock()
 	var err error
 	if !w.opts.NoSync {
-		err = fdatasync(a.f)
-		w.Syncs.Add(1)
+		err = w.syncSegment(a.f)
 	}
 	w.filesMu.RUnlock()
 	w.syncMu.Lock()
