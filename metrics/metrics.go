@@ -72,6 +72,11 @@ func New(cfg Config) (*Metrics, error) {
 		if m.shards, err = newShardMetrics(m.meter, cfg.Host); err != nil {
 			return nil, err
 		}
+		if ws := cfg.Host.WALStats(); ws != nil {
+			if err := reg.Register(newWALCollector(ws)); err != nil {
+				return nil, fmt.Errorf("metrics: wal sync histogram: %w", err)
+			}
+		}
 	}
 	if cfg.Audit != nil {
 		if err := m.auditMetrics(cfg.Audit); err != nil {

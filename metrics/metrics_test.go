@@ -165,6 +165,15 @@ func TestScrapeAfterKnownTraffic(t *testing.T) {
 			t.Errorf("node %d: no log index for shard 2", i+1)
 		}
 	}
+	// Every replica synced the new entries to its wal log store (the
+	// default store of a new data dir).
+	for i := range perNode {
+		got := series(perNode[i], "warden_wal_sync_duration_seconds_count")
+		if got == 0 || series(perNode[i], "warden_wal_sync_duration_seconds_bucket", `le="+Inf"`) != got {
+			t.Errorf("node %d: wal syncs %v, +Inf bucket %v", i+1, got,
+				series(perNode[i], "warden_wal_sync_duration_seconds_bucket", `le="+Inf"`))
+		}
+	}
 }
 
 // stableLeaders waits until the shards' leaders have not changed for d.

@@ -16,6 +16,7 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"github.com/wardenlock/warden/internal/raftwal"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
@@ -197,6 +198,7 @@ type Host struct {
 	rangeMoves     atomic.Uint64
 	forward        atomic.Pointer[Forwarder] // set by the router: reaches shards with no local replica
 	slots          chan struct{}             // entries in flight on this node, all shards (Config.NodeInflight; nil: no bound)
+	walStats       *raftwal.Stats            // the wal log store's syncs (nil with pebble)
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -232,7 +234,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	cfg.StepWorkers = h.cfg.StepWorkers
 	expert := config.GetDefaultExpertConfig()
 	expert.LogDB = config.GetTinyMemLogDBConfig()
-	expert.LogDBFactory = logDBFactory(store)
+	if store == LogStoreWAL {
+		h.walStats = &raftwal.Stats{}
+	}
+	expert.LogDBFactory = logDBFactory(store, h.walStats)
 	// One write-ahead log per node, and few step workers: each worker saves
 	// the Raft updates of all its shards in one batch and one fsync, so a
 	// node group-commits across shards. With dragonboat's defaults (16

@@ -84,10 +84,15 @@ func resolveLogStore(dataDir, want string) (string, error) {
 	return want, nil
 }
 
-// logDBFactory is the dragonboat LogDB factory for a store (nil: pebble).
-func logDBFactory(store string) config.LogDBFactory {
+// logDBFactory is the dragonboat LogDB factory for a store (nil: pebble);
+// a wal store reports its syncs to stats.
+func logDBFactory(store string, stats *raftwal.Stats) config.LogDBFactory {
 	if store == LogStoreWAL {
-		return raftwal.Factory{}
+		return raftwal.Factory{Options: raftwal.Options{Stats: stats}}
 	}
 	return nil
 }
+
+// WALStats returns the node's Raft log store sync statistics, or nil when
+// the store is not wal.
+func (h *Host) WALStats() *raftwal.Stats { return h.walStats }

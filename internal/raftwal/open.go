@@ -1,7 +1,7 @@
 package raftwal
 
 import (
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
@@ -27,7 +28,17 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	w := &WAL{dir: dir, opts: opts, nodes: make(map[nodeKey]*node)}
+	w := &WAL{dir: dir, opts: opts, nodes: make(map[nodeKey]*node),
+		spareReq: make(chan int64, 1), stop: make(chan struct{}), fillerDone: make(chan struct{})}
+	w.syncDone = sync.NewCond(&w.syncMu)
+	if w.stats = opts.Stats; w.stats == nil {
+		w.stats = &Stats{}
+	}
+	// A spare left by an earlier run may hold a checkpoint whose rename
+	// did not happen; it is never reused.
+	if err := os.Remove(filepath.Join(dir, spareName)); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
 	nums, err := listSegments(dir)
 	if err != nil {
 		return nil, err
@@ -60,18 +71,28 @@ func Open(dir string, opts Options) (*WAL, error) {
 			return nil, err
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := w.syncDir(); err != nil {
 		return nil, err
 	}
+	if !opts.NoPrealloc {
+		// The first segment is preallocated too; small, so Open stays quick.
+		if w.spare, err = w.fillSpare(min(firstSpare, opts.SegmentSize), nil); err != nil {
+			return nil, err
+		}
+	}
 	w.mu.Lock()
-	err = w.rotate()
+	err = w.rotate(true)
 	if err == nil {
 		err = w.deleteDeadSegments()
 	}
 	w.mu.Unlock()
 	if err != nil {
+		if w.spare != nil {
+			w.spare.f.Close()
+		}
 		return nil, err
 	}
+	go w.filler()
 	ok = true
 	return w, nil
 }
@@ -105,7 +126,11 @@ func (w *WAL) load(num uint64, last bool) error {
 	if err != nil {
 		return err
 	}
-	good, err := w.replay(data, num, 0, last)
+	mode := replayOlder
+	if last {
+		mode = replayNewest
+	}
+	good, err := w.replay(data, num, 0, mode)
 	if err != nil {
 		return fmt.Errorf("raftwal: %s: %w", path, err)
 	}
@@ -127,52 +152,102 @@ func (w *WAL) load(num uint64, last bool) error {
 			return err
 		}
 	}
-	w.segs = append(w.segs, &segment{num: num, f: f, size: int64(good)})
+	w.segs = append(w.segs, &segment{num: num, f: f, size: int64(good), head: int64(good)})
 	return nil
 }
 
+// replayMode says what may end a run of records.
+type replayMode int
+
+const (
+	// replayWrite: records just written; any damage is an error.
+	replayWrite replayMode = iota
+	// replayOlder: a segment before the newest; zeros after its last
+	// record (preallocated space) end it.
+	replayOlder
+	// replayNewest: the newest segment; a torn write at its end also
+	// ends it (see torn).
+	replayNewest
+)
+
 // replay applies the whole records in data, which sits at offset base of
-// segment seg. With tornOK, a damaged record at the very end is a torn
-// write: replay stops there and returns how many bytes were good. Any other
-// damage is an error.
-func (w *WAL) replay(data []byte, seg uint64, base int64, tornOK bool) (int, error) {
+// segment seg, and returns how many bytes were good. Any damage that mode
+// does not allow is an error.
+func (w *WAL) replay(data []byte, seg uint64, base int64, mode replayMode) (int, error) {
 	off := 0
 	for off < len(data) {
 		rest := data[off:]
 		at := base + int64(off)
-		if len(rest) < headerSize {
-			if tornOK {
+		if mode != replayWrite && rest[0] == 0 && allZero(rest) {
+			return off, nil
+		}
+		end, problem := checkRecord(rest)
+		if problem != "" {
+			if mode == replayNewest && torn(data, base, off, end) {
 				return off, nil
 			}
-			return off, fmt.Errorf("%w: short header at offset %d", errCorrupt, at)
+			return off, fmt.Errorf("%w: %s at offset %d", errCorrupt, problem, at)
 		}
 		h := parseHeader(rest)
-		if !h.validHd {
-			if tornOK && allZero(rest) {
-				return off, nil
-			}
-			return off, fmt.Errorf("%w: bad header checksum at offset %d", errCorrupt, at)
-		}
-		end := headerSize + int(h.length)
-		if int64(h.length) > int64(len(rest)-headerSize) {
-			if tornOK {
-				return off, nil
-			}
-			return off, fmt.Errorf("%w: record at offset %d runs past the end", errCorrupt, at)
-		}
-		payload := rest[headerSize:end]
-		if crc32Castagnoli(payload) != h.sum {
-			if tornOK && end == len(rest) {
-				return off, nil
-			}
-			return off, fmt.Errorf("%w: bad payload checksum at offset %d", errCorrupt, at)
-		}
-		if err := w.applyRecord(h.typ, payload, seg, at); err != nil {
+		if err := w.applyRecord(h.typ, rest[headerSize:end], seg, at); err != nil {
 			return off, fmt.Errorf("%w (offset %d)", err, at)
 		}
 		off += end
 	}
 	return off, nil
+}
+
+// checkRecord checks the record at the start of rest. It returns the
+// record's length (header and payload) and, if it is damaged, what is
+// wrong; the length is then as far as the damage is known to reach.
+func checkRecord(rest []byte) (int, string) {
+	if len(rest) < headerSize {
+		return len(rest), "short header"
+	}
+	h := parseHeader(rest)
+	if !h.validHd {
+		return headerSize, "bad header checksum"
+	}
+	if int64(h.length) > int64(len(rest)-headerSize) {
+		return len(rest), "record runs past the end"
+	}
+	end := headerSize + int(h.length)
+	if crc32Castagnoli(rest[headerSize:end]) != h.sum {
+		return end, "bad payload checksum"
+	}
+	return end, ""
+}
+
+// sectorSize is the unit a disk writes whole (or not at all).
+const sectorSize = 512
+
+// torn says whether the damaged record at off (reaching to off+n) in the
+// newest segment is a write that did not reach the disk whole, rather
+// than damage to acknowledged data. A write is only acknowledged after
+// an fdatasync that covers it and everything before it, so a torn write
+// is the last one, and what it did not write reads as what was there
+// before: the end of the file, or zeros (preallocated space). Two shapes:
+//
+//   - everything after the record is zeros (the write was cut short);
+//   - a disk sector the record touches is zeros from the record's start,
+//     or from the sector's start, to the sector's end (the write's
+//     sectors reached the disk in part, in any order).
+//
+// A bit flip in a record followed by other records matches neither unless
+// the record itself holds a zeroed, sector-aligned 512 bytes.
+func torn(data []byte, base int64, off, n int) bool {
+	end := min(off+n, len(data))
+	if allZero(data[end:]) {
+		return true
+	}
+	for s := (base + int64(off)) &^ (sectorSize - 1); s < base+int64(end); s += sectorSize {
+		lo := max(int(s-base), off)
+		hi := min(int(s-base)+sectorSize, len(data))
+		if allZero(data[lo:hi]) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *WAL) applyRecord(typ byte, payload []byte, seg uint64, at int64) error {
@@ -206,7 +281,27 @@ func (w *WAL) applyRecord(typ byte, payload []byte, seg uint64, at int64) error 
 	return nil
 }
 
-func allZero(b []byte) bool { return len(bytes.Trim(b, "\x00")) == 0 }
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *WAL) syncDir() error {
+	if w.opts.NoSync {
+		return nil
+	}
+	return syncDir(w.dir)
+}
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -225,27 +320,47 @@ func (w *WAL) maybeRotate(n int64) error {
 	if a == nil {
 		return errors.New("raftwal: no active segment")
 	}
-	if a.size+n <= w.opts.SegmentSize || a.size < 4096 {
+	if !w.rotateBefore(a, n) {
 		return nil
 	}
-	if err := w.rotate(); err != nil {
+	// Live entries are copied forward only when a full-size segment is
+	// closed: the smaller segments a store starts with (1, 2, 4, ... MiB)
+	// and a growing segment replaced by a spare are few, and copying a
+	// slow replica's entries into each would make checkpoints as large
+	// as the segments.
+	if err := w.rotate(a.size+n > w.opts.SegmentSize); err != nil {
 		return err
 	}
 	return w.deleteDeadSegments()
+}
+
+// rotateBefore says whether a write of n bytes goes to a new segment: a
+// preallocated one when it would pass the zero-filled length; a growing
+// one past the segment size, or as soon as a spare is ready for it (a
+// growing segment is only made when no spare was). A segment holding
+// nothing but its checkpoint takes any write.
+func (w *WAL) rotateBefore(a *segment, n int64) bool {
+	if a.size <= a.head {
+		return false
+	}
+	if a.capacity > 0 {
+		return a.size+n > a.capacity
+	}
+	return a.size+n > w.opts.SegmentSize || (w.spare != nil && w.spare.size > 2*a.head)
 }
 
 // rotate syncs the active segment and starts the next one with a
 // checkpoint: every replica's bootstrap info, state, snapshot and
 // compaction mark, and the live entries of replicas with few of them.
 // After it is synced, no older record is needed except live entries.
-func (w *WAL) rotate() error {
+// copyLive allows copying live entries (see copyAtRotation).
+func (w *WAL) rotate(copyLive bool) error {
 	num := uint64(1)
 	if a := w.active(); a != nil {
 		if !w.opts.NoSync {
-			if err := fdatasync(a.f); err != nil {
+			if err := w.syncSegment(a.f); err != nil {
 				return err
 			}
-			w.Syncs.Add(1)
 		}
 		num = a.num + 1
 	}
@@ -280,7 +395,7 @@ func (w *WAL) rotate() error {
 			r.compactTo = n.compactedTo
 		}
 		var ents []pb.Entry
-		if w.copyAtRotation(n) {
+		if copyLive && w.copyAtRotation(n) {
 			var err error
 			if ents, err = w.readLocked(k, n, n.firstIndex(), n.lastIndex()+1); err != nil {
 				return err
@@ -314,40 +429,54 @@ func (w *WAL) rotate() error {
 			finishRecord(buf, start, recNode)
 		}
 	}
+	seg, err := w.takeSpare(num, buf)
+	if err == nil && seg == nil {
+		seg, err = w.growingSegment(num, buf)
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.syncDir(); err != nil {
+		seg.f.Close()
+		return err
+	}
+	w.filesMu.Lock()
+	w.segs = append(w.segs, seg)
+	w.filesMu.Unlock()
+	// The checkpoint restates what the index already holds, except that
+	// copied entries now point into the new segment.
+	if _, err := w.replay(buf, num, 0, replayWrite); err != nil {
+		return err
+	}
+	w.written = pos(num, seg.size)
+	w.advanceSynced(w.written)
+	return nil
+}
+
+// growingSegment creates segment num holding buf (synced), to grow with
+// each write: the format before preallocation, and the fallback when no
+// spare is ready. It asks for a spare that can hold the checkpoint.
+func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
 	path := filepath.Join(w.dir, segName(num))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := f.WriteAt(buf, 0); err != nil {
 		f.Close()
 		os.Remove(path)
-		return err
+		return nil, err
 	}
 	if !w.opts.NoSync {
-		if err := fdatasync(f); err != nil {
+		if err := w.syncSegment(f); err != nil {
 			f.Close()
-			return err
+			return nil, err
 		}
-		w.Syncs.Add(1)
 	}
-	if err := syncDir(w.dir); err != nil {
-		f.Close()
-		return err
+	if w.spare == nil {
+		w.askSpare(4 * int64(len(buf)))
 	}
-	w.filesMu.Lock()
-	w.segs = append(w.segs, &segment{num: num, f: f})
-	w.filesMu.Unlock()
-	// The checkpoint restates what the index already holds, except that
-	// copied entries now point into the new segment.
-	if _, err := w.replay(buf, num, 0, false); err != nil {
-		return err
-	}
-	a := w.active()
-	a.size = int64(len(buf))
-	w.written = pos(num, a.size)
-	w.synced.Store(w.written)
-	return nil
+	return &segment{num: num, f: f, size: int64(len(buf)), head: int64(len(buf))}, nil
 }
 
 // copyAtRotation says whether a replica's live entries are copied into
@@ -407,10 +536,9 @@ func (w *WAL) deleteDeadSegments() error {
 	// Compaction marks are not synced when written; make them durable
 	// before the entries they release are gone.
 	if !w.opts.NoSync {
-		if err := fdatasync(a.f); err != nil {
+		if err := w.syncSegment(a.f); err != nil {
 			return err
 		}
-		w.Syncs.Add(1)
 		w.synced.Store(w.written)
 	}
 	w.filesMu.Lock()
@@ -422,5 +550,5 @@ func (w *WAL) deleteDeadSegments() error {
 			return err
 		}
 	}
-	return syncDir(w.dir)
+	return w.syncDir()
 }

@@ -46,6 +46,17 @@ type Options struct {
 	SegmentSize int64
 	// NoSync turns fdatasync off (tests of the format only).
 	NoSync bool
+	// NoPrealloc makes segments grow with each write instead of being
+	// zero-filled ahead (the format of session 5; tests and comparisons).
+	NoPrealloc bool
+
+	// Stats receives the segment syncs' count and durations (nil: the
+	// store keeps its own, see WAL.Stats).
+	Stats *Stats
+
+	// fillInline makes spares at once, in the caller (tests: rotations
+	// onto spares happen at known points).
+	fillInline bool
 }
 
 // Factory creates the store for dragonboat (config.Expert.LogDBFactory).
@@ -69,7 +80,10 @@ func (Factory) Name() string { return Name }
 type segment struct {
 	num  uint64
 	f    *os.File
-	size int64
+	size int64 // end of the records
+	// head is the length of the checkpoint the segment starts with;
+	// capacity the zero-filled length it was made with (0: it grows).
+	head, capacity int64
 }
 
 // WAL is the store. One mutex (mu) orders writes and the in-memory index;
@@ -86,14 +100,28 @@ type WAL struct {
 	segs    []*segment // oldest first; the last is the active one
 	written uint64     // position (see pos) of the end of the active segment
 	buf     []byte
+	spare   *spare // the next segment, zero-filled (see prealloc.go)
 
-	syncMu sync.Mutex
-	synced atomic.Uint64
+	// syncMu guards syncing, syncErr and the waits on syncDone; synced
+	// is read without it.
+	syncMu   sync.Mutex
+	syncDone *sync.Cond
+	syncing  uint64 // the highest position a running fdatasync covers
+	syncErr  error  // sticky: after a failed fdatasync nothing new is durable
+	synced   atomic.Uint64
 
 	filesMu sync.RWMutex
 
-	// Syncs counts fdatasync calls on segments (tests, benchmarks).
-	Syncs atomic.Uint64
+	stats      *Stats
+	spareReq   chan int64
+	stop       chan struct{}
+	fillerDone chan struct{}
+	closeOnce  sync.Once
+
+	// Syncs counts fdatasync calls on segments (tests, benchmarks);
+	// SpareFailures counts spares that could not be made.
+	Syncs         atomic.Uint64
+	SpareFailures atomic.Uint64
 }
 
 var _ raftio.ILogDB = (*WAL)(nil)
@@ -103,16 +131,21 @@ func pos(seg uint64, off int64) uint64 { return seg<<40 | uint64(off) }
 
 func segName(num uint64) string { return fmt.Sprintf("%020d.wal", num) }
 
+// Stats returns the store's sync statistics.
+func (w *WAL) Stats() *Stats { return w.stats }
+
 // Name implements raftio.ILogDB.
 func (w *WAL) Name() string { return Name }
 
 // BinaryFormat implements raftio.ILogDB.
 func (w *WAL) BinaryFormat() uint32 { return raftio.PlainLogDBBinVersion }
 
-// Close syncs and closes every segment.
+// Close syncs and closes every segment, and removes the spare.
 func (w *WAL) Close() error {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
+	w.closeOnce.Do(func() {
+		close(w.stop)
+		<-w.fillerDone
+	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -121,9 +154,9 @@ func (w *WAL) Close() error {
 	w.closed = true
 	var err error
 	if a := w.active(); a != nil && !w.opts.NoSync {
-		err = fdatasync(a.f)
+		err = w.syncSegment(a.f)
 	}
-	w.filesMu.Lock()
+	w.filesMu.Lock() // waits for running syncs and reads
 	defer w.filesMu.Unlock()
 	for _, s := range w.segs {
 		if cerr := s.f.Close(); err == nil {
@@ -131,6 +164,11 @@ func (w *WAL) Close() error {
 		}
 	}
 	w.segs = nil
+	if w.spare != nil {
+		w.spare.f.Close()
+		os.Remove(filepath.Join(w.dir, spareName))
+		w.spare = nil
+	}
 	return err
 }
 
@@ -275,7 +313,7 @@ func (w *WAL) appendLocked(buf []byte) (uint64, error) {
 		w.closed = true
 		return 0, fmt.Errorf("raftwal: write segment %d: %w", a.num, err)
 	}
-	if _, err := w.replay(buf, a.num, a.size, false); err != nil {
+	if _, err := w.replay(buf, a.num, a.size, replayWrite); err != nil {
 		return 0, err
 	}
 	a.size += int64(len(buf))
@@ -283,36 +321,63 @@ func (w *WAL) appendLocked(buf []byte) (uint64, error) {
 	return w.written, nil
 }
 
-// syncTo makes everything up to p durable; one fdatasync covers every
-// write made before it started (group commit).
+// syncTo makes everything up to p durable. One fdatasync covers every
+// write made before it started (group commit): a caller whose write a
+// running sync covers waits for that sync; a caller whose write came
+// after the running sync began starts its own at once, alongside it,
+// instead of queueing behind a sync it does not need.
 func (w *WAL) syncTo(p uint64) error {
-	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
 	if w.synced.Load() >= p {
 		return nil
+	}
+	w.syncMu.Lock()
+	for w.syncErr == nil && w.synced.Load() < p && w.syncing >= p {
+		w.syncDone.Wait()
+	}
+	if w.syncErr != nil || w.synced.Load() >= p {
+		err := w.syncErr
+		w.syncMu.Unlock()
+		return err
 	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
+		w.syncMu.Unlock()
 		return ErrClosed
 	}
 	a := w.active()
 	end := w.written
 	w.filesMu.RLock()
 	w.mu.Unlock()
+	w.syncing = max(w.syncing, end)
+	w.syncMu.Unlock()
 	var err error
 	if !w.opts.NoSync {
-		err = fdatasync(a.f)
-		w.Syncs.Add(1)
+		err = w.syncSegment(a.f)
 	}
 	w.filesMu.RUnlock()
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	defer w.syncDone.Broadcast()
 	if err != nil {
-		return fmt.Errorf("raftwal: sync segment %d: %w", a.num, err)
+		// What the failed sync covered may or may not be on disk, and a
+		// later sync cannot tell (the kernel may have dropped the pages):
+		// no write is acknowledged after this.
+		w.syncErr = fmt.Errorf("raftwal: sync segment %d: %w", a.num, err)
+		return w.syncErr
 	}
-	if end > w.synced.Load() {
-		w.synced.Store(end)
-	}
+	w.advanceSynced(end)
 	return nil
+}
+
+// advanceSynced records that everything before p is durable.
+func (w *WAL) advanceSynced(p uint64) {
+	for {
+		cur := w.synced.Load()
+		if cur >= p || w.synced.CompareAndSwap(cur, p) {
+			return
+		}
+	}
 }
 
 // IterateEntries returns the entries in [low, high), stopping once their

@@ -238,32 +238,155 @@ func TestCompactionDeletesSegments(t *testing.T) {
 	check(w)
 }
 
-// Cut the newest segment at every byte of its last record: every
+// bigEnts are entries large enough that one write spans several sectors
+// (without long runs of zeros: see torn).
+func bigEnts(first, last uint64) []pb.Entry {
+	es := ents(first, last, 1)
+	for i := range es {
+		for j := 0; j < 700; j++ {
+			es[i].Cmd = append(es[i].Cmd, byte(es[i].Index)+byte(j)|1)
+		}
+	}
+	return es
+}
+
+// lastWrite makes a store (preallocated or growing) whose newest segment
+// holds entries 1..5 and then, in a last write, 6..8. It returns the
+// segment's bytes and where the last write starts and ends.
+func lastWrite(t *testing.T, prealloc bool) (name string, data []byte, from, to int) {
+	t.Helper()
+	src := t.TempDir()
+	w, err := Open(src, Options{NoPrealloc: !prealloc})
+	must(t, err)
+	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1, Commit: 0}, EntriesToSave: bigEnts(1, 5)}}, 1))
+	from = int(w.active().size)
+	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1, Commit: 5}, EntriesToSave: bigEnts(6, 8)}}, 1))
+	to = int(w.active().size)
+	name = segName(w.active().num)
+	if capacity := w.active().capacity; prealloc != (capacity > 0) {
+		t.Fatalf("prealloc %v: segment capacity %d", prealloc, capacity)
+	}
+	must(t, w.Close())
+	data, err = os.ReadFile(filepath.Join(src, name))
+	must(t, err)
+	if prealloc && len(data) == to {
+		t.Fatalf("preallocated segment is %d bytes, no zeros after the records", len(data))
+	}
+	// A few sectors of the zeroed space are enough (and keep the test quick).
+	return name, data[:min(len(data), to+4*sectorSize)], from, to
+}
+
+// replayAsNewest replays data as the newest segment of a store, in memory:
+// how many bytes are good and the last entry index of shard 1 replica 1.
+func replayAsNewest(data []byte) (int, uint64, error) {
+	w := &WAL{nodes: make(map[nodeKey]*node)}
+	good, err := w.replay(data, 1, 0, replayNewest)
+	var last uint64
+	if n := w.nodes[nodeKey{1, 1}]; n != nil {
+		last = n.lastIndex()
+	}
+	return good, last, err
+}
+
+// endToEnd: every so many cases also go through Open and a read (the
+// rest check replay alone, which is what decides).
+const endToEnd = 61
+
+// openCopy writes data as the only segment of a new dir and opens it.
+func openCopy(t *testing.T, name string, data []byte) (*WAL, error) {
+	t.Helper()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	return Open(dir, Options{NoSync: true, NoPrealloc: true})
+}
+
+// Cut the last write of the newest segment at every byte: in a growing
+// segment the file ends there, in a preallocated one zeros follow. Every
 // acknowledged record before it survives, the torn one is dropped, and
 // the store opens.
 func TestTornTailAtEveryOffset(t *testing.T) {
-	src := t.TempDir()
-	w := open(t, src, 0)
-	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1, Commit: 0}, EntriesToSave: ents(1, 5, 1)}}, 1))
-	sizeBefore := w.active().size
-	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1, Commit: 5}, EntriesToSave: ents(6, 8, 1)}}, 1))
-	name := filepath.Join(src, segName(w.active().num))
-	must(t, w.Close())
-	data, err := os.ReadFile(name)
-	must(t, err)
-	for cut := int(sizeBefore); cut <= len(data); cut++ {
-		dir := t.TempDir()
-		must(t, os.WriteFile(filepath.Join(dir, filepath.Base(name)), data[:cut], 0o644))
-		w, err := Open(dir, Options{NoSync: true})
+	for _, prealloc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prealloc=%v", prealloc), func(t *testing.T) {
+			name, data, from, to := lastWrite(t, prealloc)
+			for cut := from; cut <= to; cut++ {
+				torn := append([]byte(nil), data[:cut]...)
+				if prealloc {
+					torn = append(torn, make([]byte, len(data)-cut)...)
+				}
+				wantGood, wantLast := from, uint64(5)
+				if cut == to {
+					wantGood, wantLast = to, 8
+				}
+				if good, last, err := replayAsNewest(torn); err != nil || good != wantGood || last != wantLast {
+					t.Fatalf("cut at %d: replay: %d bytes good, last entry %d, %v", cut, good, last, err)
+				}
+				if cut%endToEnd != 0 && cut != from && cut != to {
+					continue
+				}
+				w, err := openCopy(t, name, torn)
+				if err != nil {
+					t.Fatalf("cut at %d: %v", cut, err)
+				}
+				want := bigEnts(1, 5)
+				if cut == to {
+					want = bigEnts(1, 8)
+				}
+				sameEntries(t, read(t, w, 1, 1, 1, 100), want)
+				w.Close()
+			}
+		})
+	}
+}
+
+// In preallocated space a write can reach the disk in part, sector by
+// sector in any order: with any one sector of the last write missing
+// (zeros), that write is dropped and the rest survives.
+func TestTornSectorInPreallocatedSegment(t *testing.T) {
+	name, data, from, to := lastWrite(t, true)
+	if to-from < 3*sectorSize {
+		t.Fatalf("last write is only %d bytes", to-from)
+	}
+	for s := from &^ (sectorSize - 1); s < to; s += sectorSize {
+		torn := append([]byte(nil), data...)
+		lo := max(s, from)
+		clear(torn[lo:min(s+sectorSize, to)])
+		if good, last, err := replayAsNewest(torn); err != nil || good != from || last != 5 {
+			t.Fatalf("sector at %d missing: replay: %d bytes good, last entry %d, %v", s, good, last, err)
+		}
+		w, err := openCopy(t, name, torn)
 		if err != nil {
-			t.Fatalf("cut at %d: %v", cut, err)
+			t.Fatalf("sector at %d missing: %v", s, err)
 		}
-		want := ents(1, 5, 1)
-		if cut == len(data) {
-			want = ents(1, 8, 1)
-		}
-		sameEntries(t, read(t, w, 1, 1, 1, 100), want)
+		sameEntries(t, read(t, w, 1, 1, 1, 100), bigEnts(1, 5))
 		w.Close()
+	}
+}
+
+// A flipped bit anywhere in a record that is not the newest segment's
+// last is damage to acknowledged data: Open refuses, in both formats and
+// in the newest segment and an older one.
+func TestFlippedBitIsAnError(t *testing.T) {
+	for _, prealloc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prealloc=%v", prealloc), func(t *testing.T) {
+			name, data, from, _ := lastWrite(t, prealloc)
+			for at := 0; at < from; at++ {
+				bit := byte(1) << (at % 8)
+				b := append([]byte(nil), data...)
+				b[at] ^= bit
+				if _, _, err := replayAsNewest(b); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("bit %#x flipped at %d of %d: replay gave %v", bit, at, from, err)
+				}
+				if at%endToEnd != 0 {
+					continue
+				}
+				if w, err := openCopy(t, name, b); !errors.Is(err, ErrCorrupt) {
+					if err == nil {
+						w.Close()
+					}
+					t.Fatalf("bit %#x flipped at %d of %d: Open gave %v", bit, at, from, err)
+				}
+			}
+		})
 	}
 }
 
@@ -272,19 +395,21 @@ func TestFlippedBitInOlderSegmentIsAnError(t *testing.T) {
 	w := open(t, dir, 0)
 	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1}, EntriesToSave: ents(1, 5, 1)}}, 1))
 	first := w.active().num
+	used := map[uint64]int{first: int(w.active().size)}
 	must(t, w.Close())
 	w = open(t, dir, 0) // starts a newer segment; keeps the first (live entries... or copies)
 	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, EntriesToSave: ents(6, 6, 1)}}, 1))
+	used[w.active().num] = int(w.active().size)
 	must(t, w.Close())
 	nums, _ := listSegments(dir)
-	// Damage a byte in the middle of the oldest segment still present,
-	// and separately in the middle (not the tail) of the newest.
+	// Damage a byte in the middle of the oldest segment's records,
+	// and separately in the middle (not the tail) of the newest's.
 	for _, target := range []uint64{nums[0], nums[len(nums)-1]} {
 		copyDir := t.TempDir()
 		for _, n := range nums {
 			b, _ := os.ReadFile(filepath.Join(dir, segName(n)))
 			if n == target {
-				b[len(b)/2] ^= 0x10
+				b[used[n]/2] ^= 0x10
 			}
 			must(t, os.WriteFile(filepath.Join(copyDir, segName(n)), b, 0o644))
 		}

@@ -1,0 +1,158 @@
+package raftwal
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Preallocation. On ext4 (and most file systems) an fdatasync after a
+// write that grows the file must commit the journal (the new size and
+// block allocation); after a write into blocks that were already written
+// and synced it flushes only the data. So segments are made ahead of
+// time: a spare file is zero-filled and synced in the background, and a
+// rotation writes its checkpoint over the spare's head and renames it into
+// place. Appends then overwrite zeros and never change the file's size.
+// Replay reads zeros after the last record as the end of the log.
+//
+// Spares grow geometrically from firstSpare to the segment size, so a
+// store that writes little (tests, an idle node) never fills 64 MiB.
+
+const (
+	spareName  = "spare.prealloc"
+	firstSpare = 1 << 20
+	fillChunk  = 1 << 20
+	// fillSync: the filler syncs every so many bytes, so that a large
+	// spare does not queue one long write-back in front of the log's syncs.
+	fillSync = 4 << 20
+)
+
+// zeros is what spares are filled from (read only).
+var zeros [fillChunk]byte
+
+// spare is a zero-filled, synced file waiting to become the next segment.
+type spare struct {
+	f    *os.File
+	size int64
+}
+
+// fillSpare creates the spare file with size zero bytes, synced. It stops
+// early (and returns nil, nil) when stop is closed.
+func (w *WAL) fillSpare(size int64, stop <-chan struct{}) (*spare, error) {
+	path := filepath.Join(w.dir, spareName)
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	zero := zeros[:]
+	for off := int64(0); off < size; {
+		select {
+		case <-stop:
+			f.Close()
+			return nil, os.Remove(path)
+		default:
+		}
+		n := min(int64(len(zero)), size-off)
+		if _, err = f.WriteAt(zero[:n], off); err != nil {
+			break
+		}
+		off += n
+		if !w.opts.NoSync && (off%fillSync == 0 || off == size) {
+			if err = fdatasync(f); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return &spare{f: f, size: size}, nil
+}
+
+// filler makes the spares asked for on w.spareReq, one at a time, until
+// Close. A spare that fails to fill is not made: the next rotation then
+// starts a segment that grows as it is written (slower syncs, same data).
+func (w *WAL) filler() {
+	defer close(w.fillerDone)
+	for {
+		var size int64
+		select {
+		case <-w.stop:
+			return
+		case size = <-w.spareReq:
+		}
+		w.mu.Lock()
+		ready := w.spare != nil
+		w.mu.Unlock()
+		if ready {
+			continue
+		}
+		sp, err := w.fillSpare(size, w.stop)
+		w.mu.Lock()
+		switch {
+		case err != nil:
+			w.SpareFailures.Add(1)
+		case sp == nil:
+		case w.closed:
+			sp.f.Close()
+			os.Remove(filepath.Join(w.dir, spareName))
+		default:
+			w.spare = sp
+		}
+		w.mu.Unlock()
+	}
+}
+
+// askSpare asks the filler for the next spare (w.mu held).
+func (w *WAL) askSpare(size int64) {
+	if w.opts.NoPrealloc || w.spareReq == nil {
+		return
+	}
+	size = min(max(size, firstSpare), w.opts.SegmentSize)
+	if w.opts.fillInline {
+		if w.spare == nil {
+			sp, err := w.fillSpare(size, nil)
+			if err != nil {
+				w.SpareFailures.Add(1)
+			}
+			w.spare = sp
+		}
+		return
+	}
+	select {
+	case w.spareReq <- size:
+	default: // one is being made already
+	}
+}
+
+// takeSpare turns the spare into segment num with buf (the checkpoint) at
+// its head, synced; nil if there is no spare big enough (w.mu held).
+func (w *WAL) takeSpare(num uint64, buf []byte) (*segment, error) {
+	sp := w.spare
+	if sp == nil || int64(len(buf)) > sp.size/2 {
+		return nil, nil
+	}
+	w.spare = nil
+	fail := func(err error) (*segment, error) {
+		sp.f.Close()
+		os.Remove(filepath.Join(w.dir, spareName))
+		return nil, err
+	}
+	if _, err := sp.f.WriteAt(buf, 0); err != nil {
+		return fail(err)
+	}
+	if !w.opts.NoSync {
+		if err := w.syncSegment(sp.f); err != nil {
+			return fail(err)
+		}
+	}
+	if err := os.Rename(filepath.Join(w.dir, spareName), filepath.Join(w.dir, segName(num))); err != nil {
+		return fail(err)
+	}
+	w.askSpare(2 * sp.size) // only now: the filler reuses the spare's name
+	return &segment{num: num, f: sp.f, size: int64(len(buf)), head: int64(len(buf)), capacity: sp.size}, nil
+}
