@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/lni/dragonboat/v4/config"
 
-	"github.com/wardenlock/warden/internal/atomicfile"
 	"github.com/wardenlock/warden/internal/raftwal"
 )
 
@@ -21,10 +18,6 @@ const (
 
 // DefaultLogStore is what a new data dir gets when none is asked for.
 const DefaultLogStore = LogStoreWAL
-
-// logStoreFile records, in the data dir, which store the dir was created
-// with: dragonboat cannot open a log written by another store.
-const logStoreFile = "log-store"
 
 // ErrLogStoreMismatch: the data dir holds a Raft log of another store.
 var ErrLogStoreMismatch = errors.New("shard: the data dir was created with another Raft log store")
@@ -43,45 +36,27 @@ func CheckLogStore(name string) error {
 	return fmt.Errorf("shard: log store %q: want %q or %q", name, LogStoreWAL, LogStorePebble)
 }
 
-// resolveLogStore says which store dataDir uses. want is the store asked
-// for ("" = whatever the dir has, DefaultLogStore for a new dir). A dir
+// logStorePin records, in the data dir, which store the dir was created
+// with: dragonboat cannot open a log written by another store. A dir
 // written before the choice existed holds a pebble log.
+var logStorePin = pinned{
+	file: "log-store", flag: "--log-store", legacy: LogStorePebble, def: DefaultLogStore,
+	valid: func(v string) error {
+		if v == "" {
+			return errors.New("no log store named")
+		}
+		return CheckLogStore(v)
+	},
+	mismatch: ErrLogStoreMismatch,
+}
+
+// resolveLogStore says which store dataDir uses. want is the store asked
+// for ("" = whatever the dir has, DefaultLogStore for a new dir).
 func resolveLogStore(dataDir, want string) (string, error) {
 	if err := CheckLogStore(want); err != nil {
 		return "", err
 	}
-	have := ""
-	b, err := os.ReadFile(filepath.Join(dataDir, logStoreFile))
-	switch {
-	case err == nil:
-		have = strings.TrimSpace(string(b))
-		if have != LogStorePebble && have != LogStoreWAL {
-			return "", fmt.Errorf("shard: %s names an unknown log store %q", filepath.Join(dataDir, logStoreFile), have)
-		}
-	case errors.Is(err, os.ErrNotExist):
-		if des, _ := os.ReadDir(filepath.Join(dataDir, "raft")); len(des) > 0 {
-			have = LogStorePebble
-		}
-	default:
-		return "", err
-	}
-	if have != "" {
-		if want != "" && want != have {
-			return "", fmt.Errorf("%w: %s holds a %q log, --log-store asks for %q (start with --log-store %s, or use a new data dir)",
-				ErrLogStoreMismatch, dataDir, have, want, have)
-		}
-		return have, nil
-	}
-	if want == "" {
-		want = DefaultLogStore
-	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return "", err
-	}
-	if err := atomicfile.Write(filepath.Join(dataDir, logStoreFile), []byte(want+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	return want, nil
+	return logStorePin.resolve(dataDir, want)
 }
 
 // logDBFactory is the dragonboat LogDB factory for a store (nil: pebble);

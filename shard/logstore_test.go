@@ -57,7 +57,7 @@ func mkRaft(t *testing.T, dir string) {
 }
 
 func write(t *testing.T, dir, s string) {
-	if err := os.WriteFile(filepath.Join(dir, logStoreFile), []byte(s), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, logStorePin.file), []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,12 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
-
-	"github.com/wardenlock/warden/internal/atomicfile"
 )
 
 // DefaultStepWorkers is how many Raft step workers a new data dir gets
@@ -26,14 +21,20 @@ import (
 // (docs/operations.md).
 const DefaultStepWorkers = 2
 
-// legacyStepWorkers is what a data dir created before the count was
-// recorded ran with.
-const legacyStepWorkers = 2
-
-// stepWorkersFile records, in the data dir, the step-worker count the dir
+// stepWorkersPin records, in the data dir, the step-worker count the dir
 // was created with: dragonboat refuses to reopen its Raft data with another
-// (its "hard settings" hash includes it).
-const stepWorkersFile = "step-workers"
+// (its "hard settings" hash includes it). A dir written before the count was
+// recorded ran with 2.
+var stepWorkersPin = pinned{
+	file: "step-workers", flag: "--step-workers", legacy: "2", def: strconv.Itoa(DefaultStepWorkers),
+	valid: func(v string) error {
+		if n, err := strconv.ParseUint(v, 10, 64); err != nil || n == 0 {
+			return fmt.Errorf("%q is not a step-worker count", v)
+		}
+		return nil
+	},
+	mismatch: ErrStepWorkersMismatch,
+}
 
 // ErrStepWorkersMismatch: the data dir was created with another step-worker
 // count.
@@ -41,39 +42,15 @@ var ErrStepWorkersMismatch = errors.New("shard: the data dir was created with an
 
 // resolveStepWorkers says how many step workers dataDir runs with. want is
 // the count asked for (0 = whatever the dir has, DefaultStepWorkers for a
-// new dir). A dir written before the count was recorded ran with 2.
+// new dir).
 func resolveStepWorkers(dataDir string, want uint64) (uint64, error) {
-	var have uint64
-	path := filepath.Join(dataDir, stepWorkersFile)
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		have, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil || have == 0 {
-			return 0, fmt.Errorf("shard: %s holds %q, not a step-worker count", path, strings.TrimSpace(string(b)))
-		}
-	case errors.Is(err, os.ErrNotExist):
-		if des, _ := os.ReadDir(filepath.Join(dataDir, "raft")); len(des) > 0 {
-			have = legacyStepWorkers
-		}
-	default:
+	w := ""
+	if want != 0 {
+		w = strconv.FormatUint(want, 10)
+	}
+	v, err := stepWorkersPin.resolve(dataDir, w)
+	if err != nil {
 		return 0, err
 	}
-	if have != 0 {
-		if want != 0 && want != have {
-			return 0, fmt.Errorf("%w: %s runs %d, --step-workers asks for %d (start with --step-workers %d, or use a new data dir)",
-				ErrStepWorkersMismatch, dataDir, have, want, have)
-		}
-		return have, nil
-	}
-	if want == 0 {
-		want = DefaultStepWorkers
-	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return 0, err
-	}
-	if err := atomicfile.Write(path, []byte(strconv.FormatUint(want, 10)+"\n"), 0o644); err != nil {
-		return 0, err
-	}
-	return want, nil
+	return strconv.ParseUint(v, 10, 64)
 }

@@ -51,7 +51,7 @@ func TestStepWorkersAreKeptPerDataDir(t *testing.T) {
 }
 
 func writeSW(t *testing.T, dir, s string) {
-	if err := os.WriteFile(filepath.Join(dir, stepWorkersFile), []byte(s), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, stepWorkersPin.file), []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

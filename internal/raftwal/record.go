@@ -129,6 +129,7 @@ func parseSegmentPayload(p []byte) (uint64, error) {
 // entries ents, which must be consecutive. It returns the buffer and the
 // offset of the entries blob within it (relative to the start of buf).
 func appendNodePayload(buf []byte, r *nodeRec, ents []pb.Entry) ([]byte, int, error) {
+	var err error
 	buf = binary.AppendUvarint(buf, r.shard)
 	buf = binary.AppendUvarint(buf, r.replica)
 	flags := r.flags
@@ -139,12 +140,9 @@ func appendNodePayload(buf []byte, r *nodeRec, ents []pb.Entry) ([]byte, int, er
 	}
 	buf = append(buf, flags)
 	if flags&fBootstrap != 0 {
-		b, err := r.bootstrap.Marshal()
-		if err != nil {
+		if buf, err = appendMarshaled(buf, &r.bootstrap); err != nil {
 			return nil, 0, err
 		}
-		buf = binary.AppendUvarint(buf, uint64(len(b)))
-		buf = append(buf, b...)
 	}
 	if flags&fState != 0 {
 		buf = binary.AppendUvarint(buf, r.state.Term)
@@ -152,12 +150,9 @@ func appendNodePayload(buf []byte, r *nodeRec, ents []pb.Entry) ([]byte, int, er
 		buf = binary.AppendUvarint(buf, r.state.Commit)
 	}
 	if flags&fSnapshot != 0 {
-		b, err := r.snapshot.Marshal()
-		if err != nil {
+		if buf, err = appendMarshaled(buf, &r.snapshot); err != nil {
 			return nil, 0, err
 		}
-		buf = binary.AppendUvarint(buf, uint64(len(b)))
-		buf = append(buf, b...)
 	}
 	if flags&fCompact != 0 {
 		buf = binary.AppendUvarint(buf, r.compactTo)
@@ -321,3 +316,13 @@ func (d *decoder) bytes() []byte {
 }
 
 func crc32Castagnoli(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// appendMarshaled appends m's encoding to buf, length first.
+func appendMarshaled(buf []byte, m interface{ Marshal() ([]byte, error) }) ([]byte, error) {
+	b, err := m.Marshal()
+	if err != nil {
+		return buf, err
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(b)))
+	return append(buf, b...), nil
+}
