@@ -84,6 +84,22 @@ func (c *client) drop(seq uint64) {
 // numRecords counts the client's records.
 func (c *client) numRecords() int { return len(c.below) + c.ahead.len() }
 
+// anyRecord reports whether f holds for one of the client's records, in no
+// particular order.
+func (c *client) anyRecord(f func(*outcome) bool) bool {
+	for _, rec := range c.below {
+		if f(rec) {
+			return true
+		}
+	}
+	for _, e := range c.ahead.live() {
+		if f(e.rec) {
+			return true
+		}
+	}
+	return false
+}
+
 // sortedRecords appends the client's records to buf in seq order.
 func (c *client) sortedRecords(buf []seqRecord) []seqRecord {
 	start := len(buf)

@@ -89,14 +89,14 @@ func (s *StateMachine) routeCheck(r *wire.Request) *wire.Error {
 	if s.validPath(r.Path) != nil {
 		return nil // the op itself reports the bad path
 	}
-	at, err := s.rangeIndex(r.Path)
-	if err != nil && err.Code == wire.WrongShard {
-		return err
+	at, rerr := s.rangeIndex(r.Path)
+	if rerr != nil && rerr.Code == wire.WrongShard {
+		return rerr
 	}
 	if err := s.pathFrozen(r.Path); err != nil {
 		return err
 	}
-	if err == nil {
+	if rerr == nil {
 		// Until this op ends, checkPath(r.Path) passes and countOp knows
 		// the range: ranges and freezes change only in internal ops.
 		s.routed, s.routedAt = r.Path, at

@@ -254,11 +254,9 @@ func (c *recovery) checkLeaseLists() {
 		}
 	}
 	for _, cl := range c.clients {
-		for _, e := range cl.sortedRecords(nil) {
-			if e.rec.w == pendingWaiter {
-				c.r.fail(fmt.Errorf("client %d has a queued record without a waiter", cl.id))
-				return
-			}
+		if cl.anyRecord(func(rec *outcome) bool { return rec.w == pendingWaiter }) {
+			c.r.fail(fmt.Errorf("client %d has a queued record without a waiter", cl.id))
+			return
 		}
 	}
 }
