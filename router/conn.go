@@ -404,7 +404,7 @@ func (c *conn) routeData(cl *call) {
 		c.mu.Unlock()
 		cl.parked = true
 	}
-	cl.try = routeTry{s: c.s, req: req, deadline: time.Now().Add(c.s.budget(req)), quit: c.quit, done: cl}
+	cl.try = routeTry{s: c.s, req: req, deadline: monoNow() + c.s.budget(req), quit: c.quit, done: cl}
 	cl.try.start()
 }
 

@@ -20,7 +20,7 @@ func (s *Server) route(req *wire.Request, done func(*wire.Response)) {
 
 // routeUntil is route with its own deadline for the retries.
 func (s *Server) routeUntil(req *wire.Request, deadline time.Time, done shard.Answerer) {
-	t := &routeTry{s: s, req: req, deadline: deadline, done: done}
+	t := &routeTry{s: s, req: req, deadline: deadline.Sub(epoch), done: done}
 	t.start()
 }
 
@@ -44,7 +44,7 @@ func (s *Server) budget(req *wire.Request) time.Duration {
 type routeTry struct {
 	s        *Server
 	req      *wire.Request
-	deadline time.Time
+	deadline time.Duration // monoNow when the retries end
 	attempt  int
 	quit     <-chan struct{} // nil: never closed
 	done     shard.Answerer
@@ -54,7 +54,7 @@ func (t *routeTry) start() { t.s.dispatch(t.req, t) }
 
 // Answer takes one attempt's answer.
 func (t *routeTry) Answer(resp *wire.Response) {
-	if !retryable(t.req, resp) || time.Now().After(t.deadline) || giveUpUnavailable(resp, t.attempt) || closed(t.quit) {
+	if !retryable(t.req, resp) || monoNow() > t.deadline || giveUpUnavailable(resp, t.attempt) || closed(t.quit) {
 		t.done.Answer(resp)
 		return
 	}
@@ -66,7 +66,7 @@ func (t *routeTry) Answer(resp *wire.Response) {
 // says it is stale) and makes the next attempt, or gives resp as the answer
 // when the budget or the connection ends first.
 func (t *routeTry) retry(resp *wire.Response) {
-	ctx, cancel := context.WithDeadline(context.Background(), t.deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), epoch.Add(t.deadline))
 	defer cancel()
 	if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && t.s.cache.table() == nil {
 		t.s.cache.refresh(ctx)
