@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,9 @@ import (
 // cluster, and reports what a cycle costs the whole process (client and
 // the three nodes together) in figures that hardly depend on what else the
 // machine runs: CPU time (cpu-µs/cycle), allocations (allocs/op), read and
-// write syscalls (/proc/self/io), and client operations per Raft entry.
+// write syscalls (/proc/self/io), client operations per Raft entry, and
+// goroutine runs and goroutines started (runtime/metrics): each run is a
+// goroutine woken to take over work, the hand-offs a request costs.
 // Throughput and latency are left to the load benchmark (make bench-load).
 func BenchmarkCycleCost(b *testing.B) {
 	for _, shards := range []int{1, 4, 16} {
@@ -71,6 +74,7 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	entries0, ops0 := raftEntries(c)
 	rd0, wr0 := procIO()
 	rb0, rm0, rw0 := shard.RaftTraffic()
+	runs0, started0 := schedCounts()
 	cpu0 := cpuTime()
 	var next atomic.Int64
 	b.ReportAllocs()
@@ -90,11 +94,14 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	wg.Wait()
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
+	runs1, started1 := schedCounts()
 	rd1, wr1 := procIO()
 	rb1, rm1, rw1 := shard.RaftTraffic()
 	entries1, ops1 := raftEntries(c)
 	n := float64(b.N)
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/cycle")
+	b.ReportMetric(float64(runs1-runs0)/n, "goroutine-runs/cycle")
+	b.ReportMetric(float64(started1-started0)/n, "goroutines/cycle")
 	b.ReportMetric(float64(rd1-rd0)/n, "reads/cycle")
 	b.ReportMetric(float64(wr1-wr0)/n, "writes/cycle")
 	b.ReportMetric(float64(rm1-rm0)/n, "raft-msgs/cycle")
@@ -121,6 +128,25 @@ func raftEntries(c *nodetest.Cluster) (entries, ops uint64) {
 		}
 	}
 	return entries, ops
+}
+
+// schedCounts is how many times goroutines went from runnable to running
+// and how many were started, since the process started. The runtime
+// samples the first in one of every gTrackingPeriod (8) transitions of each
+// goroutine into its scheduling-latency histogram; the count is scaled
+// back up, so it estimates all runs.
+func schedCounts() (runs, started uint64) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindFloat64Histogram {
+		for _, c := range s[0].Value.Float64Histogram().Counts {
+			runs += c
+		}
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		started = s[1].Value.Uint64()
+	}
+	return runs * 8, started
 }
 
 // procIO is the process's read and write syscall counts (Linux; 0 elsewhere).

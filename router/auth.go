@@ -16,6 +16,7 @@ import (
 
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -333,12 +334,12 @@ func ReadFloodStats() FloodStats {
 
 // admit is called for every request before it is routed or proposed. It
 // answers a refused request itself and returns nil; otherwise it returns
-// the done func to use (wrapped for watches, which it counts).
-func (c *conn) admit(req *wire.Request, done func(*wire.Response)) func(*wire.Response) {
+// where to answer (wrapped for watches, which it counts).
+func (c *conn) admit(req *wire.Request, done shard.Answerer) shard.Answerer {
 	if req.Op == wire.OpHello {
 		if err := c.authenticate(req); err != nil {
 			c.s.cfg.Security.Audit.Info("auth: handshake refused", "remote", c.nc.RemoteAddr().String(), "err", err)
-			done(errorResponse(req.ID, err))
+			done.Answer(errorResponse(req.ID, err))
 			c.close()
 			return nil
 		}
@@ -352,17 +353,17 @@ func (c *conn) admit(req *wire.Request, done func(*wire.Response)) func(*wire.Re
 	if pol := c.s.policy(); pol != c.sec.pol {
 		if err := c.recheck(pol); err != nil {
 			c.s.cfg.Security.Audit.Info("auth: credentials withdrawn", "remote", c.nc.RemoteAddr().String(), "err", err)
-			done(errorResponse(req.ID, err))
+			done.Answer(errorResponse(req.ID, err))
 			c.close()
 			return nil
 		}
 	}
 	if err := c.authorize(req); err != nil {
-		done(errorResponse(req.ID, err))
+		done.Answer(errorResponse(req.ID, err))
 		return nil
 	}
 	if wait, ok := c.s.takeToken(c.sec.rateKey, req.Op); !ok {
-		done(&wire.Response{ID: req.ID, Code: wire.TooMany, TTL: wait.Milliseconds() + 1,
+		done.Answer(&wire.Response{ID: req.ID, Code: wire.TooMany, TTL: wait.Milliseconds() + 1,
 			Msg: fmt.Sprintf("request rate of %q over %g/s; retry after %v", c.sec.rateKey, c.s.cfg.Security.Rate, wait.Round(time.Millisecond))})
 		return nil
 	}
@@ -572,18 +573,18 @@ func (s *Server) pruneLimiters() {
 
 // admitWatch enforces the per-connection watch limit, counting watches still
 // being set up as well as established ones.
-func (c *conn) admitWatch(req *wire.Request, done func(*wire.Response)) func(*wire.Response) {
+func (c *conn) admitWatch(req *wire.Request, done shard.Answerer) shard.Answerer {
 	max := c.s.cfg.Security.MaxWatches
 	c.mu.Lock()
 	n := len(c.watches)
 	c.mu.Unlock()
 	if n+int(c.sec.pendingWatches.Load()) >= max {
-		done(&wire.Response{ID: req.ID, Code: wire.TooMany,
+		done.Answer(&wire.Response{ID: req.ID, Code: wire.TooMany,
 			Msg: fmt.Sprintf("this connection already has %d watches (limit %d): unwatch some or open another connection", n, max)})
 		return nil
 	}
 	c.sec.pendingWatches.Add(1)
-	return func(r *wire.Response) { c.sec.pendingWatches.Add(-1); done(r) }
+	return shard.AnswerFunc(func(r *wire.Response) { c.sec.pendingWatches.Add(-1); done.Answer(r) })
 }
 
 // AuthorizeAdmin checks that identity may perform an admin action (force

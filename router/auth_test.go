@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -202,7 +203,7 @@ roles: {rw: [{prefix: /x, perms: [read, kv-write]}]}
 	var got []*wire.Response
 	ask := func(c *conn, op wire.Op) wire.Code {
 		got = got[:0]
-		if done := c.admit(&wire.Request{Op: op, Path: "/x/k"}, func(r *wire.Response) { got = append(got, r) }); done != nil {
+		if done := c.admit(&wire.Request{Op: op, Path: "/x/k"}, shard.AnswerFunc(func(r *wire.Response) { got = append(got, r) })); done != nil {
 			return wire.OK
 		}
 		return got[0].Code

@@ -97,25 +97,40 @@ func (c *conn) readLoop() {
 		if !c.pace(r, wire.FrameHeaderSize+len(buf)) {
 			return
 		}
-		req := new(wire.Request)
-		if err := wire.DecodeRequest(buf, req); err != nil {
+		cl := &call{c: c}
+		if err := wire.DecodeRequest(buf, &cl.req); err != nil {
 			c.send(errorResponse(0, err))
 			continue
 		}
-		if !c.hello && req.Op != wire.OpHello {
-			c.send(&wire.Response{ID: req.ID, Code: wire.InvalidArgument, Msg: "the first frame must be a hello"})
+		if !c.hello && cl.req.Op != wire.OpHello {
+			c.send(&wire.Response{ID: cl.req.ID, Code: wire.InvalidArgument, Msg: "the first frame must be a hello"})
 			return
 		}
-		select {
-		case c.sem <- struct{}{}:
-		case <-c.quit:
+		if !c.takeSlot() {
 			return
 		}
-		c.handle(req)
+		c.handle(cl)
 		if small && c.hello && r.Buffered() == 0 {
 			putReader(r, true)
 			r, small = getReader(c.nc, false), false
 		}
+	}
+}
+
+// takeSlot takes one of the connection's in-flight slots, waiting for one
+// while MaxInflight requests are unanswered; false when the connection
+// closed meanwhile. A plain send first: the select locks both channels.
+func (c *conn) takeSlot() bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	case <-c.quit:
+		return false
 	}
 }
 
@@ -236,10 +251,40 @@ func isGrant(req *wire.Request, resp *wire.Response) bool {
 	return (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && resp.Code == wire.OK && resp.Token != 0
 }
 
-func (c *conn) handle(req *wire.Request) {
-	t := c.s.track(req, c.peer)
-	done := func(resp *wire.Response) { t.done(req, resp); c.finish(req, resp) }
-	if done = c.admit(req, done); done == nil {
+// call is one request read from a connection, from its frame to its
+// answer. It carries in one allocation the request and everything its
+// answer needs (metrics and span, the parked-wait and sequence bookkeeping,
+// the routing retries), where closures wrapped around one another used to
+// cost an allocation each.
+type call struct {
+	req    wire.Request
+	c      *conn
+	t      tracked
+	parked bool // registered in c.parked: forget it at the answer
+	acked  bool // carries a router-assigned seq: mark it answered
+	try    routeTry
+}
+
+// Answer implements shard.Answerer: the request's final answer.
+func (cl *call) Answer(resp *wire.Response) {
+	c, req := cl.c, &cl.req
+	if cl.parked {
+		c.mu.Lock()
+		delete(c.parked, clientSeq{req.Client, req.Seq})
+		c.mu.Unlock()
+	}
+	if cl.acked {
+		c.acks.finish(req.Seq)
+	}
+	cl.t.done(req, resp)
+	c.finish(req, resp)
+}
+
+func (c *conn) handle(cl *call) {
+	req := &cl.req
+	cl.t = c.s.track(req, c.peer)
+	to := c.admit(req, cl)
+	if to == nil {
 		return // refused: answered, nothing routed (auth.go)
 	}
 	if !c.peer {
@@ -248,7 +293,7 @@ func (c *conn) handle(req *wire.Request) {
 	if req.Op.Internal() && !(c.peer && req.Shard != 0 && req.Op.PeerInternal()) {
 		// Range-move steps come from the node driving a move, over an
 		// authenticated forwarding connection, for one of our replicas.
-		done(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})
+		to.Answer(&wire.Response{Code: wire.InvalidArgument, Msg: req.Op.String() + " is internal to the server"})
 		return
 	}
 	if c.peer && req.Shard != 0 {
@@ -256,24 +301,24 @@ func (c *conn) handle(req *wire.Request) {
 		// it here, never route or fan it out again.
 		switch req.Op {
 		case wire.OpWatch:
-			c.watch(req, done)
+			c.watch(req, to.Answer)
 		case wire.OpUnwatch:
-			c.unwatch(req, done)
+			c.unwatch(req, to.Answer)
 		default:
-			c.s.execLocal(req, done)
+			c.s.execLocal(req, to)
 		}
 		return
 	}
 	if isRangeAdmin(req.Op) {
-		c.rangeAdmin(req, done)
+		c.rangeAdmin(req, to.Answer)
 		return
 	}
 	switch req.Op {
 	case wire.OpHello:
-		c.helloFrom(req, done)
+		c.helloFrom(req, to.Answer)
 	case wire.OpStatus:
 		b, _ := json.Marshal(c.s.Status())
-		done(&wire.Response{Value: b})
+		to.Answer(&wire.Response{Value: b})
 	case wire.OpRanges:
 		info := c.s.routeInfo()
 		b, _ := msgpack.Marshal(&info)
@@ -281,25 +326,25 @@ func (c *conn) handle(req *wire.Request) {
 		if info.Table != nil {
 			resp.Ranges = info.Table.Ranges
 		}
-		done(resp)
+		to.Answer(resp)
 	case wire.OpWatch:
-		c.watch(req, done)
+		c.watch(req, to.Answer)
 	case wire.OpUnwatch:
-		c.unwatch(req, done)
+		c.unwatch(req, to.Answer)
 	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer:
 		if clusterAdmin(req.Op) {
 			c.auditAdmin(req)
 		}
-		c.s.placementOp(req, done) // nodes.go
+		c.s.placementOp(req, to.Answer) // nodes.go
 	case wire.OpCancel:
-		c.cancel(req, done)
+		c.cancel(req, to.Answer)
 	case wire.OpKeepAlive:
-		c.s.keepAlive(req, done)
+		c.s.keepAlive(req, to.Answer)
 	case wire.OpRevoke:
-		c.assignSeq(req)
-		c.s.broadcast(req, c.ackDone(req, done))
+		c.assignSeq(cl)
+		c.s.broadcast(req, cl.Answer)
 	default:
-		c.routeData(req, done)
+		c.routeData(cl)
 	}
 }
 
@@ -324,53 +369,43 @@ func (c *conn) helloFrom(req *wire.Request, done func(*wire.Response)) {
 }
 
 // assignSeq gives a mutating request without (client, seq) a router-scoped
-// pair, so the router's own retries are deduplicated too.
-func (c *conn) assignSeq(req *wire.Request) {
-	if req.Client != 0 || !req.Op.Mutating() {
-		return
+// pair, so the router's own retries are deduplicated too; the call then
+// marks the seq answered in c.acks when it is answered.
+func (c *conn) assignSeq(cl *call) {
+	req := &cl.req
+	if req.Client == 0 && req.Op.Mutating() {
+		req.Client = c.client
+		req.Seq = c.acks.start()
+		req.AckSeq = c.acks.floor()
 	}
-	req.Client = c.client
-	req.Seq = c.acks.start()
-	req.AckSeq = c.acks.floor()
+	cl.acked = req.Client == c.client
 }
 
-func (c *conn) ackDone(req *wire.Request, done func(*wire.Response)) func(*wire.Response) {
-	if req.Client != c.client {
-		return done
-	}
-	seq := req.Seq
-	return func(r *wire.Response) { c.acks.finish(seq); done(r) }
-}
-
-func (c *conn) routeData(req *wire.Request, done func(*wire.Response)) {
+// routeData routes a lock, election or KV request, the hot path: cl
+// answers every attempt itself, so nothing else is allocated for it.
+func (c *conn) routeData(cl *call) {
+	req := &cl.req
 	req.Shard = 0
 	if req.Op == wire.OpAcquireMulti && req.Path == "" && len(req.Paths) > 0 {
 		req.Path = req.Paths[0] // the first path routes the set
 	}
 	if err := hierarchy.Validate(req.Path, c.s.cfg.Paths); err != nil {
-		done(errorResponse(req.ID, err))
+		cl.Answer(errorResponse(req.ID, err))
 		return
 	}
-	c.assignSeq(req)
-	done = c.ackDone(req, done)
+	c.assignSeq(cl)
 	if (req.Op == wire.OpListLocks || req.Op == wire.OpKVList) && c.s.spansShards(req.Path) {
-		c.s.broadcast(req, done)
+		c.s.broadcast(req, cl.Answer)
 		return
 	}
 	if (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone {
-		k := clientSeq{req.Client, req.Seq}
 		c.mu.Lock()
-		c.parked[k] = parkedWait{path: req.Path, lease: req.Lease}
+		c.parked[clientSeq{req.Client, req.Seq}] = parkedWait{path: req.Path, lease: req.Lease}
 		c.mu.Unlock()
-		inner := done
-		done = func(r *wire.Response) {
-			c.mu.Lock()
-			delete(c.parked, k)
-			c.mu.Unlock()
-			inner(r)
-		}
+		cl.parked = true
 	}
-	c.s.routeFor(c.quit, req, done)
+	cl.try = routeTry{s: c.s, req: req, deadline: monoNow() + c.s.budget(req), quit: c.quit, done: cl}
+	cl.try.start()
 }
 
 // cancel withdraws one of this connection's waits (the client's context

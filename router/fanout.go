@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -38,7 +39,7 @@ func (s *Server) broadcast(req *wire.Request, done func(*wire.Response)) {
 	for _, si := range t.Shards {
 		sub := *req
 		sub.Shard = si.ID
-		s.routeAttempt(&sub, deadline, 0, nil, agg.add)
+		s.routeUntil(&sub, deadline, shard.AnswerFunc(agg.add))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/internal/leasetrace"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -121,7 +122,7 @@ func (s *Server) keepAliveShards(leases []uint64, identity string, done func(*wi
 		if leasetrace.On {
 			add = s.traceSubKeepAlive(sub, add)
 		}
-		s.routeAttempt(sub, deadline, 0, nil, add)
+		s.routeUntil(sub, deadline, shard.AnswerFunc(add))
 	}
 }
 
@@ -139,14 +140,14 @@ func (s *Server) traceSubKeepAlive(sub *wire.Request, done func(*wire.Response))
 // traceKeepAliveAttempt, with the lease trace on, wraps done to log where
 // one attempt of a keepalive sub-request went (this node's replica or
 // another node) and what came back; otherwise it returns done.
-func (s *Server) traceKeepAliveAttempt(req *wire.Request, target string, done func(*wire.Response)) func(*wire.Response) {
+func (s *Server) traceKeepAliveAttempt(req *wire.Request, target string, done shard.Answerer) shard.Answerer {
 	if !leasetrace.On || req.Op != wire.OpKeepAlive {
 		return done
 	}
 	at := time.Now()
-	return func(r *wire.Response) {
+	return shard.AnswerFunc(func(r *wire.Response) {
 		s.log.Info("lease trace: keepalive attempt", "shard", req.Shard, "leases", req.Leases, "target", target,
 			"at", leasetrace.Time(at), "code", r.Code, "detail", r.Msg, "gone", r.Leases)
-		done(r)
-	}
+		done.Answer(r)
+	})
 }

@@ -63,10 +63,10 @@ func SetTracer(t trace.Tracer) {
 }
 
 // tracked is one request under observation, from arrival to answer. It is
-// a value so the answer closure carries it without another allocation.
+// a value so the request's call carries it without another allocation.
 type tracked struct {
 	hooks *Hooks
-	start time.Time
+	start time.Duration // monoNow at arrival
 	span  trace.Span
 }
 
@@ -74,7 +74,7 @@ func (s *Server) track(req *wire.Request, peer bool) tracked {
 	var t tracked
 	if !peer && hookedSrvs.Load() != 0 {
 		if v, ok := hookTable.Load(s); ok {
-			t.hooks, t.start = v.(*Hooks), time.Now()
+			t.hooks, t.start = v.(*Hooks), monoNow()
 		}
 	}
 	// A forwarded request gets a span only when the forwarding router
@@ -107,7 +107,7 @@ func (s *Server) startSpan(tr trace.Tracer, req *wire.Request) trace.Span {
 
 func (t tracked) done(req *wire.Request, resp *wire.Response) {
 	if t.hooks != nil && t.hooks.Request != nil {
-		t.hooks.Request(req.Op, resp.Code, time.Since(t.start))
+		t.hooks.Request(req.Op, resp.Code, monoNow()-t.start)
 	}
 	if t.span != nil {
 		t.span.SetAttributes(attribute.String("warden.code", resp.Code.String()))

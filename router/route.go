@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -14,16 +15,13 @@ import (
 // until the retry budget runs out. Retries are safe: mutating requests
 // carry (client, seq), which the state machine deduplicates.
 func (s *Server) route(req *wire.Request, done func(*wire.Response)) {
-	s.routeAttempt(req, time.Now().Add(s.budget(req)), 0, nil, done)
+	s.routeUntil(req, time.Now().Add(s.budget(req)), shard.AnswerFunc(done))
 }
 
-// routeFor is route on behalf of a client connection: once quit is closed
-// (the connection is gone) no more attempts are made. The client sends the
-// request again through another connection with the same (client, seq); a
-// copy this router kept retrying would only compete with it (a shard keeps
-// one parked copy of a wait and answers the older one Superseded).
-func (s *Server) routeFor(quit <-chan struct{}, req *wire.Request, done func(*wire.Response)) {
-	s.routeAttempt(req, time.Now().Add(s.budget(req)), 0, quit, done)
+// routeUntil is route with its own deadline for the retries.
+func (s *Server) routeUntil(req *wire.Request, deadline time.Time, done shard.Answerer) {
+	t := &routeTry{s: s, req: req, deadline: deadline.Sub(epoch), done: done}
+	t.start()
 }
 
 func (s *Server) budget(req *wire.Request) time.Duration {
@@ -34,26 +32,51 @@ func (s *Server) budget(req *wire.Request) time.Duration {
 	return b
 }
 
-func (s *Server) routeAttempt(req *wire.Request, deadline time.Time, attempt int, quit <-chan struct{}, done func(*wire.Response)) {
-	s.dispatch(req, func(resp *wire.Response) {
-		if !retryable(req, resp) || time.Now().After(deadline) || giveUpUnavailable(resp, attempt) || closed(quit) {
-			done(resp)
-			return
-		}
-		s.cache.learn(resp.Hint)
-		go func() {
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			defer cancel()
-			if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && s.cache.table() == nil {
-				s.cache.refresh(ctx)
-			}
-			if !sleepCtx(ctx, jitter(attempt)) || closed(quit) {
-				done(resp)
-				return
-			}
-			s.routeAttempt(req, deadline, attempt+1, quit, done)
-		}()
-	})
+// routeTry is one routed request's retry state. Every attempt answers to
+// it (one object for all of them, not a closure per attempt), and it
+// either passes the answer on to done or starts the next attempt.
+//
+// A try on behalf of a client connection has quit set: once it is closed
+// (the connection is gone) no more attempts are made. The client sends the
+// request again through another connection with the same (client, seq); a
+// copy this router kept retrying would only compete with it (a shard keeps
+// one parked copy of a wait and answers the older one Superseded).
+type routeTry struct {
+	s        *Server
+	req      *wire.Request
+	deadline time.Duration // monoNow when the retries end
+	attempt  int
+	quit     <-chan struct{} // nil: never closed
+	done     shard.Answerer
+}
+
+func (t *routeTry) start() { t.s.dispatch(t.req, t) }
+
+// Answer takes one attempt's answer.
+func (t *routeTry) Answer(resp *wire.Response) {
+	if !retryable(t.req, resp) || monoNow() > t.deadline || giveUpUnavailable(resp, t.attempt) || closed(t.quit) {
+		t.done.Answer(resp)
+		return
+	}
+	t.s.cache.learn(resp.Hint)
+	go t.retry(resp)
+}
+
+// retry waits out the backoff (refreshing the table first when the answer
+// says it is stale) and makes the next attempt, or gives resp as the answer
+// when the budget or the connection ends first.
+func (t *routeTry) retry(resp *wire.Response) {
+	ctx, cancel := context.WithDeadline(context.Background(), epoch.Add(t.deadline))
+	defer cancel()
+	if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && t.s.cache.table() == nil {
+		t.s.cache.refresh(ctx)
+	}
+	if !sleepCtx(ctx, jitter(t.attempt)) || closed(t.quit) {
+		t.done.Answer(resp)
+		return
+	}
+	t.attempt++
+	t.start()
 }
 
 // closed reports whether quit (nil: never) is closed.
@@ -93,17 +116,17 @@ func jitter(attempt int) time.Duration {
 
 // dispatch makes one attempt: locate the shard, then run the request on the
 // local replica or forward it to the node that leads the shard.
-func (s *Server) dispatch(req *wire.Request, done func(*wire.Response)) {
+func (s *Server) dispatch(req *wire.Request, done shard.Answerer) {
 	shardID := req.Shard
 	if shardID == 0 {
 		t := s.cache.table()
 		if t == nil {
-			done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "range table not loaded yet"})
+			done.Answer(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "range table not loaded yet"})
 			return
 		}
 		r, err := t.Locate(req.Path)
 		if err != nil {
-			done(errorResponse(req.ID, err))
+			done.Answer(errorResponse(req.ID, err))
 			return
 		}
 		shardID = r.Shard
@@ -112,14 +135,14 @@ func (s *Server) dispatch(req *wire.Request, done func(*wire.Response)) {
 	s.dispatchTo(shardID, req, done)
 }
 
-func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.Response)) {
+func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done shard.Answerer) {
 	h := s.cfg.Host
 	if h != nil {
 		if local, ok := h.Shard(shardID); ok {
 			addr, self := s.cache.leaderAddr(shardID)
 			if self || addr == "" || localReadOK(req) {
 				done = s.traceKeepAliveAttempt(req, "local", done)
-				local.Submit(req, done)
+				local.SubmitTo(req, done)
 				return
 			}
 			done = s.traceKeepAliveAttempt(req, addr, done)
@@ -140,11 +163,11 @@ func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.R
 		addr = s.cache.anyReplicaAddr(shardID)
 	}
 	if addr == "" {
-		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "no known leader for the shard",
+		done.Answer(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "no known leader for the shard",
 			Hint: &wire.Hint{Shard: shardID}})
 		return
 	}
-	s.forward(addr, shardID, req, done)
+	s.forward(addr, shardID, req, done.Answer)
 }
 
 // leaderHinted names the shard leader a request was forwarded to in its
@@ -152,12 +175,12 @@ func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done func(*wire.R
 // routes directly and sent it here on a stale leader view learns the leader
 // from the answer instead of at its next table refresh: without this, every
 // request after a leader change costs a forwarding hop until then.
-func leaderHinted(shardID uint64, leader string, done func(*wire.Response)) func(*wire.Response) {
+func leaderHinted(shardID uint64, leader string, done shard.Answerer) func(*wire.Response) {
 	return func(r *wire.Response) {
 		if r.Hint == nil && !r.Code.Retryable() {
 			r.Hint = &wire.Hint{Shard: shardID, Leader: leader}
 		}
-		done(r)
+		done.Answer(r)
 	}
 }
 
@@ -189,27 +212,27 @@ func (s *Server) forward(addr string, shardID uint64, req *wire.Request, done fu
 // this node knows, or any replica. The far side accepts it only over a
 // peer connection (conn.handle). One attempt: the host's driver retries.
 func (s *Server) forwardInternal(shardID uint64, req *wire.Request, done func(*wire.Response)) {
-	s.dispatchTo(shardID, req, func(r *wire.Response) {
+	s.dispatchTo(shardID, req, shard.AnswerFunc(func(r *wire.Response) {
 		s.cache.learn(r.Hint)
 		done(r)
-	})
+	}))
 }
 
 // execLocal runs a request forwarded by another node on the local replica,
 // without routing it again.
-func (s *Server) execLocal(req *wire.Request, done func(*wire.Response)) {
+func (s *Server) execLocal(req *wire.Request, done shard.Answerer) {
 	h := s.cfg.Host
 	if h == nil {
-		done(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "a standalone router holds no replicas"})
+		done.Answer(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "a standalone router holds no replicas"})
 		return
 	}
 	local, ok := h.Shard(req.Shard)
 	if !ok {
-		done(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "this node has no replica of the shard",
+		done.Answer(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "this node has no replica of the shard",
 			Hint: &wire.Hint{Shard: req.Shard}})
 		return
 	}
-	local.Submit(req, done)
+	local.SubmitTo(req, done)
 }
 
 type fanIn struct {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -90,5 +91,37 @@ func TestSplitKeepAliveAnswers(t *testing.T) {
 	splitKeepAlive(calls, &wire.Response{Code: wire.Unavailable, Msg: "shard 3 has no leader"})
 	if answered[1].Code != wire.Unavailable || answered[2].Code != wire.Unavailable {
 		t.Fatal("a failed fan-out must fail every merged caller")
+	}
+}
+
+// The call's answer undoes the request's bookkeeping on its connection (the
+// parked wait, the in-flight slot, the router-assigned sequence number) and
+// frames the answer under the request's id.
+func TestCallAnswerFinishesTheRequest(t *testing.T) {
+	c := &conn{s: &Server{}, sem: make(chan struct{}, 1), wake: make(chan struct{}, 1), client: 77,
+		parked: map[clientSeq]parkedWait{}}
+	cl := &call{c: c, req: wire.Request{ID: 5, Op: wire.OpAcquire, Path: "/a/b", Wait: wire.WaitForever}}
+	c.assignSeq(cl)
+	if !cl.acked || cl.req.Client != 77 || cl.req.Seq != 1 {
+		t.Fatalf("assignSeq: acked %v, (client, seq) = (%d, %d); want a router-assigned (77, 1)", cl.acked, cl.req.Client, cl.req.Seq)
+	}
+	c.parked[clientSeq{77, 1}] = parkedWait{path: "/a/b"}
+	cl.parked = true
+	c.sem <- struct{}{}
+	cl.Answer(&wire.Response{Code: wire.OK, Token: 3})
+	if len(c.parked) != 0 || len(c.sem) != 0 || c.acks.floor() != 2 {
+		t.Errorf("after the answer: %d parked, %d slots taken, ack floor %d; want 0, 0, 2", len(c.parked), len(c.sem), c.acks.floor())
+	}
+	var got wire.Response
+	if len(c.out) < wire.FrameHeaderSize || wire.DecodeResponse(c.out[wire.FrameHeaderSize:], &got) != nil || got.ID != 5 || got.Token != 3 {
+		t.Errorf("framed answer %+v, want id 5 with token 3", got)
+	}
+}
+
+// A call is made for every request read: within 512 bytes the allocator
+// serves it without a per-object header, the cheaper path.
+func TestCallFitsHeaderlessAllocation(t *testing.T) {
+	if n := unsafe.Sizeof(call{}); n > 512 {
+		t.Errorf("call is %d bytes, want at most 512", n)
 	}
 }

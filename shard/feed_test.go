@@ -97,7 +97,7 @@ func TestParkedFirstAnswerWins(t *testing.T) {
 	ps := newParkedSet()
 	var answers []*wire.Response
 	k := clientSeq{1, 2}
-	ps.add(k, &parkedReq{id: 7, done: func(r *wire.Response) { answers = append(answers, r) }})
+	ps.add(k, &parkedReq{id: 7, to: AnswerFunc(func(r *wire.Response) { answers = append(answers, r) })})
 	if !ps.deliver(k, &wire.Response{Code: wire.OK, Token: 5}) {
 		t.Fatal("first delivery must find the parked request")
 	}
@@ -113,8 +113,8 @@ func TestParkedRetryReplacesOlderCopy(t *testing.T) {
 	ps := newParkedSet()
 	var old, cur []*wire.Response
 	k := clientSeq{1, 2}
-	ps.add(k, &parkedReq{id: 1, done: func(r *wire.Response) { old = append(old, r) }})
-	ps.add(k, &parkedReq{id: 2, done: func(r *wire.Response) { cur = append(cur, r) }})
+	ps.add(k, &parkedReq{id: 1, to: AnswerFunc(func(r *wire.Response) { old = append(old, r) })})
+	ps.add(k, &parkedReq{id: 2, to: AnswerFunc(func(r *wire.Response) { cur = append(cur, r) })})
 	ps.deliver(k, &wire.Response{Code: wire.OK, Token: 9})
 	if len(old) != 1 || old[0].Code != wire.Superseded || len(cur) != 1 || cur[0].Token != 9 {
 		t.Fatalf("old=%+v cur=%+v", old, cur)

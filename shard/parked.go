@@ -16,10 +16,23 @@ import (
 type clientSeq struct{ client, seq uint64 }
 
 type parkedReq struct {
+	s     *Shard
+	key   clientSeq
 	id    uint64
 	wait  int64
-	done  func(*wire.Response)
+	to    Answerer
 	timer *time.Timer
+}
+
+// Answer takes the proposal's own result: "queued" starts the wait (a
+// hand-off or the wait's end answers it later); anything else answers
+// whichever copy of the request is parked under its key now.
+func (p *parkedReq) Answer(resp *wire.Response) {
+	if resp.Code == wire.Queued {
+		p.s.parked.queued(p.key, func() { p.s.cancelWait(p.key) })
+		return
+	}
+	p.s.parked.deliver(p.key, resp)
 }
 
 type parkedSet struct {
@@ -40,7 +53,7 @@ func (ps *parkedSet) add(k clientSeq, p *parkedReq) {
 		if old.timer != nil {
 			old.timer.Stop()
 		}
-		defer old.done(&wire.Response{ID: old.id, Code: wire.Superseded, Msg: "superseded by a newer copy of the same request"})
+		defer old.to.Answer(&wire.Response{ID: old.id, Code: wire.Superseded, Msg: "superseded by a newer copy of the same request"})
 	}
 	ps.m[k] = p
 	ps.mu.Unlock()
@@ -62,7 +75,7 @@ func (ps *parkedSet) deliver(k clientSeq, resp *wire.Response) bool {
 		return false
 	}
 	resp.ID = p.id
-	p.done(resp)
+	p.to.Answer(resp)
 	return true
 }
 
@@ -93,6 +106,6 @@ func (ps *parkedSet) drain(code wire.Code, msg string) {
 		if p.timer != nil {
 			p.timer.Stop()
 		}
-		p.done(&wire.Response{ID: p.id, Code: code, Msg: msg})
+		p.to.Answer(&wire.Response{ID: p.id, Code: code, Msg: msg})
 	}
 }

@@ -32,8 +32,16 @@ import (
 
 type proposal struct {
 	req  *wire.Request
-	done func(*wire.Response)
+	to   Answerer
 	span trace.Span // non-nil only for a traced request (trace.go)
+}
+
+// answer ends the proposal's span, if it has one, and answers it.
+func (p proposal) answer(resp *wire.Response) {
+	if p.span != nil {
+		endSpan(p.span, resp)
+	}
+	p.to.Answer(resp)
 }
 
 // size estimates what a proposal adds to an entry (MaxBatchBytes).
@@ -76,7 +84,6 @@ type proposer struct {
 	seen     int64     // anchor: a replicated time (applied, or stamped by this proposer)
 	seenAt   time.Time // when it was that time (monotonic)
 	in       chan proposal
-	inflight chan *inflight
 	session  *client.Session
 	stop     chan struct{}
 	maxOps   int
@@ -84,6 +91,7 @@ type proposer struct {
 	slots    chan struct{} // the node's entry slots (Host.slots; nil: no bound)
 	linger   *time.Timer
 	hold     queueHold // acquires that can only queue, waiting for the next operation
+	awaiters awaiters  // run's pool of goroutines waiting for entries' results
 
 	pending atomic.Int64  // entries proposed and not yet answered (metrics; the batcher's yield hint)
 	failed  atomic.Uint64 // entries that did not complete (dropped, timed out, rejected, ...)
@@ -95,7 +103,7 @@ func newProposer(s *Shard) *proposer {
 	return &proposer{
 		s:        s,
 		in:       make(chan proposal, s.cfg.QueueDepth),
-		inflight: make(chan *inflight, s.cfg.MaxInflight),
+		awaiters: awaiters{work: make(chan *inflight), max: max(1, s.cfg.MaxInflight)},
 		session:  s.nh.GetNoOPSession(s.id),
 		stop:     make(chan struct{}),
 		maxOps:   s.cfg.MaxBatchOps,
@@ -105,38 +113,36 @@ func newProposer(s *Shard) *proposer {
 	}
 }
 
-// submit queues req; done is called exactly once with its answer.
-func (p *proposer) submit(req *wire.Request, done func(*wire.Response)) {
-	var span trace.Span
+// submit queues req; to is answered exactly once.
+func (p *proposer) submit(req *wire.Request, to Answerer) {
+	pr := proposal{req: req, to: to}
 	if req.Trace != "" {
-		if span = p.s.traceSpan("apply", req); span != nil {
-			done = endSpan(span, done)
-		}
+		pr.span = p.s.traceSpan("apply", req)
+	}
+	// A plain send first: the select below locks both channels, and the
+	// queue is rarely full.
+	select {
+	case p.in <- pr:
+		return
+	default:
 	}
 	select {
-	case p.in <- proposal{req: req, done: done, span: span}:
+	case p.in <- pr:
 	case <-p.stop:
-		done(&wire.Response{ID: req.ID, Code: wire.Closed, Msg: "shard is stopping"})
+		pr.answer(&wire.Response{ID: req.ID, Code: wire.Closed, Msg: "shard is stopping"})
 	}
 }
 
 func (p *proposer) run() {
-	defer close(p.inflight)
+	defer p.awaiters.close()
 	var (
 		buf   []byte
 		batch []proposal
 		reqs  []*wire.Request
 	)
 	for {
-		expired := false
-		select {
-		case first := <-p.in:
-			batch = append(p.hold.take(batch[:0]), first)
-		case <-p.hold.expiry():
-			p.hold.expired()
-			batch, expired = p.hold.take(batch[:0]), true
-		case <-p.stop:
-			p.failCode(p.hold.take(batch[:0]), wire.Closed, "shard is stopping")
+		var expired, ok bool
+		if batch, expired, ok = p.open(batch[:0]); !ok {
 			return
 		}
 		size := 0
@@ -197,16 +203,41 @@ func (p *proposer) run() {
 		f.rs, f.err = p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
 		p.entries.Add(1)
 		p.ops.Add(uint64(len(batch)))
-		select {
-		case p.inflight <- f:
-		case <-p.stop:
-			if f.rs != nil {
+		if !p.hand(f) {
+			if f.err != nil {
+				p.fail(f.props, f.err)
+			} else {
 				f.rs.Release()
+				p.failCode(f.props, wire.Ambiguous, "shard stopped while the proposal was in flight")
 			}
-			p.failCode(f.props, wire.Closed, "shard is stopping")
 			f.free()
 			return
 		}
+	}
+}
+
+// open starts the next entry's batch: the held operations and the next one
+// to arrive, or the held ones alone once their hold expired (expired).
+// ok is false when the proposer is stopping (what was held is answered).
+// Nothing held, a plain receive is tried first: the select locks every
+// channel it waits on, and under load an operation is usually waiting.
+func (p *proposer) open(batch []proposal) (_ []proposal, expired, ok bool) {
+	if len(p.hold.held) == 0 {
+		select {
+		case first := <-p.in:
+			return append(batch, first), false, true
+		default:
+		}
+	}
+	select {
+	case first := <-p.in:
+		return append(p.hold.take(batch), first), false, true
+	case <-p.hold.expiry():
+		p.hold.expired()
+		return p.hold.take(batch), true, true
+	case <-p.stop:
+		p.failCode(p.hold.take(batch), wire.Closed, "shard is stopping")
+		return batch, false, false
 	}
 }
 
@@ -251,53 +282,68 @@ func (p *proposer) takeSlot(batch []proposal, size *int) ([]proposal, chan struc
 	}
 }
 
-// complete answers each batch as soon as its own result is known. Results
-// of committed entries arrive in log order anyway, but a dropped or
-// timed-out proposal does not: an entry proposed just before this replica
-// lost touch with the leader (a new leader's term marker, an entry forwarded
-// to a leader that then died) only resolves at ProposalTimeout, and waiting
-// for it in order would hold every later answer, even ones already
-// dropped at once ("no leader") or committed by the next leader, for that
-// long. At most MaxInflight batches are waited on at a time.
-func (p *proposer) complete() {
-	var wg sync.WaitGroup
-	work := make(chan *inflight)
-	workers, limit := 0, max(1, p.s.cfg.MaxInflight)
-	defer func() { close(work); wg.Wait() }()
-	for f := range p.inflight {
-		if f.err != nil {
-			p.failed.Add(1)
-			p.pending.Add(-1)
-			p.fail(f.props, f.err)
-			f.free()
-			continue
-		}
-		// An idle waiter takes it; otherwise a new one starts, up to
-		// MaxInflight: a goroutine per entry cost an allocation each.
-		select {
-		case work <- f:
-			continue
-		default:
-		}
-		if workers < limit {
-			workers++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+// Each entry is answered as soon as its own result is known, by a goroutine
+// that waits for that entry alone. Results of committed entries arrive in
+// log order anyway, but a dropped or timed-out proposal does not: an entry
+// proposed just before this replica lost touch with the leader (a new
+// leader's term marker, an entry forwarded to a leader that then died) only
+// resolves at ProposalTimeout, and waiting for it in order would hold every
+// later answer, even ones already dropped at once ("no leader") or
+// committed by the next leader, for that long. The proposer hands each entry
+// straight to an idle awaiter (a goroutine per entry cost an allocation
+// each; a goroutine in between, one more hand-off per entry). At most
+// MaxInflight entries are waited on at a time: with every awaiter busy the
+// proposer waits for one, which bounds the entries in flight.
+type awaiters struct {
+	work chan *inflight // unbuffered: a send finds an idle awaiter
+	n    int            // awaiters started (the proposer's goroutine only)
+	max  int
+	wg   sync.WaitGroup
+}
+
+// close ends the awaiters once they have answered what they hold.
+func (a *awaiters) close() {
+	close(a.work)
+	a.wg.Wait()
+}
+
+// hand gives f to an idle awaiter, or to a new one while fewer than max
+// run, or else waits for one; false when the proposer stops first.
+func (p *proposer) hand(f *inflight) bool {
+	a := &p.awaiters
+	select {
+	case a.work <- f:
+		return true
+	default:
+	}
+	if a.n < a.max {
+		a.n++
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			p.await(f)
+			for f := range a.work {
 				p.await(f)
-				for f := range work {
-					p.await(f)
-				}
-			}()
-			continue
-		}
-		work <- f
+			}
+		}()
+		return true
+	}
+	select {
+	case a.work <- f:
+		return true
+	case <-p.stop:
+		return false
 	}
 }
 
 func (p *proposer) await(f *inflight) {
 	defer p.pending.Add(-1)
 	defer f.free()
+	if f.err != nil {
+		p.failed.Add(1)
+		p.fail(f.props, f.err)
+		return
+	}
 	var res dragonboat.RequestResult
 	select {
 	case res = <-f.rs.ResultC():
@@ -330,7 +376,7 @@ func (p *proposer) finish(props []proposal, res dragonboat.RequestResult) {
 		}
 		for i := range props {
 			resps[i].ID = props[i].req.ID
-			props[i].done(&resps[i])
+			props[i].answer(&resps[i])
 		}
 	case res.Timeout():
 		p.failCode(props, wire.Ambiguous, "proposal timed out; it may have been applied")
@@ -345,13 +391,13 @@ func (p *proposer) finish(props []proposal, res dragonboat.RequestResult) {
 
 func (p *proposer) fail(props []proposal, err error) {
 	for _, pr := range props {
-		pr.done(ErrorResponse(pr.req.ID, err, false))
+		pr.answer(ErrorResponse(pr.req.ID, err, false))
 	}
 }
 
 func (p *proposer) failCode(props []proposal, code wire.Code, msg string) {
 	for _, pr := range props {
-		pr.done(&wire.Response{ID: pr.req.ID, Code: code, Msg: msg})
+		pr.answer(&wire.Response{ID: pr.req.ID, Code: code, Msg: msg})
 	}
 }
 

@@ -19,7 +19,7 @@ func slotProposer(slots int, linger time.Duration) *proposer {
 }
 
 func op(id uint64) proposal {
-	return proposal{req: &wire.Request{ID: id, Op: wire.OpNoop}, done: func(*wire.Response) {}}
+	return proposal{req: &wire.Request{ID: id, Op: wire.OpNoop}, to: AnswerFunc(func(*wire.Response) {})}
 }
 
 // A free slot is taken at once and the batch goes as it is: an idle node

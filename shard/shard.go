@@ -151,9 +151,8 @@ func (s *Shard) nodeSlots() chan struct{} {
 func (s *Shard) start(nh *dragonboat.NodeHost) {
 	s.nh = nh
 	s.proposer = newProposer(s)
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.proposer.run() }()
-	go func() { defer s.wg.Done(); s.proposer.complete() }()
 }
 
 func (s *Shard) stop() {
@@ -241,25 +240,31 @@ func (s *Shard) notLeader(id uint64) *wire.Response {
 // Submit executes one request on this shard and calls done exactly once with
 // its answer (possibly much later, for a blocking acquire).
 func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
+	s.SubmitTo(req, AnswerFunc(done))
+}
+
+// SubmitTo is Submit answering to: a caller with an object per request
+// passes it rather than a closure.
+func (s *Shard) SubmitTo(req *wire.Request, to Answerer) {
 	if s.restoring.Load() && !req.Op.Internal() {
-		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "the shard is being restored from a backup: retry shortly"})
+		to.Answer(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "the shard is being restored from a backup: retry shortly"})
 		return
 	}
 	switch {
 	case req.Op == wire.OpKeepAlive:
-		s.lessor.keepAlive(req, done)
+		s.lessor.keepAlive(req, to.Answer)
 	case req.Op == wire.OpExportRange:
-		s.exportRange(req, done)
+		s.exportRange(req, to.Answer)
 	case req.Op == wire.OpLeaderTransfer:
-		s.transferLocal(req, done) // transfer.go
+		s.transferLocal(req, to.Answer) // transfer.go
 	case isRead(req.Op):
-		s.read(req, done)
+		s.read(req, to.Answer)
 	case req.Op == wire.OpCancel:
-		s.cancel(req.Client, req.Seq, wire.Cancelled, func(r *wire.Response) { r.ID = req.ID; done(r) })
+		s.cancel(req.Client, req.Seq, wire.Cancelled, func(r *wire.Response) { r.ID = req.ID; to.Answer(r) })
 	case req.Op.Mutating():
-		s.propose(req, done)
+		s.propose(req, to)
 	default:
-		done(&wire.Response{ID: req.ID, Code: wire.UnknownOp, Msg: "unknown operation " + req.Op.String()})
+		to.Answer(&wire.Response{ID: req.ID, Code: wire.UnknownOp, Msg: "unknown operation " + req.Op.String()})
 	}
 }
 
@@ -271,18 +276,18 @@ func isRead(op wire.Op) bool {
 	return false
 }
 
-func (s *Shard) propose(req *wire.Request, done func(*wire.Response)) {
+func (s *Shard) propose(req *wire.Request, to Answerer) {
 	if s.worthPrecheck(req) {
 		go func() {
 			if resp := s.precheck(req); resp != nil {
-				done(resp)
+				to.Answer(resp)
 				return
 			}
-			s.proposeChecked(req, done)
+			s.proposeChecked(req, to)
 		}()
 		return
 	}
-	s.proposeChecked(req, done)
+	s.proposeChecked(req, to)
 }
 
 // worthPrecheck: an acquire on the leader of a shard whose replica has come
@@ -318,25 +323,19 @@ var prechecked atomic.Int64
 // limit before proposing them.
 func PrecheckRefusals() int64 { return prechecked.Load() }
 
-func (s *Shard) proposeChecked(req *wire.Request, done func(*wire.Response)) {
+func (s *Shard) proposeChecked(req *wire.Request, to Answerer) {
 	blocking := (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone
 	if !blocking {
-		s.proposer.submit(req, done)
+		s.proposer.submit(req, to)
 		return
 	}
 	if req.Client == 0 {
-		done(&wire.Response{ID: req.ID, Code: wire.InvalidArgument, Msg: "a waiting acquire needs a client id and sequence number"})
+		to.Answer(&wire.Response{ID: req.ID, Code: wire.InvalidArgument, Msg: "a waiting acquire needs a client id and sequence number"})
 		return
 	}
-	key := clientSeq{req.Client, req.Seq}
-	s.parked.add(key, &parkedReq{id: req.ID, wait: req.Wait, done: done})
-	s.proposer.submit(req, func(resp *wire.Response) {
-		if resp.Code == wire.Queued {
-			s.parked.queued(key, func() { s.cancelWait(key) })
-			return
-		}
-		s.parked.deliver(key, resp)
-	})
+	p := &parkedReq{s: s, key: clientSeq{req.Client, req.Seq}, id: req.ID, wait: req.Wait, to: to}
+	s.parked.add(p.key, p)
+	s.proposer.submit(req, p) // parkedReq.Answer
 }
 
 // cancelWait withdraws a queued request whose wait ran out. If a grant won
@@ -353,7 +352,7 @@ func (s *Shard) cancelWait(key clientSeq) {
 func (s *Shard) cancel(client, seq uint64, code wire.Code, done func(*wire.Response)) {
 	key := clientSeq{client, seq}
 	req := &wire.Request{Op: wire.OpCancel, Client: client, Seq: seq}
-	s.proposer.submit(req, func(resp *wire.Response) {
+	s.proposer.submit(req, AnswerFunc(func(resp *wire.Response) {
 		switch {
 		case resp.Code == wire.OK && resp.Token != 0:
 			s.parked.deliver(key, &wire.Response{Code: wire.OK, Token: resp.Token, Lease: resp.Lease,
@@ -370,12 +369,12 @@ func (s *Shard) cancel(client, seq uint64, code wire.Code, done func(*wire.Respo
 		if done != nil {
 			done(resp)
 		}
-	})
+	}))
 }
 
 func (s *Shard) read(req *wire.Request, done func(*wire.Response)) {
 	if span := s.traceSpan("read", req); span != nil {
-		done = endSpan(span, done)
+		done = spanDone(span, done)
 	}
 	go func() {
 		var (

@@ -48,17 +48,22 @@ func (s *Shard) traceSpan(kind string, req *wire.Request) trace.Span {
 	return span
 }
 
-// endSpan closes span with resp's outcome and then calls done.
-func endSpan(span trace.Span, done func(*wire.Response)) func(*wire.Response) {
+// endSpan closes span with resp's outcome.
+func endSpan(span trace.Span, resp *wire.Response) {
+	span.SetAttributes(attribute.String("warden.code", resp.Code.String()))
+	if resp.Token != 0 {
+		span.SetAttributes(attribute.Int64("warden.token", int64(resp.Token)))
+	}
+	if resp.Code != wire.OK && resp.Code != wire.Queued {
+		span.SetStatus(codes.Error, resp.Msg)
+	}
+	span.End()
+}
+
+// spanDone closes span with the answer's outcome and then calls done.
+func spanDone(span trace.Span, done func(*wire.Response)) func(*wire.Response) {
 	return func(resp *wire.Response) {
-		span.SetAttributes(attribute.String("warden.code", resp.Code.String()))
-		if resp.Token != 0 {
-			span.SetAttributes(attribute.Int64("warden.token", int64(resp.Token)))
-		}
-		if resp.Code != wire.OK && resp.Code != wire.Queued {
-			span.SetStatus(codes.Error, resp.Msg)
-		}
-		span.End()
+		endSpan(span, resp)
 		done(resp)
 	}
 }

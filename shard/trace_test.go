@@ -34,7 +34,7 @@ func TestUntracedRequestCostsNothing(t *testing.T) {
 	if span == nil {
 		t.Fatal("no span for a traced request with tracing on")
 	}
-	endSpan(span, func(*wire.Response) {})(&wire.Response{Token: 5})
+	endSpan(span, &wire.Response{Token: 5})
 	got := rec.Ended()
 	if len(got) != 1 || got[0].Parent().SpanID().String() != "00f067aa0ba902b7" || got[0].Name() != "shard.apply acquire" {
 		t.Fatalf("spans = %v, want one shard.apply acquire child of 00f067aa0ba902b7", got)
