@@ -91,7 +91,7 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 			}
 			return nil, joinLast(lastErr, err)
 		}
-		id, cl, err := cn.send(lctx, req, nil)
+		id, cl, err := cn.send(lctx, req, nil, 0)
 		if err != nil {
 			lastErr = err
 			continue // the connection broke before the request was queued
@@ -189,7 +189,7 @@ func (c *Client) abandon(cn *conn, id uint64, cl *call, req *wire.Request, undo 
 	defer cancel()
 	var cancelDone chan result
 	_, cc, err := cn.send(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
-		Client: req.Client, Seq: req.Seq}, nil)
+		Client: req.Client, Seq: req.Seq}, nil, 0)
 	if err == nil {
 		cancelDone = cc.done
 	}

@@ -96,3 +96,46 @@ func TestCallReturnsToPoolOnlyWhenBothLetGo(t *testing.T) {
 		})
 	}
 }
+
+// A request unanswered within the request timeout fails that attempt and is
+// sent again; its late answer is delivered to no one. The connection's one
+// timeout timer must re-arm after every expiry: here each request's first
+// attempt is never answered in time, so a request waits for the timer at
+// least once, and one that missed it would wait for the test's context.
+func TestRequestTimeoutRetriesAndDropsLateAnswers(t *testing.T) {
+	var seen sync.Map // path -> attempts so far
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		n, _ := seen.LoadOrStore(req.Path, new(atomic.Int64))
+		resp := wire.Response{Value: []byte(req.Path)}
+		if n.(*atomic.Int64).Add(1) == 1 {
+			go func() {
+				time.Sleep(60 * time.Millisecond) // long past the request timeout
+				fc.answer(req, resp)
+			}()
+			return
+		}
+		fc.answer(req, resp)
+	})
+	c := newTestClient(t, []string{srv.addr()}, WithPoolSize(1), WithRequestTimeout(20*time.Millisecond),
+		WithBackoff(time.Millisecond, 2*time.Millisecond))
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10 && ctx.Err() == nil; i++ {
+				path := fmt.Sprintf("/late/w%d-%d", w, i)
+				resp, err := c.Do(ctx, &wire.Request{Op: wire.OpKVGet, Path: path})
+				if err != nil {
+					t.Errorf("%s: %v", path, err)
+					return
+				}
+				if string(resp.Value) != path {
+					t.Errorf("%s: got the answer to %s", path, resp.Value)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

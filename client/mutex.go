@@ -60,13 +60,15 @@ func randomOwner() string {
 }
 
 func (h *hold) enter(ctx context.Context, try bool) error {
+	// A free gate is taken without a two-way select, which would lock
+	// ctx's Done channel too.
+	select {
+	case h.gate <- struct{}{}:
+		return nil
+	default:
+	}
 	if try {
-		select {
-		case h.gate <- struct{}{}:
-			return nil
-		default:
-			return wire.Errorf(wire.Conflict, "%s is held by this process", h.path)
-		}
+		return wire.Errorf(wire.Conflict, "%s is held by this process", h.path)
 	}
 	select {
 	case h.gate <- struct{}{}:
