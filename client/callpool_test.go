@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -134,6 +135,32 @@ func TestRequestTimeoutRetriesAndDropsLateAnswers(t *testing.T) {
 				if string(resp.Value) != path {
 					t.Errorf("%s: got the answer to %s", path, resp.Value)
 				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Calls of different timeouts pending on one connection each time out,
+// the later one after the connection's timer fired for the earlier one: the
+// timer re-arms for the earliest deadline left, with no other request to
+// arm it.
+func TestEveryPendingCallTimesOut(t *testing.T) {
+	srv := newFakeServer(t, func(*fakeConn, *wire.Request) {}) // never answers
+	c := newTestClient(t, []string{srv.addr()}, WithPoolSize(1))
+	ctx := testContext(t)
+	cn, err := c.pool.pick(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, timeout := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, sent, err := cn.roundTrip(ctx, &wire.Request{Op: wire.OpKVGet, Path: "/never"}, timeout)
+			if !sent || !errors.Is(err, errAttemptTimeout) {
+				t.Errorf("timeout %v: sent %v, err %v; want the attempt timed out", timeout, sent, err)
 			}
 		}()
 	}
