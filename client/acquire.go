@@ -253,7 +253,8 @@ func (c *Client) release(ctx context.Context, path string, token, lease uint64, 
 	req := &wire.Request{Op: wire.OpRelease, Path: path, Token: token, Lease: lease, Owner: owner,
 		Client: c.id, Seq: c.seqs.begin()}
 	defer c.seqs.end(req.Seq)
-	_, err := c.call(ctx, req, c.cfg.requestTimeout)
+	resp, err := c.call(ctx, req, c.cfg.requestTimeout)
+	recycle(resp)
 	return err
 }
 

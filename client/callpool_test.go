@@ -166,3 +166,60 @@ func TestEveryPendingCallTimesOut(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Answers read inside the client (a Mutex's grant, a release) go back to a
+// pool: none may be reused while its content is still to be read. Each
+// grant here carries a token made from its request's path and Seq, so a
+// Mutex that read a recycled answer would see another request's token.
+func TestRecycledAnswersKeepTheirTokens(t *testing.T) {
+	tokenOf := func(req *wire.Request) uint64 {
+		var w, i uint64
+		fmt.Sscanf(req.Path, "/r/w%d-%d", &w, &i)
+		return w<<48 | i<<32 | req.Seq
+	}
+	var mu sync.Mutex
+	issued := map[string]uint64{} // path -> last token granted
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		resp := wire.Response{}
+		if req.Op == wire.OpAcquire {
+			resp.Token = tokenOf(req)
+			mu.Lock()
+			issued[req.Path] = resp.Token
+			mu.Unlock()
+		}
+		fc.answer(req, resp)
+	})
+	c := newTestClient(t, []string{srv.addr()}, WithPoolSize(2))
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := c.NewSession(ctx, WithTTL(5*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close(ctx)
+			for i := 0; i < 100 && ctx.Err() == nil; i++ {
+				path := fmt.Sprintf("/r/w%d-%d", w, i%4)
+				m := NewMutex(s, path)
+				if err := m.Lock(ctx); err != nil {
+					t.Errorf("%s: %v", path, err)
+					return
+				}
+				mu.Lock()
+				want := issued[path]
+				mu.Unlock()
+				if got := m.Token(); got != want {
+					t.Errorf("%s: token %x, the server granted %x", path, got, want)
+				}
+				if err := m.Unlock(ctx); err != nil {
+					t.Errorf("%s: unlock: %v", path, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -93,6 +93,21 @@ type result struct {
 	err  error
 }
 
+// Answers are pooled for the callers inside the client that read what they
+// need from one and drop it (a Mutex's grant and its release): an answer
+// (375 bytes) was the client's one allocation per request. An answer that
+// leaves the client (Do, watches, the typed API's results) is never
+// recycled, nor one whose waiter gave up.
+var responses = sync.Pool{New: func() any { return new(wire.Response) }}
+
+// recycle gives back an answer no one references any more.
+func recycle(resp *wire.Response) {
+	if resp != nil {
+		*resp = wire.Response{} // keep nothing it pointed to alive in the pool
+		responses.Put(resp)
+	}
+}
+
 const sendQueueLen = 512
 
 // dial connects to addr and performs the handshake.
@@ -375,7 +390,7 @@ func (cn *conn) readLoop(br *bufio.Reader) {
 			return
 		}
 		buf = body
-		resp := new(wire.Response)
+		resp := responses.Get().(*wire.Response)
 		if err := wire.DecodeResponse(body, resp); err != nil {
 			cn.fail(err)
 			return

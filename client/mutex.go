@@ -114,6 +114,7 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	h.token, h.count, h.grant = resp.Token, 1, resp.Signed
 	h.ctx, h.cancel, h.ended = nil, nil, nil // made by context() when asked for
 	h.mu.Unlock()
+	recycle(resp)
 	if h.mode == wire.Shared {
 		h.leave()
 	}
