@@ -91,7 +91,7 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 			}
 			return nil, joinLast(lastErr, err)
 		}
-		id, cl, err := cn.send(lctx, req, nil)
+		id, cl, err := cn.send(lctx, req, nil, 0)
 		if err != nil {
 			lastErr = err
 			continue // the connection broke before the request was queued
@@ -189,7 +189,7 @@ func (c *Client) abandon(cn *conn, id uint64, cl *call, req *wire.Request, undo 
 	defer cancel()
 	var cancelDone chan result
 	_, cc, err := cn.send(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
-		Client: req.Client, Seq: req.Seq}, nil)
+		Client: req.Client, Seq: req.Seq}, nil, 0)
 	if err == nil {
 		cancelDone = cc.done
 	}
@@ -253,7 +253,8 @@ func (c *Client) release(ctx context.Context, path string, token, lease uint64, 
 	req := &wire.Request{Op: wire.OpRelease, Path: path, Token: token, Lease: lease, Owner: owner,
 		Client: c.id, Seq: c.seqs.begin()}
 	defer c.seqs.end(req.Seq)
-	_, err := c.call(ctx, req, c.cfg.requestTimeout)
+	resp, err := c.call(ctx, req, c.cfg.requestTimeout)
+	recycle(resp)
 	return err
 }
 

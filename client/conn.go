@@ -35,14 +35,23 @@ type conn struct {
 	pending map[uint64]*call
 	streams map[uint64]*stream
 	wg      sync.WaitGroup
+
+	// Request timeouts: one timer per connection, armed for the earliest
+	// deadline of a pending call (a timer per request, reset, added to the
+	// timer heap while its caller waited and stopped again, was a tenth of
+	// a load generator's CPU). Deadlines count from epoch; guarded by mu.
+	epoch    time.Time
+	timeouts *time.Timer
+	armed    time.Duration // deadline the timer fires at; 0: not armed
 }
 
 // call is one outstanding request on a conn: the request as sent (the
 // writer encodes it from here, so sending copies it into a pooled call
 // instead of a new allocation) and where its answer goes.
 type call struct {
-	req  wire.Request
-	done chan result // receives exactly one result
+	req      wire.Request
+	done     chan result   // receives exactly one result
+	deadline time.Duration // when it times out, after its conn's epoch; 0: never
 	// refs counts who still uses the call: its waiter, until it has
 	// received the result (release), and the writer, until it has encoded
 	// req (written). A connection that fails resolves calls the writer may
@@ -84,6 +93,21 @@ type result struct {
 	err  error
 }
 
+// Answers are pooled for the callers inside the client that read what they
+// need from one and drop it (a Mutex's grant and its release): an answer
+// (375 bytes) was the client's one allocation per request. An answer that
+// leaves the client (Do, watches, the typed API's results) is never
+// recycled, nor one whose waiter gave up.
+var responses = sync.Pool{New: func() any { return new(wire.Response) }}
+
+// recycle gives back an answer no one references any more.
+func recycle(resp *wire.Response) {
+	if resp != nil {
+		*resp = wire.Response{} // keep nothing it pointed to alive in the pool
+		responses.Put(resp)
+	}
+}
+
 const sendQueueLen = 512
 
 // dial connects to addr and performs the handshake.
@@ -119,7 +143,10 @@ func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed
 		pending:  make(map[uint64]*call),
 		streams:  make(map[uint64]*stream),
 		onClosed: onClosed,
+		epoch:    time.Now(),
 	}
+	cn.timeouts = time.AfterFunc(time.Hour, cn.expire)
+	cn.timeouts.Stop()
 	br := bufio.NewReaderSize(nc, 64<<10)
 	if err := cn.hello(ctx, br, client); err != nil {
 		nc.Close()
@@ -165,13 +192,18 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 
 // send registers a call (and, for a watch, its stream under the same id) and
 // queues the request. The caller must later receive from call.done or forget
-// the id.
-func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64, *call, error) {
+// the id. A call not answered within timeout (0: no limit) receives
+// errAttemptTimeout.
+func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream, timeout time.Duration) (uint64, *call, error) {
 	cl := newCall(req)
 	r := &cl.req
 	r.ID = cn.nextID.Add(1)
 	cn.cfg.leaseKeys.stamp(r)
 	id := r.ID // r belongs to the writer once queued
+	cl.deadline = 0
+	if timeout > 0 {
+		cl.deadline = time.Since(cn.epoch) + timeout
+	}
 	cn.mu.Lock()
 	if cn.err != nil {
 		cn.mu.Unlock()
@@ -182,6 +214,9 @@ func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64
 	cn.pending[id] = cl
 	if st != nil {
 		cn.streams[id] = st
+	}
+	if cl.deadline != 0 && (cn.armed == 0 || cl.deadline < cn.armed) {
+		cn.arm(cl.deadline)
 	}
 	cn.mu.Unlock()
 	// Nearly always the queue has room: a plain send is a fraction of a
@@ -206,15 +241,9 @@ func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream) (uint64
 // roundTrip sends req and waits for its answer, at most timeout (0: no limit
 // besides ctx). sent reports whether the request may have reached the server.
 func (cn *conn) roundTrip(ctx context.Context, req *wire.Request, timeout time.Duration) (resp *wire.Response, sent bool, err error) {
-	id, cl, err := cn.send(ctx, req, nil)
+	id, cl, err := cn.send(ctx, req, nil, timeout)
 	if err != nil {
 		return nil, false, err
-	}
-	var expired <-chan time.Time
-	if timeout > 0 {
-		t := getTimer(timeout)
-		defer putTimer(t)
-		expired = t.C
 	}
 	select {
 	case res := <-cl.done:
@@ -223,30 +252,45 @@ func (cn *conn) roundTrip(ctx context.Context, req *wire.Request, timeout time.D
 	case <-ctx.Done():
 		cn.forget(id)
 		return nil, true, ctx.Err()
-	case <-expired:
-		cn.forget(id)
-		return nil, true, errAttemptTimeout
 	}
 }
 
 var errAttemptTimeout = errors.New("client: no answer within the request timeout")
 
-// Request timers are pooled: one per request was two allocations on the
-// hot path. Since Go 1.23 a stopped timer delivers nothing stale after
-// Reset, so reuse is safe.
-var timers sync.Pool
-
-func getTimer(d time.Duration) *time.Timer {
-	if t, _ := timers.Get().(*time.Timer); t != nil {
-		t.Reset(d)
-		return t
-	}
-	return time.NewTimer(d)
+// arm sets the timeout timer to fire at deadline. The caller holds mu.
+func (cn *conn) arm(deadline time.Duration) {
+	cn.armed = deadline
+	cn.timeouts.Reset(deadline - time.Since(cn.epoch))
 }
 
-func putTimer(t *time.Timer) {
-	t.Stop()
-	timers.Put(t)
+// expire answers every pending call whose deadline has passed with
+// errAttemptTimeout and arms the timer for the earliest deadline left. It
+// scans the pending calls, a few hundred at most, about once per timeout
+// period: calls answered in time leave nothing to undo.
+func (cn *conn) expire() {
+	now := time.Since(cn.epoch)
+	var expired []*call
+	cn.mu.Lock()
+	cn.armed = 0
+	var next time.Duration
+	for id, cl := range cn.pending {
+		switch {
+		case cl.deadline == 0:
+		case cl.deadline <= now:
+			delete(cn.pending, id)
+			delete(cn.streams, id)
+			expired = append(expired, cl)
+		case next == 0 || cl.deadline < next:
+			next = cl.deadline
+		}
+	}
+	if next != 0 && cn.err == nil {
+		cn.arm(next)
+	}
+	cn.mu.Unlock()
+	for _, cl := range expired {
+		cl.done <- result{err: errAttemptTimeout}
+	}
 }
 
 // forget drops a pending call (and stream) whose answer nobody waits for.
@@ -268,6 +312,12 @@ func (cn *conn) writeLoop() {
 	defer cn.wg.Done()
 	bw := bufio.NewWriterSize(cn.nc, 64<<10)
 	var buf []byte
+	// A write may take the request timeout. Moving the deadline re-arms a
+	// runtime timer, so it is moved once per eighth of the timeout instead
+	// of per flush, set that much further out: every write still gets at
+	// least the full timeout, at most an eighth more.
+	writeGrace := cn.cfg.requestTimeout + cn.cfg.requestTimeout/8
+	var moveDeadline time.Time
 	for {
 		var cl *call
 		select {
@@ -305,7 +355,10 @@ func (cn *conn) writeLoop() {
 				}
 			}
 		}
-		cn.nc.SetWriteDeadline(time.Now().Add(cn.cfg.requestTimeout))
+		if now := time.Now(); now.After(moveDeadline) {
+			cn.nc.SetWriteDeadline(now.Add(writeGrace))
+			moveDeadline = now.Add(writeGrace - cn.cfg.requestTimeout)
+		}
 		if err := bw.Flush(); err != nil {
 			cn.fail(err)
 			return
@@ -337,7 +390,7 @@ func (cn *conn) readLoop(br *bufio.Reader) {
 			return
 		}
 		buf = body
-		resp := new(wire.Response)
+		resp := responses.Get().(*wire.Response)
 		if err := wire.DecodeResponse(body, resp); err != nil {
 			cn.fail(err)
 			return
@@ -410,6 +463,7 @@ func (cn *conn) fail(cause error) {
 	cn.err = fmt.Errorf("%w: %s: %w", ErrConnLost, cn.addr, cause)
 	pending, streams := cn.pending, cn.streams
 	cn.pending, cn.streams = map[uint64]*call{}, map[uint64]*stream{}
+	cn.timeouts.Stop()
 	cn.mu.Unlock()
 	close(cn.closed)
 	cn.nc.Close()

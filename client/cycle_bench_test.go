@@ -1,17 +1,15 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/wardenlock/warden/wire"
+	"github.com/wardenlock/warden/internal/grantserver"
 )
 
 // BenchmarkMutexCycle runs Lock+Unlock cycles of 256 goroutines, each with
@@ -21,9 +19,9 @@ import (
 // machine's load: process CPU per cycle (the trivial server included, the
 // same in every run), allocations and write syscalls per cycle.
 func BenchmarkMutexCycle(b *testing.B) {
-	srv := newGrantServer(b)
+	srv := grantserver.Start(b)
 	ctx := context.Background()
-	c, err := New(ctx, []string{srv.addr()}, WithPoolSize(2), WithRequestTimeout(10*time.Second),
+	c, err := New(ctx, []string{srv.Addr()}, WithPoolSize(2), WithRequestTimeout(10*time.Second),
 		WithoutDirectRouting())
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +41,7 @@ func BenchmarkMutexCycle(b *testing.B) {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	r0 := srv.reads.Load()
+	r0 := srv.Reads.Load()
 	cpu0 := processCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -68,94 +66,11 @@ func BenchmarkMutexCycle(b *testing.B) {
 	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/n, "cpu-µs/cycle")
-	b.ReportMetric(float64(srv.reads.Load()-r0)/n, "client-writes/cycle") // one server read per client write, about
+	b.ReportMetric(float64(srv.Reads.Load()-r0)/n, "client-writes/cycle") // one server read per client write, about
 }
 
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// grantServer answers every request OK at once (an acquire with a token),
-// batching its answers into one write per read, like the router.
-type grantServer struct {
-	ln     net.Listener
-	wg     sync.WaitGroup
-	reads  atomic.Int64 // reads that returned request bytes
-	writes atomic.Int64
-	token  atomic.Uint64
-}
-
-func newGrantServer(b *testing.B) *grantServer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := &grantServer{ln: ln}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		var conns []net.Conn
-		defer func() {
-			for _, nc := range conns {
-				nc.Close()
-			}
-		}()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, nc)
-			s.wg.Add(1)
-			go s.serve(nc)
-		}
-	}()
-	b.Cleanup(func() { ln.Close(); s.wg.Wait() })
-	return s
-}
-
-func (s *grantServer) addr() string { return s.ln.Addr().String() }
-
-// countingReader counts the reads that reach the socket.
-type countingReader struct {
-	nc net.Conn
-	n  *atomic.Int64
-}
-
-func (r countingReader) Read(p []byte) (int, error) {
-	r.n.Add(1)
-	return r.nc.Read(p)
-}
-
-func (s *grantServer) serve(nc net.Conn) {
-	defer s.wg.Done()
-	defer nc.Close()
-	br := bufio.NewReaderSize(countingReader{nc, &s.reads}, 64<<10)
-	var in, out []byte
-	var req wire.Request
-	for {
-		var err error
-		in, err = wire.ReadFrame(br, wire.DefaultMaxFrame, in)
-		if err != nil {
-			return
-		}
-		req = wire.Request{}
-		if err := wire.DecodeRequest(in, &req); err != nil {
-			return
-		}
-		resp := wire.Response{ID: req.ID}
-		if req.Op == wire.OpAcquire {
-			resp.Token = s.token.Add(1)
-		}
-		out = wire.AppendResponseFrame(out, &resp)
-		if br.Buffered() == 0 {
-			s.writes.Add(1)
-			if _, err := nc.Write(out); err != nil {
-				return
-			}
-			out = out[:0]
-		}
-	}
 }

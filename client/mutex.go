@@ -60,13 +60,15 @@ func randomOwner() string {
 }
 
 func (h *hold) enter(ctx context.Context, try bool) error {
+	// A free gate is taken without a two-way select, which would lock
+	// ctx's Done channel too.
+	select {
+	case h.gate <- struct{}{}:
+		return nil
+	default:
+	}
 	if try {
-		select {
-		case h.gate <- struct{}{}:
-			return nil
-		default:
-			return wire.Errorf(wire.Conflict, "%s is held by this process", h.path)
-		}
+		return wire.Errorf(wire.Conflict, "%s is held by this process", h.path)
 	}
 	select {
 	case h.gate <- struct{}{}:
@@ -112,6 +114,7 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	h.token, h.count, h.grant = resp.Token, 1, resp.Signed
 	h.ctx, h.cancel, h.ended = nil, nil, nil // made by context() when asked for
 	h.mu.Unlock()
+	recycle(resp)
 	if h.mode == wire.Shared {
 		h.leave()
 	}

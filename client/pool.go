@@ -18,9 +18,12 @@ type pool struct {
 	ctx       context.Context // cancelled by Client.Close
 	wg        sync.WaitGroup  // reconnect loops
 
-	rr      atomic.Uint64
+	rr atomic.Uint64
+	// slots hold the live connections (nil while a slot reconnects). They
+	// are written under mu and read without it: every request picks one,
+	// and the workers of a busy client queued on mu to do so.
+	slots   []atomic.Pointer[conn]
 	mu      sync.Mutex
-	slots   []*conn       // nil while that slot reconnects
 	next    []int         // per slot: index of the next endpoint to try
 	wake    chan struct{} // closed and replaced whenever a slot connects
 	last    error         // the most recent dial failure
@@ -29,7 +32,7 @@ type pool struct {
 
 func newPool(ctx context.Context, cfg *config, endpoints []string, clientID uint64) *pool {
 	p := &pool{cfg: cfg, endpoints: endpoints, clientID: clientID, ctx: ctx,
-		slots: make([]*conn, cfg.poolSize), next: make([]int, cfg.poolSize),
+		slots: make([]atomic.Pointer[conn], cfg.poolSize), next: make([]int, cfg.poolSize),
 		wake: make(chan struct{})}
 	for i := range p.next {
 		p.next[i] = i % len(endpoints)
@@ -84,7 +87,7 @@ func (p *pool) install(i int, cn *conn) {
 		cn.close(ErrClientClosed)
 		return
 	}
-	p.slots[i] = cn
+	p.slots[i].Store(cn)
 	close(p.wake)
 	p.wake = make(chan struct{})
 	p.mu.Unlock()
@@ -97,11 +100,11 @@ func (p *pool) install(i int, cn *conn) {
 // lost empties slot i if it still holds cn and starts reconnecting it.
 func (p *pool) lost(i int, cn *conn) {
 	p.mu.Lock()
-	if p.slots[i] != cn {
+	if p.slots[i].Load() != cn {
 		p.mu.Unlock()
 		return
 	}
-	p.slots[i] = nil
+	p.slots[i].Store(nil)
 	p.mu.Unlock()
 	if !p.isClosing() {
 		p.cfg.logger.Warn("warden: connection lost", "endpoint", cn.addr, "err", cn.err)
@@ -139,14 +142,15 @@ func (p *pool) startReconnect(i int) {
 // there is none.
 func (p *pool) pick(ctx context.Context) (*conn, error) {
 	for {
+		if cn := p.live(""); cn != nil {
+			return cn, nil
+		}
 		p.mu.Lock()
-		n := len(p.slots)
-		start := int(p.rr.Add(1))
-		for k := 0; k < n; k++ {
-			if cn := p.slots[(start+k)%n]; cn != nil && !cn.broken() {
-				p.mu.Unlock()
-				return cn, nil
-			}
+		// A slot connected meanwhile has closed the wake channel read
+		// before: install stores the slot and replaces wake under mu.
+		if cn := p.live(""); cn != nil {
+			p.mu.Unlock()
+			return cn, nil
 		}
 		wake, last := p.wake, p.last
 		p.mu.Unlock()
@@ -168,7 +172,10 @@ func (p *pool) pick(ctx context.Context) (*conn, error) {
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closing = true
-	conns := append([]*conn(nil), p.slots...)
+	conns := make([]*conn, len(p.slots))
+	for i := range p.slots {
+		conns[i] = p.slots[i].Load()
+	}
 	p.mu.Unlock()
 	p.wg.Wait()
 	for _, cn := range conns {
@@ -186,13 +193,15 @@ func (p *pool) isClosing() bool {
 
 // pickOther returns a live pooled connection to an endpoint other than addr,
 // or nil when every live connection goes to addr.
-func (p *pool) pickOther(addr string) *conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (p *pool) pickOther(addr string) *conn { return p.live(addr) }
+
+// live returns a live connection, round robin, to an endpoint other than
+// avoid (any endpoint when avoid is empty), or nil when there is none.
+func (p *pool) live(avoid string) *conn {
 	n := len(p.slots)
 	start := int(p.rr.Add(1))
 	for k := 0; k < n; k++ {
-		if cn := p.slots[(start+k)%n]; cn != nil && !cn.broken() && cn.addr != addr {
+		if cn := p.slots[(start+k)%n].Load(); cn != nil && !cn.broken() && (avoid == "" || cn.addr != avoid) {
 			return cn
 		}
 	}

@@ -21,13 +21,33 @@ type directRouter struct {
 	table atomic.Pointer[wire.RouteTable]
 
 	refreshing atomic.Bool
-	mu         sync.Mutex
-	conns      map[string]*conn
-	dialing    map[string]bool
+	// conns maps leader addresses to direct connections. Every routed
+	// request reads it; it changes only when a connection is made or lost,
+	// so it is copied on write (under mu) and read without a lock.
+	conns   atomic.Pointer[map[string]*conn]
+	mu      sync.Mutex
+	dialing map[string]bool
 }
 
 func newDirectRouter(c *Client) *directRouter {
-	return &directRouter{c: c, conns: map[string]*conn{}, dialing: map[string]bool{}}
+	r := &directRouter{c: c, dialing: map[string]bool{}}
+	r.conns.Store(&map[string]*conn{})
+	return r
+}
+
+// setConn replaces addr's connection (nil: removes it). The caller holds mu.
+func (r *directRouter) setConn(addr string, cn *conn) {
+	old := *r.conns.Load()
+	m := make(map[string]*conn, len(old)+1)
+	for a, c := range old {
+		m[a] = c
+	}
+	if cn == nil {
+		delete(m, addr)
+	} else {
+		m[addr] = cn
+	}
+	r.conns.Store(&m)
 }
 
 // run refreshes the table periodically until the client closes.
@@ -135,9 +155,12 @@ func (r *directRouter) pick(ctx context.Context, req *wire.Request) (*conn, erro
 // conn returns a live direct connection to addr, starting a dial in the
 // background when there is none (the caller uses the pool meanwhile).
 func (r *directRouter) conn(addr string) *conn {
+	if cn := (*r.conns.Load())[addr]; cn != nil && !cn.broken() {
+		return cn
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cn := r.conns[addr]; cn != nil && !cn.broken() {
+	if cn := (*r.conns.Load())[addr]; cn != nil && !cn.broken() {
 		return cn
 	}
 	if !r.dialing[addr] && r.c.ctx.Err() == nil {
@@ -152,8 +175,8 @@ func (r *directRouter) dial(addr string) {
 	defer cancel()
 	cn, err := dial(ctx, addr, &r.c.cfg, r.c.id, func(cn *conn) {
 		r.mu.Lock()
-		if r.conns[addr] == cn {
-			delete(r.conns, addr)
+		if (*r.conns.Load())[addr] == cn {
+			r.setConn(addr, nil)
 		}
 		r.mu.Unlock()
 	})
@@ -165,7 +188,7 @@ func (r *directRouter) dial(addr string) {
 			cn.close(ErrClientClosed)
 			return
 		}
-		r.conns[addr] = cn
+		r.setConn(addr, cn)
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -175,8 +198,8 @@ func (r *directRouter) dial(addr string) {
 
 func (r *directRouter) closeAll() {
 	r.mu.Lock()
-	conns := r.conns
-	r.conns = map[string]*conn{}
+	conns := *r.conns.Load()
+	r.conns.Store(&map[string]*conn{})
 	r.mu.Unlock()
 	for _, cn := range conns {
 		cn.close(ErrClientClosed)

@@ -1,19 +1,27 @@
 package client
 
-import "sync"
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
 
 // seqTracker hands out the per-client sequence numbers of mutating requests
 // and computes AckSeq, the floor of the server's dedup window: every Seq
 // below it is finished (answered, or abandoned and never to be retried).
 type seqTracker struct {
 	mu   sync.Mutex
-	next uint64              // next Seq to hand out
-	low  uint64              // smallest unfinished Seq, or next when none
-	open map[uint64]struct{} // unfinished Seqs
+	next uint64   // next Seq to hand out
+	open []uint64 // unfinished Seqs, ascending (begin appends the largest)
+	// low is the smallest unfinished Seq, or next when none: written under
+	// mu, read without it by every request (ack).
+	low atomic.Uint64
 }
 
 func newSeqTracker() *seqTracker {
-	return &seqTracker{next: 1, low: 1, open: make(map[uint64]struct{})}
+	t := &seqTracker{next: 1}
+	t.low.Store(1)
+	return t
 }
 
 // begin reserves a new Seq. Call end(seq) once it will never be sent again.
@@ -22,26 +30,33 @@ func (t *seqTracker) begin() uint64 {
 	defer t.mu.Unlock()
 	s := t.next
 	t.next++
-	t.open[s] = struct{}{}
+	t.open = append(t.open, s)
+	if len(t.open) == 1 {
+		t.low.Store(s)
+	}
 	return s
 }
 
-// end marks seq finished and advances the floor past finished Seqs.
+// end marks seq finished and advances the floor past finished Seqs. The
+// open Seqs are the requests in flight, so the sorted slice stays short: a
+// search and a shift cost less than a map's hashing and the scan for the
+// next open Seq it needed.
 func (t *seqTracker) end(seq uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.open, seq)
-	for t.low < t.next {
-		if _, busy := t.open[t.low]; busy {
-			break
+	i, ok := slices.BinarySearch(t.open, seq)
+	if !ok {
+		return
+	}
+	t.open = slices.Delete(t.open, i, i+1)
+	if i == 0 {
+		if len(t.open) > 0 {
+			t.low.Store(t.open[0])
+		} else {
+			t.low.Store(t.next)
 		}
-		t.low++
 	}
 }
 
 // ack returns the current AckSeq.
-func (t *seqTracker) ack() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.low
-}
+func (t *seqTracker) ack() uint64 { return t.low.Load() }

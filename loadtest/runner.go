@@ -202,8 +202,11 @@ func (e *env) closeClients() {
 }
 
 // opFunc runs one operation for worker w; t0 is when it started (closed
-// loop) or was due (open loop), and latencies are measured from it.
-type opFunc func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64)
+// loop) or was due (open loop), and latencies are measured from it. It
+// returns when it ended if it read the clock then (else the zero time): the
+// closed loop starts the next operation from it instead of reading the
+// clock again.
+type opFunc func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) time.Time
 
 // drive runs op on cfg.Clients workers, closed or open loop, for
 // Warmup+Duration, and fills the result. primary names the op whose latency
@@ -235,12 +238,20 @@ func (e *env) drive(primary string, op opFunc) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A context per worker: its calls wait on their own Done
+			// channel instead of all workers locking one.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
 			rec := r.recorder()
 			rec.worker = w
 			var pace pacer
 			defer rec.Flush()
+			var ended time.Time
 			for i := int64(0); ; i++ {
-				t0 := time.Now()
+				t0 := ended
+				if t0.IsZero() {
+					t0 = time.Now()
+				}
 				if cfg.Rate > 0 {
 					i = next.Add(1) - 1
 					t0 = intendedAt(start, cfg.Rate, i)
@@ -259,7 +270,7 @@ func (e *env) drive(primary string, op opFunc) {
 					// an open-loop latency spent before anything was sent.
 					rec.Observe("start-lag", t0, nil)
 				}
-				op(ctx, w, rec, t0, i)
+				ended = op(ctx, w, rec, t0, i)
 			}
 		}()
 	}

@@ -20,24 +20,28 @@ var scenarios = map[string]func(*env) error{
 	"held":         held,
 }
 
-// cycle acquires path, then releases it, recording "acquire", "release" and
-// "cycle" (acquire due time to release done).
-func cycle(ctx context.Context, cl Client, rec *Recorder, t0 time.Time, path, acquireOp string, hold time.Duration) bool {
-	h, err := cl.Lock(ctx, path)
-	rec.Observe(acquireOp, t0, err)
+// cycle acquires lk's lock, then releases it, recording acquireOp,
+// "release" and "cycle" (acquire due time to release done). It returns when
+// the release ended, which a closed loop takes as its next operation's
+// start: one clock read per lock operation.
+func cycle(ctx context.Context, lk Locker, rec *Recorder, t0 time.Time, acquireOp string, hold time.Duration) time.Time {
+	h, err := lk.Lock(ctx)
+	t1 := time.Now()
+	rec.ObserveAt(acquireOp, t0, t1, err)
 	if err != nil {
-		return false
+		return t1
 	}
 	if hold > 0 {
 		time.Sleep(hold)
+		t1 = time.Now()
 	}
-	t1 := time.Now()
 	err = h.Unlock(ctx)
-	rec.Observe("release", t1, err)
+	t2 := time.Now()
+	rec.ObserveAt("release", t1, t2, err)
 	if err == nil {
-		rec.Observe("cycle", t0, nil)
+		rec.ObserveAt("cycle", t0, t2, nil)
 	}
-	return err == nil
+	return t2
 }
 
 // lockRates adds the committed lock operations per second (acquires plus
@@ -57,16 +61,16 @@ func uncontended(e *env) error {
 	}
 	defer e.closeClients()
 	e.res.Params["paths_per_worker"] = strconv.Itoa(e.cfg.Paths)
-	// Paths are made before the clock starts: formatting one per cycle
-	// was a few per cent of the load generator's CPU.
-	paths := make([][]string, len(cls))
-	for w := range paths {
+	// Paths and their locks are made before the clock starts: formatting
+	// one per cycle was a few per cent of the load generator's CPU.
+	lockers := make([][]Locker, len(cls))
+	for w := range lockers {
 		for k := 0; k < e.cfg.Paths; k++ {
-			paths[w] = append(paths[w], fmt.Sprintf("/%s/u%d-%d/lock", e.cfg.Prefix, w, k))
+			lockers[w] = append(lockers[w], lockerFor(cls[w], fmt.Sprintf("/%s/u%d-%d/lock", e.cfg.Prefix, w, k)))
 		}
 	}
-	e.drive("cycle", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) {
-		cycle(ctx, cls[w], rec, t0, paths[w][i%int64(e.cfg.Paths)], "acquire", 0)
+	e.drive("cycle", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) time.Time {
+		return cycle(ctx, lockers[w][i%int64(e.cfg.Paths)], rec, t0, "acquire", 0)
 	})
 	lockRates(e.res)
 	return nil
@@ -82,12 +86,12 @@ func contended(e *env) error {
 	defer e.closeClients()
 	e.res.Params["hot_locks"] = strconv.Itoa(e.cfg.HotLocks)
 	e.res.Params["hold"] = e.cfg.Hold.String()
-	hot := make([]string, e.cfg.HotLocks)
-	for k := range hot {
-		hot[k] = fmt.Sprintf("/%s/hot/l%d", e.cfg.Prefix, k)
+	lockers := make([]Locker, len(cls))
+	for w := range lockers {
+		lockers[w] = lockerFor(cls[w], fmt.Sprintf("/%s/hot/l%d", e.cfg.Prefix, w%e.cfg.HotLocks))
 	}
-	e.drive("acquire", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) {
-		cycle(ctx, cls[w], rec, t0, hot[w%e.cfg.HotLocks], "acquire", e.cfg.Hold)
+	e.drive("acquire", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) time.Time {
+		return cycle(ctx, lockers[w], rec, t0, "acquire", e.cfg.Hold)
 	})
 	lockRates(e.res)
 	e.res.Metrics["handoffs_per_s"] = round3(e.res.Ops["acquire"].Rate)
@@ -103,14 +107,14 @@ func hierarchical(e *env) error {
 	}
 	defer e.closeClients()
 	e.res.Params["depths"] = strconv.Itoa(e.cfg.Depths)
-	e.drive("cycle", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) {
+	e.drive("cycle", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) time.Time {
 		depth := 1 + int(i%int64(e.cfg.Depths))
 		var b strings.Builder
 		fmt.Fprintf(&b, "/%s/h%d", e.cfg.Prefix, w)
 		for d := 1; d <= depth; d++ {
 			fmt.Fprintf(&b, "/n%d", (i/int64(e.cfg.Depths)+int64(d))%4)
 		}
-		cycle(ctx, cls[w], rec, t0, b.String(), fmt.Sprintf("acquire.depth%d", depth+2), 0)
+		return cycle(ctx, boundPath{cls[w], b.String()}, rec, t0, fmt.Sprintf("acquire.depth%d", depth+2), 0)
 	})
 	var total float64
 	for name, s := range e.res.Ops {
@@ -178,18 +182,19 @@ func elections(e *env) error {
 	}
 	e.res.Params["elections"] = strconv.Itoa(e.cfg.Elections)
 	e.res.Params["hold"] = e.cfg.Hold.String()
-	e.drive("campaign", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) {
+	e.drive("campaign", func(ctx context.Context, w int, rec *Recorder, t0 time.Time, i int64) time.Time {
 		path := fmt.Sprintf("/%s/elect/e%d", e.cfg.Prefix, w%e.cfg.Elections)
 		h, err := cls[w].(Elector).Campaign(ctx, path, fmt.Sprintf("candidate-%d", w))
 		rec.Observe("campaign", t0, err)
 		if err != nil {
-			return
+			return time.Time{}
 		}
 		if e.cfg.Hold > 0 {
 			time.Sleep(e.cfg.Hold)
 		}
 		t1 := time.Now()
 		rec.Observe("resign", t1, h.Unlock(ctx))
+		return time.Time{}
 	})
 	e.res.Metrics["leader_changes_per_s"] = round3(e.res.Ops["campaign"].Rate)
 	return nil

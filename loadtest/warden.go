@@ -240,6 +240,37 @@ func (w *wardenClient) Lock(ctx context.Context, path string) (Held, error) {
 	return h, nil
 }
 
+// Locker prepares one Mutex on path for a worker that locks it over and
+// over.
+func (w *wardenClient) Locker(path string) Locker {
+	return &pathMutex{s: w.s, path: path, m: client.NewMutex(w.s, path)}
+}
+
+// pathMutex is one worker's Mutex on one path, used by that worker alone.
+// A lock or a release that was not confirmed leaves the Mutex possibly
+// held: the next cycle starts from a fresh one, as with cachedMutex.
+type pathMutex struct {
+	s    *client.Session
+	path string
+	m    *client.Mutex
+}
+
+func (p *pathMutex) Lock(ctx context.Context) (Held, error) {
+	if err := p.m.Lock(ctx); err != nil {
+		p.m = client.NewMutex(p.s, p.path)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *pathMutex) Unlock(ctx context.Context) error {
+	err := p.m.Unlock(ctx)
+	if err != nil {
+		p.m = client.NewMutex(p.s, p.path)
+	}
+	return err
+}
+
 func (w *wardenClient) LockAll(ctx context.Context, paths []string) (Held, error) {
 	h := fnv.New32a()
 	h.Write([]byte(paths[0]))

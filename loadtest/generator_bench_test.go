@@ -1,0 +1,37 @@
+package loadtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/internal/grantserver"
+)
+
+// BenchmarkUncontendedGenerator runs the uncontended scenario (256
+// workers, the Warden driver and the real client) for one second against a
+// server that grants everything at once: the load generator's CPU per lock
+// op, the trivial server included (the same in every run), without the
+// replicas' share of the machine moving it.
+func BenchmarkUncontendedGenerator(b *testing.B) {
+	srv := grantserver.Start(b)
+	var ops, perOp float64
+	for i := 0; i < b.N; i++ {
+		d := NewWarden(WardenOptions{Endpoints: []string{srv.Addr()}})
+		res, err := Run(context.Background(), d, Config{Scenario: "uncontended", Clients: 256,
+			Duration: time.Second, Warmup: 200 * time.Millisecond})
+		d.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Errors) > 0 {
+			b.Fatalf("errors: %v", res.Errors)
+		}
+		// As benchload reports it: generator cores (warm-up and measured
+		// time) over lock ops per measured second.
+		perOp += res.Metrics["loadgen_cpu_cores"] / res.Metrics["lock_ops_per_s"] * 1e6
+		ops += res.Metrics["lock_ops_per_s"] * res.ElapsedS
+	}
+	b.ReportMetric(perOp/float64(b.N), "cpu-µs/lock-op")
+	b.ReportMetric(ops/float64(b.N), "lock-ops/run")
+}
