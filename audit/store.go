@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -45,7 +46,10 @@ type Options struct {
 	Queue int
 	// SweepEvery is how often retention runs (default 1 minute).
 	SweepEvery time.Duration
-	Log        *slog.Logger
+	// WriteRate is the bytes per second flushes and compactions may
+	// write (default DefaultWriteRate; see pace.go).
+	WriteRate int
+	Log       *slog.Logger
 }
 
 func (o *Options) fill() {
@@ -60,6 +64,9 @@ func (o *Options) fill() {
 	}
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = time.Minute
+	}
+	if o.WriteRate <= 0 {
+		o.WriteRate = DefaultWriteRate
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -115,6 +122,7 @@ func Open(o Options) (*Store, error) {
 	cache := pebble.NewCache(8 << 20)
 	defer cache.Unref()
 	db, err := pebble.Open(o.Dir, &pebble.Options{
+		FS:    newPacedFS(vfs.Default, o.WriteRate),
 		Cache: cache,
 		// Large memtables (they start at 256 KiB and grow only under
 		// load) and a deeper L0 mean fewer flushes and compactions: the
