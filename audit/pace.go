@@ -11,21 +11,25 @@ import (
 // Pacing. Every replica applies the same log, so every node's memtable
 // fills at the same entry and all three flush at the same instant; a
 // 32 MiB flush then takes about 0.2 s of CPU on each node, run flat out,
-// and with three replicas and the clients on two cores that burst stalled
-// every Raft round for a few hundred milliseconds (session 7, tail7:
-// acquire p99 at half of peak 378 ms in the run that met a flush). The
+// and with three replicas and the clients on two cores that burst delays
+// every Raft round until it is over (session 7, tail7: the slowest
+// acquires of the open-loop runs traced clustered at these flushes). The
 // store's background writes (flushes and compactions, which build and
 // write sstables) are therefore paced to DefaultWriteRate: the same work,
-// spread over a second or two instead of one burst. The log that batches
+// spread over a few seconds instead of one burst. The log that batches
 // are committed to is not paced (commits stay as fast as before).
 
 // DefaultWriteRate is the bytes per second the store's flushes and
-// compactions may write. It is several times what the store takes in at
-// the busiest load measured (about 3 MB/s of events per node at 60k lock
-// ops/s, session 7), so flushes and compactions keep up with room to
-// spare; if they fall behind, pebble stops writes and records are dropped
-// and counted, never apply slowed.
-const DefaultWriteRate = 32 << 20
+// compactions may write. A flush costs about 8 ms of CPU per MB it writes
+// (session 7 profiles), so this bounds that work at about 7 % of a core per
+// node. Tables take about half the bytes the store takes in (events
+// compress about 3x, and a compaction rewrites them about once: 104 MB of
+// tables for 207 MB logged, 6.4M events in 16 shards), and at the
+// busiest load measured a node takes in about 3 MB/s (60k lock ops/s,
+// about 55 bytes per event), so flushes and compactions keep up several
+// times over. If they ever fall behind, pebble stops writes, the queue
+// fills and records are dropped and counted: apply is never slowed.
+const DefaultWriteRate = 8 << 20
 
 // paceBurst is how many bytes a paced writer may write at once.
 const paceBurst = 256 << 10
