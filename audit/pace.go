@@ -56,6 +56,10 @@ func (fs *pacedFS) Create(name string) (vfs.File, error) {
 	return vfs.WithFd(f, &pacedFile{File: f, lim: fs.lim}), nil
 }
 
+// unpace lifts the bound: writes from now on are not paced (a waiting
+// write still sleeps its share, at most paceBurst at the old rate).
+func (fs *pacedFS) unpace() { fs.lim.SetLimit(rate.Inf) }
+
 type pacedFile struct {
 	vfs.File
 	lim *rate.Limiter

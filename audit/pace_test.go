@@ -50,3 +50,18 @@ func TestPacedFileKeepsFd(t *testing.T) {
 		t.Fatalf("%T hides Fd", f)
 	}
 }
+
+// After unpace (the store is closing), table writes no longer wait: at
+// 1 KiB/s these three bursts would otherwise take about eight minutes.
+func TestUnpacedTableWritesDoNotWait(t *testing.T) {
+	fs := newPacedFS(vfs.Default, 1024)
+	fs.unpace()
+	f, err := fs.Create(filepath.Join(t.TempDir(), "000009.sst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 3*paceBurst)); err != nil {
+		t.Fatal(err)
+	}
+}
