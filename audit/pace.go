@@ -25,8 +25,8 @@ import (
 // node. Tables take about half the bytes the store takes in (events
 // compress about 3x, and a compaction rewrites them about once: 104 MB of
 // tables for 207 MB logged, 6.4M events in 16 shards), and at the
-// busiest load measured a node takes in about 3 MB/s (60k lock ops/s,
-// about 55 bytes per event), so flushes and compactions keep up several
+// busiest load measured a node takes in about 4 MB/s (60k lock ops/s,
+// about 64 bytes per event), so flushes and compactions keep up several
 // times over. If they ever fall behind, pebble stops writes, the queue
 // fills and records are dropped and counted: apply is never slowed.
 const DefaultWriteRate = 8 << 20
