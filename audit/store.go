@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -45,7 +46,10 @@ type Options struct {
 	Queue int
 	// SweepEvery is how often retention runs (default 1 minute).
 	SweepEvery time.Duration
-	Log        *slog.Logger
+	// WriteRate is the bytes per second flushes and compactions may
+	// write (default DefaultWriteRate; see pace.go).
+	WriteRate int
+	Log       *slog.Logger
 }
 
 func (o *Options) fill() {
@@ -61,6 +65,9 @@ func (o *Options) fill() {
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = time.Minute
 	}
+	if o.WriteRate <= 0 {
+		o.WriteRate = DefaultWriteRate
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -68,8 +75,9 @@ func (o *Options) fill() {
 
 // Store is one node's audit trail and watch history.
 type Store struct {
-	o  Options
-	db *pebble.DB
+	o    Options
+	db   *pebble.DB
+	pace *pacedFS
 
 	queue chan *entry
 	flush chan chan struct{}
@@ -114,7 +122,9 @@ func Open(o Options) (*Store, error) {
 	o.fill()
 	cache := pebble.NewCache(8 << 20)
 	defer cache.Unref()
+	pace := newPacedFS(vfs.Default, o.WriteRate)
 	db, err := pebble.Open(o.Dir, &pebble.Options{
+		FS:    pace,
 		Cache: cache,
 		// Large memtables (they start at 256 KiB and grow only under
 		// load) and a deeper L0 mean fewer flushes and compactions: the
@@ -128,7 +138,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: open %s: %w", o.Dir, err)
 	}
-	s := &Store{o: o, db: db, queue: make(chan *entry, o.Queue), flush: make(chan chan struct{}),
+	s := &Store{o: o, db: db, pace: pace, queue: make(chan *entry, o.Queue), flush: make(chan chan struct{}),
 		oldest: map[uint64]uint64{}, newest: map[uint64]uint64{}, stopc: make(chan struct{})}
 	if err := s.checkFormat(); err != nil {
 		db.Close()
@@ -191,6 +201,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stopc)
 		s.wg.Wait()
+		// pebble's Close waits for a running flush or compaction: let it
+		// finish at full speed rather than hold a shutdown for seconds.
+		s.pace.unpace()
 		s.closeErr = s.db.Close()
 	})
 	return s.closeErr

@@ -76,7 +76,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 	}
 	if !opts.NoPrealloc {
 		// The first segment is preallocated too; small, so Open stays quick.
-		if w.spare, err = w.fillSpare(min(firstSpare, opts.SegmentSize), nil); err != nil {
+		if w.spare, err = w.fillSpare(min(firstSpare, opts.SegmentSize), nil, false); err != nil {
 			return nil, err
 		}
 	}
