@@ -72,7 +72,7 @@ func (c *Client) pickAvoiding(ctx context.Context, req *wire.Request, avoid stri
 	if avoid == "" {
 		return c.pick(ctx, req)
 	}
-	if cn := c.pool.pickOther(avoid); cn != nil {
+	if cn := c.pool.live(avoid); cn != nil {
 		return cn, nil
 	}
 	if c.direct != nil {

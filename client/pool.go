@@ -191,10 +191,6 @@ func (p *pool) isClosing() bool {
 	return p.closing
 }
 
-// pickOther returns a live pooled connection to an endpoint other than addr,
-// or nil when every live connection goes to addr.
-func (p *pool) pickOther(addr string) *conn { return p.live(addr) }
-
 // live returns a live connection, round robin, to an endpoint other than
 // avoid (any endpoint when avoid is empty), or nil when there is none.
 func (p *pool) live(avoid string) *conn {

@@ -191,28 +191,29 @@ type wardenClient struct {
 
 const cachedMutexes = 64
 
+// cachedMutex is a worker's Mutex on one path, locked over and over. A
+// lock or a release that was not confirmed leaves the Mutex possibly
+// held: the next cycle starts from a fresh one.
 type cachedMutex struct {
-	w    *wardenClient
+	s    *client.Session
 	path string
 	m    *client.Mutex
 }
 
-// Unlock forgets the Mutex when the release was not confirmed: it may
-// still count as held, and the next cycle starts from a fresh one.
+func (h *cachedMutex) Lock(ctx context.Context) (Held, error) {
+	if err := h.m.Lock(ctx); err != nil {
+		h.m = client.NewMutex(h.s, h.path)
+		return nil, err
+	}
+	return h, nil
+}
+
 func (h *cachedMutex) Unlock(ctx context.Context) error {
 	err := h.m.Unlock(ctx)
 	if err != nil {
-		h.w.forget(h)
+		h.m = client.NewMutex(h.s, h.path)
 	}
 	return err
-}
-
-func (w *wardenClient) forget(h *cachedMutex) {
-	w.mu.Lock()
-	if w.mus[h.path] == h {
-		delete(w.mus, h.path)
-	}
-	w.mu.Unlock()
 }
 
 func (w *wardenClient) mutex(path string) *cachedMutex {
@@ -220,7 +221,7 @@ func (w *wardenClient) mutex(path string) *cachedMutex {
 	defer w.mu.Unlock()
 	h := w.mus[path]
 	if h == nil {
-		h = &cachedMutex{w: w, path: path, m: client.NewMutex(w.s, path)}
+		h = &cachedMutex{s: w.s, path: path, m: client.NewMutex(w.s, path)}
 		if w.mus == nil {
 			w.mus = map[string]*cachedMutex{}
 		}
@@ -232,44 +233,12 @@ func (w *wardenClient) mutex(path string) *cachedMutex {
 }
 
 func (w *wardenClient) Lock(ctx context.Context, path string) (Held, error) {
-	h := w.mutex(path)
-	if err := h.m.Lock(ctx); err != nil {
-		w.forget(h)
-		return nil, err
-	}
-	return h, nil
+	return w.mutex(path).Lock(ctx)
 }
 
-// Locker prepares one Mutex on path for a worker that locks it over and
-// over.
-func (w *wardenClient) Locker(path string) Locker {
-	return &pathMutex{s: w.s, path: path, m: client.NewMutex(w.s, path)}
-}
-
-// pathMutex is one worker's Mutex on one path, used by that worker alone.
-// A lock or a release that was not confirmed leaves the Mutex possibly
-// held: the next cycle starts from a fresh one, as with cachedMutex.
-type pathMutex struct {
-	s    *client.Session
-	path string
-	m    *client.Mutex
-}
-
-func (p *pathMutex) Lock(ctx context.Context) (Held, error) {
-	if err := p.m.Lock(ctx); err != nil {
-		p.m = client.NewMutex(p.s, p.path)
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *pathMutex) Unlock(ctx context.Context) error {
-	err := p.m.Unlock(ctx)
-	if err != nil {
-		p.m = client.NewMutex(p.s, p.path)
-	}
-	return err
-}
+// Locker prepares path's Mutex once, for a worker that locks it over and
+// over (PathLocker): no lookup per cycle.
+func (w *wardenClient) Locker(path string) Locker { return w.mutex(path) }
 
 func (w *wardenClient) LockAll(ctx context.Context, paths []string) (Held, error) {
 	h := fnv.New32a()
