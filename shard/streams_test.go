@@ -1,0 +1,88 @@
+package shard
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+)
+
+// With one send stream per peer, a step pass's messages to a peer, of every
+// shard it stepped, leave in one batch: with one node leading five shards,
+// the heartbeats of an idle cluster (one per shard and follower per
+// heartbeat tick, stepped together) travel several shards to a batch. With
+// dragonboat's four streams they were split by shard id, about one shard
+// each.
+func TestOnePeerBatchCarriesSeveralShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three hosts")
+	}
+	if dragonboatStreams != raftStreamsPerPeer {
+		t.Fatalf("dragonboat runs %d streams per peer, want %d", dragonboatStreams, raftStreamsPerPeer)
+	}
+	ports := make([]string, 3)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = ln.Addr().String()
+		ln.Close()
+	}
+	members := map[uint64]string{1: ports[0], 2: ports[1], 3: ports[2]}
+	dir := t.TempDir()
+	hosts := make([]*Host, 3)
+	for i := range hosts {
+		cfg := HostConfig{NodeID: uint64(i + 1), RaftAddr: ports[i], DataDir: fmt.Sprintf("%s/n%d", dir, i+1),
+			Members: members, DataShards: 4, NoLeaderBalance: true, Log: slog.New(slog.DiscardHandler)}
+		var err error
+		for attempt := 0; attempt < 50; attempt++ {
+			if hosts[i], err = NewHost(cfg); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // a just-closed port may linger
+		}
+		if err != nil {
+			t.Fatalf("start host %d: %v", i+1, err)
+		}
+	}
+	defer func() {
+		for _, h := range hosts {
+			h.Close()
+		}
+	}()
+	ids := hosts[0].ShardIDs()
+	if len(ids) < 4 {
+		t.Fatalf("host 1 runs shards %v, want at least 4", ids)
+	}
+	deadline := time.Now().Add(60 * time.Second) // bounds a hang; not a timing goal
+	for {
+		led := 0
+		for _, id := range ids {
+			switch l := hosts[0].Leader(id); {
+			case l == 1:
+				led++
+			case l != 0:
+				hosts[0].TransferLeader(id, 1)
+			}
+		}
+		if led == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host 1 leads %d of %d shards", led, len(ids))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	before := Passes()
+	time.Sleep(2 * time.Second)
+	after := Passes()
+	batches, shards := after.SentBatches-before.SentBatches, after.SentShards-before.SentShards
+	if batches == 0 {
+		t.Fatal("no message batches sent in 2 s")
+	}
+	if per := float64(shards) / float64(batches); per < 2 {
+		t.Fatalf("%d batches carried %d shards' messages (%.2f each); want ≥ 2 with one stream per peer", batches, shards, per)
+	}
+}
