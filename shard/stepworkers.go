@@ -17,9 +17,9 @@ import (
 // 1 to 8 leaders, 8 of 8 rows faster (+2 to +33 %), a fifth less CPU per
 // operation at 8 leaders, half the fdatasyncs; without quotas at 16 shards
 // less CPU per operation in 8 of 8 pairs (median −17 %) and 1.2× the lock
-// ops/s in the median; one shard unchanged (docs/bench/round8-session8.md). Nodes
-// with cores to spare and syncs that take long can still ask for more
-// (--step-workers), so that one shard's sync overlaps another's step.
+// ops/s in the median; one shard unchanged (docs/bench/round8-session8.md).
+// Nodes with cores to spare and syncs that take long can still ask for
+// more (--step-workers), so that one shard's sync overlaps another's step.
 const DefaultStepWorkers = 1
 
 // stepWorkersPin records, in the data dir, the step-worker count the dir
