@@ -1,5 +1,7 @@
 package router
 
+import "github.com/wardenlock/warden/shard"
+
 // Status is what OpStatus answers (as JSON) and the admin API serves.
 type Status struct {
 	Node     uint64 `json:"node,omitempty"`
@@ -11,6 +13,9 @@ type Status struct {
 	Forwarded uint64        `json:"forwarded"`
 	Nodes     []NodeStatus  `json:"nodes,omitempty"`
 	Shards    []ShardStatus `json:"shards,omitempty"`
+	// Passes counts this process's Raft passes and what they carried
+	// (shard.Passes): how much per-round work its shards share.
+	Passes *shard.PassCounts `json:"passes,omitempty"`
 }
 
 // NodeStatus describes one cluster member.
@@ -46,6 +51,8 @@ func (s *Server) Status() Status {
 	info := s.routeInfo()
 	if h := s.cfg.Host; h != nil {
 		st.Node = h.NodeID()
+		p := shard.Passes()
+		st.Passes = &p
 	}
 	t := info.Table
 	if t == nil {

@@ -63,7 +63,7 @@ func resolveLogStore(dataDir, want string) (string, error) {
 // a wal store reports its syncs to stats.
 func logDBFactory(store string, stats *raftwal.Stats) config.LogDBFactory {
 	if store == LogStoreWAL {
-		return raftwal.Factory{Options: raftwal.Options{Stats: stats}}
+		return countingLogDBFactory{raftwal.Factory{Options: raftwal.Options{Stats: stats}}}
 	}
 	return nil
 }

@@ -9,17 +9,18 @@ import (
 // DefaultStepWorkers is how many Raft step workers a new data dir gets
 // when none is asked for. Each worker steps its share of the node's shards
 // in one pass: one log write and one fdatasync per pass, and one message
-// batch per peer, for all of them. One worker therefore batches every shard
-// of the node together, and on nodes whose CPU budget is a fraction of a
-// core that pays: session 6 (docs/scaling.md), 8 shard leaders on 5 and on
-// 3 nodes of 0.25 cores, alternating pairs, +18 % and +19 % ops/s at 14–16 %
-// less server CPU per operation, a quarter fewer fdatasyncs. But a node
-// that is not CPU-bound then waits for one sync at a time for all its
-// shards: 16 leaders on 3 nodes without quotas lost throughput in 4 of 7
-// pairs (p99 up to 0.9 s) on a machine too loaded to settle it. So the
-// default stays 2, and small nodes are told to ask for 1
-// (docs/operations.md).
-const DefaultStepWorkers = 2
+// batch per peer (streams.go), for all of them. One worker therefore
+// batches every shard of the node together. Session 6 kept 2 because
+// nodes that were not CPU-bound lost some pairs at 16 leaders (one sync at
+// a time for all shards); session 8, with one send stream per peer, found
+// one worker ahead on every count and in every row: 3 nodes of 0.25 cores,
+// 1 to 8 leaders, 8 of 8 rows faster (+2 to +33 %), a fifth less CPU per
+// operation at 8 leaders, half the fdatasyncs; without quotas at 16 shards
+// less CPU per operation in 8 of 8 pairs (median −17 %) and 1.2× the lock
+// ops/s in the median; one shard unchanged (docs/bench/round8-session8.md).
+// Nodes with cores to spare and syncs that take long can still ask for
+// more (--step-workers), so that one shard's sync overlaps another's step.
+const DefaultStepWorkers = 1
 
 // stepWorkersPin records, in the data dir, the step-worker count the dir
 // was created with: dragonboat refuses to reopen its Raft data with another

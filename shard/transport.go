@@ -200,6 +200,8 @@ func (t *raftTransport) serve(c net.Conn) {
 			if mb.Unmarshal(body) != nil {
 				return
 			}
+			passes.recvBatches.Add(1)
+			passes.recvMessages.Add(uint64(len(mb.Requests)))
 			t.onBatch(mb) // copies what it keeps: body is reused
 		case frameChunk:
 			var ch pb.Chunk
@@ -439,6 +441,7 @@ func (p *pairConn) send(batch *pb.MessageBatch) error {
 	p.pending = p.pending[:start+frameHeader+n]
 	raftTraffic.batches.Add(1)
 	raftTraffic.messages.Add(uint64(len(batch.Requests)))
+	passes.sentShards.Add(batchShards(batch.Requests))
 	mine := p.gen
 	for p.written < mine {
 		if p.writing {

@@ -124,7 +124,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.LogStore, "log-store", "", "Raft log store of a new data dir: wal (the default: Warden's own log, one write and at most one fdatasync per Raft round, none for a commit-only change) or pebble (dragonboat's LogDB). An existing data dir keeps its store; asking for the other one is an error")
 	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica applies nothing while it saves one, and keeps and replays up to 1.25× this many entries")
 	f.IntVar(&fc.NodeInflight, "node-inflight-entries", 0, "> 0: Raft entries all of the node's shard leaders have in flight together before a new one waits (up to --entry-linger) and gathers more operations (0: no bound)")
-	f.IntVar(&fc.StepWorkers, "step-workers", 0, "Raft step workers per node, fixed when the data dir is created (0: the data dir's, 2 for a new one); each steps its share of the node's shards in one pass with one WAL sync and one message batch per peer: 1 batches every shard together (best on nodes with less than a core), 2 or more let one shard's sync overlap another's")
+	f.IntVar(&fc.StepWorkers, "step-workers", 0, "Raft step workers per node, fixed when the data dir is created (0: the data dir's, 1 for a new one); each steps its share of the node's shards in one pass with one WAL sync and one message batch per peer: 1 batches every shard together, 2 or more let one shard's sync overlap another's")
 	f.StringVar(&fc.EntryLinger, "entry-linger", "10ms", "longest a new entry waits for one of the node's --node-inflight-entries to complete")
 	f.StringVar(&fc.QueueHold, "queue-hold", "2ms", "longest a waiting acquire on a lock that already has waiters is held back to join the next operation's Raft entry (typically the holder's release), one entry per hand-off instead of two (0: never held)")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
@@ -219,7 +219,7 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	}
 	cfg.Shard.NodeInflight = fc.NodeInflight
 	if fc.StepWorkers < 0 || fc.StepWorkers > maxStepWorkers {
-		return cfg, fmt.Errorf("step-workers %d: want 0 (the data dir's, 2 for a new one) to %d", fc.StepWorkers, maxStepWorkers)
+		return cfg, fmt.Errorf("step-workers %d: want 0 (the data dir's, 1 for a new one) to %d", fc.StepWorkers, maxStepWorkers)
 	}
 	cfg.StepWorkers = uint64(fc.StepWorkers)
 	if fc.EntryLinger != "" {

@@ -86,7 +86,7 @@ func TestServeSnapshotEntries(t *testing.T) {
 	}
 }
 
-// --step-workers reaches the node config (0 keeps the default of 2), comes
+// --step-workers reaches the node config (0 keeps the data dir's), comes
 // from a config file too, and a value that means nothing is refused with
 // the flag's name.
 func TestServeStepWorkers(t *testing.T) {

@@ -47,7 +47,7 @@ func main() {
 	flag.StringVar(&nodeArgs, "node-args", "", "more flags for every warden node, space-separated (e.g. --no-audit)")
 	flag.StringVar(&nodeEnv, "node-env", "", "more environment for every warden node, space-separated (e.g. GODEBUG=gctrace=1)")
 	flag.IntVar(&basePort, "port", 27000, "first port of the first cluster (clients; Raft at +100, pprof at +200)")
-	flag.Float64Var(&openRate, "open-rate", 0, "open-loop step rate in cycles/s (0: half of the best closed-loop rate); with --only open, only that step runs")
+	flag.Float64Var(&openRate, "open-rate", 0, "open-loop step rate in cycles/s (0: half of the best closed-loop rate; < 0: no open-loop step); with --only open, only that step runs")
 	flag.DurationVar(&traceFor, "trace", 0, "during the first open-loop run, save Go execution traces this long of every node and of the load generator (in OUT/traces)")
 	flag.BoolVar(&keepLogs, "keep-logs", false, "copy the node logs to OUT/logs before the cluster is removed")
 	flag.DurationVar(&slowOver, "slow-over", 0, "open-loop step: list every operation slower than this in the JSON (\"slow\", times in ms after \"measured\")")
@@ -183,6 +183,8 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 	rate, what := peak/2, "half of peak"
 	if openRate > 0 {
 		rate, what = openRate, "--open-rate"
+	} else if openRate < 0 {
+		rate = 0 // no open-loop step
 	}
 	if rate > 0 {
 		half := loadtest.Step{Label: fmt.Sprintf("shards=%d open-loop rate=%.0f cycles/s (%s)", shards, rate, what),

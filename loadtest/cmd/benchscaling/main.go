@@ -37,6 +37,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/loadtest"
 	"github.com/wardenlock/warden/loadtest/harness"
+	"github.com/wardenlock/warden/shard"
 )
 
 type options struct {
@@ -128,6 +129,9 @@ func run(o options) int {
 				break
 			}
 			fmt.Fprintf(os.Stderr, "benchscaling:   %.0f ops/s, %.1f ops/entry, node CPU %s\n", r.opsPerSec, r.opsPerEntry, r.nodeCPU(o.cpu))
+			if l := passLine(r); l != "" {
+				fmt.Fprintf(os.Stderr, "benchscaling:   %s\n", l)
+			}
 			rows = append(rows, r)
 		}
 		if o.stoppedEarlyErr != nil {
@@ -165,9 +169,11 @@ type row struct {
 	clientCores    float64
 	otherCores     float64 // machine CPU used by neither the nodes nor the load generator
 	walPerOp       float64
-	readsPerOp     float64 // read syscalls of every node per operation
-	writesPerOp    float64 // write syscalls (fsync is not counted)
-	switchesPerOp  float64 // context switches of every node's threads per operation (wake-ups)
+	readsPerOp     float64          // read syscalls of every node per operation
+	writesPerOp    float64          // write syscalls (fsync is not counted)
+	switchesPerOp  float64          // context switches of every node's threads per operation (wake-ups)
+	passes         shard.PassCounts // Raft pass counters over the row, every node
+	ops            uint64           // operations put into entries over the same window
 	errors         int64
 	load           float64 // 1-minute load average at the end of the row
 }
@@ -316,6 +322,7 @@ func measure(ctx context.Context, o options, nodes, leaders, port int) (row, err
 		r.writesPerOp = float64(a.syscw-b.syscw) / float64(ops)
 		r.switchesPerOp = float64(a.switches-b.switches) / float64(ops)
 	}
+	r.passes, r.ops = addPasses(a.passes, b.passes, -1), ops
 	return r, nil
 }
 
@@ -382,14 +389,16 @@ type snapshot struct {
 	cpu          []harness.CPUStat
 	ops, entries map[uint64]uint64 // per data shard, summed over its replicas
 	leader       map[uint64]uint64
-	wal          int64 // bytes in every node's Raft directory
-	syscr, syscw int64 // read and write syscalls of every node (/proc/<pid>/io)
-	switches     int64 // context switches of every node's threads
+	wal          int64            // bytes in every node's Raft directory
+	syscr, syscw int64            // read and write syscalls of every node (/proc/<pid>/io)
+	switches     int64            // context switches of every node's threads
+	passes       shard.PassCounts // every node's Raft pass counters, summed
 }
 
 // nodeStatus is the part of a node's status document (OpStatus) read here.
 type nodeStatus struct {
-	Node   uint64 `json:"node"`
+	Node   uint64            `json:"node"`
+	Passes *shard.PassCounts `json:"passes"`
 	Shards []struct {
 		ID          uint64 `json:"id"`
 		IsLeader    bool   `json:"is_leader"`
@@ -422,6 +431,9 @@ func sample(ctx context.Context, g *harness.Group, per []*client.Client) (snapsh
 		var st nodeStatus
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return s, err
+		}
+		if p := st.Passes; p != nil {
+			s.passes = addPasses(s.passes, *p, 1)
 		}
 		for _, sh := range st.Shards {
 			s.ops[sh.ID] += sh.ProposedOps
@@ -668,6 +680,11 @@ quotas cannot give the nodes CPU the machine does not have).
 			cs = append(cs, fmt.Sprintf("%s %.3f", c.event, c.n))
 		}
 		fmt.Fprintf(&f, "\nperf events per operation, %d nodes, %d leaders (every node, measured time): %s\n", r.nodes, r.leaders, strings.Join(cs, ", "))
+	}
+	for _, r := range rows {
+		if l := passLine(r); l != "" {
+			fmt.Fprintf(&f, "\n%s\n", l)
+		}
 	}
 	f.WriteString(summary(rows))
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
