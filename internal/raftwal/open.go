@@ -37,7 +37,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 	}
 	// A spare left by an earlier run may hold a checkpoint whose rename
 	// did not happen, or a dead segment's records; it is never reused.
-	for _, name := range []string{spareName, recycledName} {
+	for _, name := range []string{spareName, recycledName, newSegName} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
 			return nil, err
 		}
@@ -104,6 +104,9 @@ func Open(dir string, opts Options) (*WAL, error) {
 	ok = true
 	return w, nil
 }
+
+// newSegName is a growing segment's name until its checkpoint is synced.
+const newSegName = "segment.new"
 
 func listSegments(dir string) ([]uint64, error) {
 	des, err := os.ReadDir(dir)
@@ -567,21 +570,33 @@ func (w *WAL) rotate(copyLive bool) error {
 // each write: the format before preallocation, and the fallback when no
 // spare is ready. It asks for a spare that can hold the checkpoint.
 func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
-	path := filepath.Join(w.dir, segName(num))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	// Written under another name and renamed once synced, as a spare is:
+	// a checkpoint cut short under the segment's name would replay in
+	// part, and a replica's copied entries (fEntriesAll) with it.
+	tmp := filepath.Join(w.dir, newSegName)
+	if err := os.Remove(tmp); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.WriteAt(buf, 0); err != nil {
+	fail := func(err error) (*segment, error) {
 		f.Close()
-		os.Remove(path)
+		os.Remove(tmp)
 		return nil, err
 	}
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		return fail(err)
+	}
+	w.step("checkpoint written")
 	if !w.opts.NoSync {
 		if err := w.syncSegment(f); err != nil {
-			f.Close()
-			return nil, err
+			return fail(err)
 		}
+	}
+	if err := os.Rename(tmp, filepath.Join(w.dir, segName(num))); err != nil {
+		return fail(err)
 	}
 	return &segment{num: num, f: f, size: int64(len(buf)), head: int64(len(buf))}, nil
 }
