@@ -37,10 +37,8 @@ func Open(dir string, opts Options) (*WAL, error) {
 	}
 	// A spare left by an earlier run may hold a checkpoint whose rename
 	// did not happen, or a dead segment's records; it is never reused.
-	for _, name := range []string{spareName, recycledName, newSegName} {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
-			return nil, err
-		}
+	if err := removeSpares(dir); err != nil {
+		return nil, err
 	}
 	nums, err := listSegments(dir)
 	if err != nil {
@@ -95,14 +93,33 @@ func Open(dir string, opts Options) (*WAL, error) {
 	w.maybeAskSpare()
 	w.mu.Unlock()
 	if err != nil {
-		if w.spare != nil {
-			w.spare.f.Close()
+		for _, sp := range append(w.extra, w.spare) {
+			if sp != nil {
+				sp.f.Close()
+			}
 		}
 		return nil, err
 	}
 	go w.filler()
 	ok = true
 	return w, nil
+}
+
+// removeSpares deletes the spares (spare.*) and a growing segment whose
+// checkpoint was not synced (newSegName) an earlier run left.
+func removeSpares(dir string) error {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		if n := de.Name(); strings.HasPrefix(n, "spare.") || n == newSegName {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // newSegName is a growing segment's name until its checkpoint is synced.
@@ -669,33 +686,36 @@ func (w *WAL) deleteDeadSegments() error {
 	w.filesMu.Lock()
 	w.segs = w.segs[len(dead):]
 	w.filesMu.Unlock()
-	var reuse *spare
+	// The newest dead segments are the ones kept as spares; all go oldest
+	// first, renamed or deleted.
+	var reuse []*spare
+	drop := func(err error) error {
+		for _, sp := range reuse {
+			sp.f.Close()
+		}
+		return err
+	}
 	for i, s := range dead {
-		if i == len(dead)-1 {
-			var err error
-			if reuse, err = w.recycle(s); err != nil {
-				return err
+		if len(dead)-i <= maxSpares {
+			sp, err := w.recycle(s, len(reuse))
+			if err != nil {
+				return drop(err)
 			}
-			if reuse != nil {
+			if sp != nil {
+				reuse = append(reuse, sp)
 				continue
 			}
 		}
 		s.f.Close()
 		if err := os.Remove(filepath.Join(w.dir, segName(s.num))); err != nil {
-			if reuse != nil {
-				reuse.f.Close()
-			}
-			return err
+			return drop(err)
 		}
 	}
 	if err := w.syncDir(); err != nil {
-		if reuse != nil {
-			reuse.f.Close()
-		}
-		return err
+		return drop(err)
 	}
-	if reuse != nil {
-		w.setSpare(reuse)
+	for _, sp := range reuse {
+		w.addSpare(sp)
 		w.SparesRecycled.Add(1)
 	}
 	return nil

@@ -186,6 +186,7 @@ func (w *WAL) takeSpare(num uint64, buf []byte) (*segment, error) {
 		return nil, nil
 	}
 	w.spare = nil
+	w.nextSpare()
 	fail := func(err error) (*segment, error) {
 		sp.f.Close()
 		os.Remove(sp.path)

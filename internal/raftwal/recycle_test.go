@@ -489,3 +489,44 @@ func TestCrashWhileWritingAGrowingCheckpoint(t *testing.T) {
 		must(t, w.Close())
 	}
 }
+
+// Segments die in bursts (a replica pinning them compacts): up to
+// maxSpares of them are kept as spares, the rest deleted, and the next
+// rotations use the kept ones without filling zeros.
+func TestBurstOfDeadSegmentsKeepsAFewSpares(t *testing.T) {
+	r := newRecycling(t, nil)
+	// Shard 2 holds 7 KB of entries and does not compact: too many to
+	// copy at rotation, so it pins every segment from its first.
+	must(t, r.w.SaveRaftState([]pb.Update{{ShardID: 2, ReplicaID: 1, State: pb.State{Term: 1}, EntriesToSave: bigEnts(1, 10)}}, 1))
+	r.save(200)
+	before, _ := listSegments(r.dir)
+	if len(before) < maxSpares+3 {
+		t.Fatalf("only %d segments pinned", len(before))
+	}
+	recycled := r.w.SparesRecycled.Load()
+	must(t, r.w.RemoveEntriesTo(2, 1, 10))
+	_, err := r.w.CompactEntriesTo(2, 1, 10)
+	must(t, err)
+	after, _ := listSegments(r.dir)
+	spares, _ := filepath.Glob(filepath.Join(r.dir, "spare.*"))
+	if len(after) > 2 || len(spares) > maxSpares || r.w.SparesRecycled.Load()-recycled < maxSpares-1 {
+		t.Fatalf("after the burst: segments %v (before %v), spares %v, %d recycled",
+			after, before, spares, r.w.SparesRecycled.Load()-recycled)
+	}
+	filled, first := r.w.SparesFilled.Load(), r.w.active().num
+	for r.w.active().num < first+maxSpares-1 {
+		r.save(1)
+	}
+	if n := r.w.SparesFilled.Load() - filled; n != 0 {
+		t.Fatalf("%d zero fills with recycled spares in line", n)
+	}
+	r.check(r.w)
+	must(t, r.w.Close())
+	if spares, _ := filepath.Glob(filepath.Join(r.dir, "spare.*")); len(spares) != 0 {
+		t.Fatalf("spares left after Close: %v", spares)
+	}
+	w, err := Open(r.dir, r.opts)
+	must(t, err)
+	r.check(w)
+	must(t, w.Close())
+}

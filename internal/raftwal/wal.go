@@ -95,6 +95,9 @@ type Options struct {
 	// fillInline makes spares at once, in the caller (tests: rotations
 	// onto spares happen at known points).
 	fillInline bool
+	// noRecycle deletes dead segments instead of recycling them (the
+	// session 7 behaviour; benchmarks compare).
+	noRecycle bool
 	// atStep, if set, is called (w.mu held) between the steps of a
 	// rotation and of a recycling, where a crash leaves the files as
 	// they are (tests copy them).
@@ -143,7 +146,8 @@ type WAL struct {
 	segs    []*segment // oldest first; the last is the active one
 	written uint64     // position (see pos) of the end of the active segment
 	buf     []byte
-	spare   *spare // the next segment, zero-filled (see prealloc.go)
+	spare   *spare   // the next segment (zero-filled or recycled, see prealloc.go)
+	extra   []*spare // recycled spares in line behind it (recycle.go)
 
 	// syncMu guards syncing, syncErr and the waits on syncDone; synced
 	// is read without it.
@@ -218,11 +222,13 @@ func (w *WAL) Close() error {
 		}
 	}
 	w.segs = nil
-	if w.spare != nil {
-		w.spare.f.Close()
-		os.Remove(w.spare.path)
-		w.spare = nil
+	for _, sp := range append(w.extra, w.spare) {
+		if sp != nil {
+			sp.f.Close()
+			os.Remove(sp.path)
+		}
 	}
+	w.spare, w.extra = nil, nil
 	return err
 }
 
