@@ -1,6 +1,7 @@
 package raftwal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,8 +36,8 @@ func Open(dir string, opts Options) (*WAL, error) {
 		w.stats = &Stats{}
 	}
 	// A spare left by an earlier run may hold a checkpoint whose rename
-	// did not happen; it is never reused.
-	if err := os.Remove(filepath.Join(dir, spareName)); err != nil && !os.IsNotExist(err) {
+	// did not happen, or a dead segment's records; it is never reused.
+	if err := removeSpares(dir); err != nil {
 		return nil, err
 	}
 	nums, err := listSegments(dir)
@@ -67,7 +68,11 @@ func Open(dir string, opts Options) (*WAL, error) {
 	}()
 	for i, num := range nums {
 		last := i == len(nums)-1
-		if err := w.load(num, last); err != nil {
+		var end int64
+		if !last {
+			end = prevEnd(dir, nums[i+1])
+		}
+		if err := w.load(num, last, end); err != nil {
 			return nil, err
 		}
 	}
@@ -76,7 +81,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 	}
 	if !opts.NoPrealloc {
 		// The first segment is preallocated too; small, so Open stays quick.
-		if w.spare, err = w.fillSpare(min(firstSpare, opts.SegmentSize), nil, false); err != nil {
+		if w.spare, err = w.fillSpare(min(firstSpare, opts.SegmentSize), nil, false, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -85,10 +90,13 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err == nil {
 		err = w.deleteDeadSegments()
 	}
+	w.maybeAskSpare()
 	w.mu.Unlock()
 	if err != nil {
-		if w.spare != nil {
-			w.spare.f.Close()
+		for _, sp := range append(w.extra, w.spare) {
+			if sp != nil {
+				sp.f.Close()
+			}
 		}
 		return nil, err
 	}
@@ -96,6 +104,26 @@ func Open(dir string, opts Options) (*WAL, error) {
 	ok = true
 	return w, nil
 }
+
+// removeSpares deletes the spares (spare.*) and a growing segment whose
+// checkpoint was not synced (newSegName) an earlier run left.
+func removeSpares(dir string) error {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, de := range des {
+		if n := de.Name(); strings.HasPrefix(n, "spare.") || n == newSegName {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// newSegName is a growing segment's name until its checkpoint is synced.
+const newSegName = "segment.new"
 
 func listSegments(dir string) ([]uint64, error) {
 	des, err := os.ReadDir(dir)
@@ -118,9 +146,35 @@ func listSegments(dir string) ([]uint64, error) {
 	return nums, nil
 }
 
-// load replays one segment. Only the newest may end in a torn write; it
-// is cut back to its last whole record.
-func (w *WAL) load(num uint64, last bool) error {
+// prevEnd reads, from segment num's header, where the records of segment
+// num-1 end (0 if it does not say, or the header is unreadable: then the
+// segment is a rotation that crashed, and load removes it).
+func prevEnd(dir string, num uint64) int64 {
+	f, err := os.Open(filepath.Join(dir, segName(num)))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b := make([]byte, 64)
+	n, _ := f.ReadAt(b, 0)
+	b = b[:n]
+	h, end, problem := checkRecord(b, headerSizeV1)
+	if problem != "" || h.typ != recSegment {
+		return 0
+	}
+	sh, err := parseSegmentPayload(b[headerSizeV1:end])
+	if err != nil || sh.num != num {
+		return 0
+	}
+	return sh.prevEnd
+}
+
+// load replays one segment. end, when known (from the next segment's
+// header), is exactly where its records end: they are all whole, and what
+// follows is not read. Otherwise the records end as replay finds (see
+// replayMode), and only the newest segment may end in a torn write; it is
+// cut back to its last whole record.
+func (w *WAL) load(num uint64, last bool, end int64) error {
 	path := filepath.Join(w.dir, segName(num))
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -129,6 +183,13 @@ func (w *WAL) load(num uint64, last bool) error {
 	mode := replayOlder
 	if last {
 		mode = replayNewest
+	}
+	if end > 0 {
+		if end > int64(len(data)) {
+			return fmt.Errorf("raftwal: %s: %w: %d bytes, the next segment says its records end at %d",
+				path, errCorrupt, len(data), end)
+		}
+		data, mode = data[:end], replayWrite
 	}
 	good, err := w.replay(data, num, 0, mode)
 	if err != nil {
@@ -142,7 +203,7 @@ func (w *WAL) load(num uint64, last bool) error {
 	if err != nil {
 		return err
 	}
-	if good < len(data) {
+	if last && good < len(data) {
 		if err := f.Truncate(int64(good)); err != nil {
 			f.Close()
 			return err
@@ -160,73 +221,130 @@ func (w *WAL) load(num uint64, last bool) error {
 type replayMode int
 
 const (
-	// replayWrite: records just written; any damage is an error.
+	// replayWrite: whole records (just written, or a segment whose end
+	// the next one records); any damage is an error.
 	replayWrite replayMode = iota
 	// replayOlder: a segment before the newest; zeros after its last
-	// record (preallocated space) end it.
+	// record (preallocated space) end it, and in format 2 also stale
+	// bytes (see endOfLog).
 	replayOlder
 	// replayNewest: the newest segment; a torn write at its end also
-	// ends it (see torn).
+	// ends it (format 1: see torn; format 2: see endOfLog).
 	replayNewest
 )
 
 // replay applies the whole records in data, which sits at offset base of
 // segment seg, and returns how many bytes were good. Any damage that mode
-// does not allow is an error.
+// does not allow is an error. A segment's first record (its header, framed
+// as in format 1) says how the rest is framed; data that does not start
+// the segment is format 2 (only this build's writes are replayed so).
 func (w *WAL) replay(data []byte, seg uint64, base int64, mode replayMode) (int, error) {
+	hsize := headerSize
 	off := 0
 	for off < len(data) {
 		rest := data[off:]
 		at := base + int64(off)
+		hs := hsize
+		if at == 0 {
+			hs = headerSizeV1
+		}
 		if mode != replayWrite && rest[0] == 0 && allZero(rest) {
 			return off, nil
 		}
-		end, problem := checkRecord(rest)
+		h, end, problem := checkRecord(rest, hs)
+		if problem == "" && hs == headerSize && h.seg != seg {
+			problem = fmt.Sprintf("record of segment %d", h.seg)
+		}
 		if problem != "" {
-			if mode == replayNewest && torn(data, base, off, end) {
+			switch {
+			case mode == replayWrite:
+			case hs == headerSize:
+				return off, endOfLog(data, seg, base, off, problem)
+			case mode == replayNewest && torn(data, base, off, end):
 				return off, nil
 			}
 			return off, fmt.Errorf("%w: %s at offset %d", errCorrupt, problem, at)
 		}
-		h := parseHeader(rest)
-		if err := w.applyRecord(h.typ, rest[headerSize:end], seg, at); err != nil {
+		sh, err := w.applyRecord(h.typ, rest[hs:end], seg, at, hs)
+		if err != nil {
 			return off, fmt.Errorf("%w (offset %d)", err, at)
+		}
+		if at == 0 {
+			hsize = sh.hsize()
 		}
 		off += end
 	}
 	return off, nil
 }
 
-// checkRecord checks the record at the start of rest. It returns the
-// record's length (header and payload) and, if it is damaged, what is
-// wrong; the length is then as far as the damage is known to reach.
-func checkRecord(rest []byte) (int, string) {
-	if len(rest) < headerSize {
-		return len(rest), "short header"
+// checkRecord checks the record at the start of rest, framed with
+// headers of hsize bytes. It returns the header, the record's length
+// (header and payload) and, if it is damaged, what is wrong; the length
+// is then as far as the damage is known to reach.
+func checkRecord(rest []byte, hsize int) (header, int, string) {
+	if len(rest) < hsize {
+		return header{}, len(rest), "short header"
 	}
-	h := parseHeader(rest)
+	h := parseHeader(rest, hsize)
 	if !h.validHd {
-		return headerSize, "bad header checksum"
+		return h, hsize, "bad header checksum"
 	}
-	if int64(h.length) > int64(len(rest)-headerSize) {
-		return len(rest), "record runs past the end"
+	if int64(h.length) > int64(len(rest)-hsize) {
+		return h, len(rest), "record runs past the end"
 	}
-	end := headerSize + int(h.length)
-	if crc32Castagnoli(rest[headerSize:end]) != h.sum {
-		return end, "bad payload checksum"
+	end := hsize + int(h.length)
+	if crc32Castagnoli(rest[hsize:end]) != h.sum {
+		return h, end, "bad payload checksum"
 	}
-	return end, ""
+	return h, end, ""
+}
+
+// endOfLog decides, in a format-2 segment, whether the record at off that
+// is not a whole record of this segment (damaged, or a stale record of an
+// older segment left in a recycled file) is the end of the log (nil) or
+// damage to acknowledged data (an error). It is the end unless a later
+// whole header of this segment says the log was synced past off when that
+// record was written: a write is acknowledged only after an fdatasync that
+// covers it, every write after that carries a synced offset at least as
+// far, and a record no later write vouches for was either never
+// acknowledged (a torn write, or unsynced writes reaching the disk out of
+// order) or is the last acknowledged data with nothing written after it.
+// Stale bytes never pass for records of this segment: a file is only
+// recycled into a higher segment number.
+func endOfLog(data []byte, seg uint64, base int64, off int, problem string) error {
+	at := base + int64(off)
+	var key [8]byte
+	binary.LittleEndian.PutUint64(key[:], seg)
+	// The segment number sits at bytes 9..17 of a header: look for it.
+	for from := off + 1 + 9; from < len(data); {
+		i := bytes.Index(data[from:], key[:])
+		if i < 0 {
+			break
+		}
+		p := from + i - 9
+		from += i + 1
+		if len(data)-p < headerSize {
+			break
+		}
+		h := parseHeader(data[p:], headerSize)
+		if h.validHd && h.seg == seg && int64(h.synced) > at {
+			return fmt.Errorf("%w: %s at offset %d, but the record at offset %d was written after the log was synced to %d",
+				errCorrupt, problem, at, base+int64(p), h.synced)
+		}
+	}
+	return nil
 }
 
 // sectorSize is the unit a disk writes whole (or not at all).
 const sectorSize = 512
 
 // torn says whether the damaged record at off (reaching to off+n) in the
-// newest segment is a write that did not reach the disk whole, rather
-// than damage to acknowledged data. A write is only acknowledged after
-// an fdatasync that covers it and everything before it, so a torn write
-// is the last one, and what it did not write reads as what was there
-// before: the end of the file, or zeros (preallocated space). Two shapes:
+// newest segment of format 1 is a write that did not reach the disk whole,
+// rather than damage to acknowledged data. A write is only acknowledged
+// after an fdatasync that covers it and everything before it, so a torn
+// write is the last one, and what it did not write reads as what was there
+// before: the end of the file, or zeros (preallocated space; format-1
+// segments are never recycled). Two shapes:
 //
 //   - everything after the record is zeros (the write was cut short);
 //   - a disk sector the record touches is zeros from the record's start,
@@ -250,35 +368,41 @@ func torn(data []byte, base int64, off, n int) bool {
 	return false
 }
 
-func (w *WAL) applyRecord(typ byte, payload []byte, seg uint64, at int64) error {
+// applyRecord applies one whole record (at offset at, header hs bytes);
+// for a segment header it returns what the header says.
+func (w *WAL) applyRecord(typ byte, payload []byte, seg uint64, at int64, hs int) (segHeader, error) {
 	switch typ {
 	case recSegment:
-		num, err := parseSegmentPayload(payload)
+		sh, err := parseSegmentPayload(payload)
 		if err != nil {
-			return err
+			return sh, err
 		}
-		if num != seg || at != 0 {
-			return fmt.Errorf("%w: segment header for %d at offset %d of segment %d", errCorrupt, num, at, seg)
+		if sh.num != seg || at != 0 {
+			return sh, fmt.Errorf("%w: segment header for %d at offset %d of segment %d", errCorrupt, sh.num, at, seg)
 		}
+		return sh, nil
 	case recNode:
 		if at == 0 {
-			return fmt.Errorf("%w: segment %d has no header", errCorrupt, seg)
+			return segHeader{}, fmt.Errorf("%w: segment %d has no header", errCorrupt, seg)
 		}
 		r, err := decodeNode(payload)
 		if err != nil {
-			return err
+			return segHeader{}, err
 		}
-		w.node(nodeKey{r.shard, r.replica}).apply(&r, seg, at+headerSize)
+		w.node(nodeKey{r.shard, r.replica}).apply(&r, seg, at+int64(hs))
 	case recRemove:
+		if at == 0 {
+			return segHeader{}, fmt.Errorf("%w: segment %d has no header", errCorrupt, seg)
+		}
 		s, r, err := decodeRemove(payload)
 		if err != nil {
-			return err
+			return segHeader{}, err
 		}
 		delete(w.nodes, nodeKey{s, r})
 	default:
-		return fmt.Errorf("%w: unknown record type %d", errCorrupt, typ)
+		return segHeader{}, fmt.Errorf("%w: unknown record type %d", errCorrupt, typ)
 	}
-	return nil
+	return segHeader{}, nil
 }
 
 func allZero(b []byte) bool {
@@ -331,7 +455,9 @@ func (w *WAL) maybeRotate(n int64) error {
 	if err := w.rotate(a.size+n > w.opts.SegmentSize); err != nil {
 		return err
 	}
-	return w.deleteDeadSegments()
+	err := w.deleteDeadSegments()
+	w.maybeAskSpare()
+	return err
 }
 
 // rotateBefore says whether a write of n bytes goes to a new segment: a
@@ -356,15 +482,17 @@ func (w *WAL) rotateBefore(a *segment, n int64) bool {
 // copyLive allows copying live entries (see copyAtRotation).
 func (w *WAL) rotate(copyLive bool) error {
 	num := uint64(1)
+	var prevEnd int64
 	if a := w.active(); a != nil {
 		if !w.opts.NoSync {
 			if err := w.syncSegment(a.f); err != nil {
 				return err
 			}
 		}
-		num = a.num + 1
+		num, prevEnd = a.num+1, a.size
 	}
-	buf := appendRecord(nil, recSegment, segmentPayload(num))
+	buf := appendSegmentRecord(nil, num, prevEnd)
+	head := len(buf)
 	keys := make([]nodeKey, 0, len(w.nodes))
 	for k := range w.nodes {
 		keys = append(keys, k)
@@ -429,6 +557,7 @@ func (w *WAL) rotate(copyLive bool) error {
 			finishRecord(buf, start, recNode)
 		}
 	}
+	stampRecords(buf[head:], num, 0)
 	seg, err := w.takeSpare(num, buf)
 	if err == nil && seg == nil {
 		seg, err = w.growingSegment(num, buf)
@@ -440,6 +569,7 @@ func (w *WAL) rotate(copyLive bool) error {
 		seg.f.Close()
 		return err
 	}
+	w.step("rotated")
 	w.filesMu.Lock()
 	w.segs = append(w.segs, seg)
 	w.filesMu.Unlock()
@@ -457,24 +587,33 @@ func (w *WAL) rotate(copyLive bool) error {
 // each write: the format before preallocation, and the fallback when no
 // spare is ready. It asks for a spare that can hold the checkpoint.
 func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
-	path := filepath.Join(w.dir, segName(num))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	// Written under another name and renamed once synced, as a spare is:
+	// a checkpoint cut short under the segment's name would replay in
+	// part, and a replica's copied entries (fEntriesAll) with it.
+	tmp := filepath.Join(w.dir, newSegName)
+	if err := os.Remove(tmp); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.WriteAt(buf, 0); err != nil {
+	fail := func(err error) (*segment, error) {
 		f.Close()
-		os.Remove(path)
+		os.Remove(tmp)
 		return nil, err
 	}
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		return fail(err)
+	}
+	w.step("checkpoint written")
 	if !w.opts.NoSync {
 		if err := w.syncSegment(f); err != nil {
-			f.Close()
-			return nil, err
+			return fail(err)
 		}
 	}
-	if w.spare == nil {
-		w.askSpare(4 * int64(len(buf)))
+	if err := os.Rename(tmp, filepath.Join(w.dir, segName(num))); err != nil {
+		return fail(err)
 	}
 	return &segment{num: num, f: f, size: int64(len(buf)), head: int64(len(buf))}, nil
 }
@@ -511,8 +650,9 @@ func (w *WAL) filesLocked() map[uint64]*os.File {
 }
 
 // deleteDeadSegments removes the segments older than every live entry
-// (metadata is in the active segment's checkpoint). Oldest first, so that
-// a crash leaves a gap that Open recognises.
+// (metadata is in the active segment's checkpoint), oldest first, so that
+// a crash leaves a gap that Open recognises. The newest of them may be
+// kept as the next spare instead (see recycle.go).
 func (w *WAL) deleteDeadSegments() error {
 	a := w.active()
 	if a == nil {
@@ -541,14 +681,42 @@ func (w *WAL) deleteDeadSegments() error {
 		}
 		w.synced.Store(w.written)
 	}
+	// Readers hold filesMu while they read a segment: once it is taken,
+	// nothing reads the dead ones.
 	w.filesMu.Lock()
 	w.segs = w.segs[len(dead):]
 	w.filesMu.Unlock()
-	for _, s := range dead {
+	// The newest dead segments are the ones kept as spares; all go oldest
+	// first, renamed or deleted.
+	var reuse []*spare
+	drop := func(err error) error {
+		for _, sp := range reuse {
+			sp.f.Close()
+		}
+		return err
+	}
+	for i, s := range dead {
+		if len(dead)-i <= maxSpares {
+			sp, err := w.recycle(s, len(reuse))
+			if err != nil {
+				return drop(err)
+			}
+			if sp != nil {
+				reuse = append(reuse, sp)
+				continue
+			}
+		}
 		s.f.Close()
 		if err := os.Remove(filepath.Join(w.dir, segName(s.num))); err != nil {
-			return err
+			return drop(err)
 		}
 	}
-	return w.syncDir()
+	if err := w.syncDir(); err != nil {
+		return drop(err)
+	}
+	for _, sp := range reuse {
+		w.addSpare(sp)
+		w.SparesRecycled.Add(1)
+	}
+	return nil
 }

@@ -16,7 +16,9 @@ import (
 // Replay reads zeros after the last record as the end of the log.
 //
 // Spares grow geometrically from firstSpare to the segment size, so a
-// store that writes little (tests, an idle node) never fills 64 MiB.
+// store that writes little (tests, an idle node) never fills 64 MiB. Since
+// session 8 a dead segment is recycled as the spare whenever one is there
+// (recycle.go); the zero fill is what happens when none is.
 
 const (
 	spareName  = "spare.prealloc"
@@ -38,16 +40,18 @@ const (
 // zeros is what spares are filled from (read only).
 var zeros [fillChunk]byte
 
-// spare is a zero-filled, synced file waiting to become the next segment.
+// spare is a file whose blocks are all written and synced (zero-filled,
+// or a recycled dead segment), waiting to become the next segment.
 type spare struct {
 	f    *os.File
 	size int64
+	path string // spareName or recycledName
 }
 
 // fillSpare creates the spare file with size zero bytes, synced. It stops
-// early (and returns nil, nil) when stop is closed. With paced, it writes
-// at most fillRate bytes per second.
-func (w *WAL) fillSpare(size int64, stop <-chan struct{}, paced bool) (*spare, error) {
+// early (and returns nil, nil) when stop is closed or abandon (if not nil)
+// says so. With paced, it writes at most fillRate bytes per second.
+func (w *WAL) fillSpare(size int64, stop <-chan struct{}, paced bool, abandon func() bool) (*spare, error) {
 	path := filepath.Join(w.dir, spareName)
 	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 		return nil, err
@@ -63,7 +67,7 @@ func (w *WAL) fillSpare(size int64, stop <-chan struct{}, paced bool) (*spare, e
 		if paced {
 			due = start.Add(time.Duration(off * int64(time.Second) / fillRate))
 		}
-		if !sleepUntil(due, stop) {
+		if !sleepUntil(due, stop) || (abandon != nil && abandon()) {
 			f.Close()
 			return nil, os.Remove(path)
 		}
@@ -83,7 +87,8 @@ func (w *WAL) fillSpare(size int64, stop <-chan struct{}, paced bool) (*spare, e
 		os.Remove(path)
 		return nil, err
 	}
-	return &spare{f: f, size: size}, nil
+	w.SparesFilled.Add(1)
+	return &spare{f: f, size: size, path: path}, nil
 }
 
 // sleepUntil waits until t (not at all if t has passed); false if stop is
@@ -126,20 +131,27 @@ func (w *WAL) filler() {
 		if ready {
 			continue
 		}
-		sp, err := w.fillSpare(size, w.stop, true)
+		sp, err := w.fillSpare(size, w.stop, true, w.haveSpare)
 		w.mu.Lock()
 		switch {
 		case err != nil:
 			w.SpareFailures.Add(1)
 		case sp == nil:
-		case w.closed:
+		case w.closed || w.spare != nil: // a dead segment was recycled meanwhile
 			sp.f.Close()
-			os.Remove(filepath.Join(w.dir, spareName))
+			os.Remove(sp.path)
 		default:
 			w.spare = sp
 		}
 		w.mu.Unlock()
 	}
+}
+
+// haveSpare says whether a spare is ready (a fill under way stops then).
+func (w *WAL) haveSpare() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.spare != nil
 }
 
 // askSpare asks the filler for the next spare (w.mu held).
@@ -150,7 +162,7 @@ func (w *WAL) askSpare(size int64) {
 	size = min(max(size, firstSpare), w.opts.SegmentSize)
 	if w.opts.fillInline {
 		if w.spare == nil {
-			sp, err := w.fillSpare(size, nil, false)
+			sp, err := w.fillSpare(size, nil, false, nil)
 			if err != nil {
 				w.SpareFailures.Add(1)
 			}
@@ -165,29 +177,35 @@ func (w *WAL) askSpare(size int64) {
 }
 
 // takeSpare turns the spare into segment num with buf (the checkpoint) at
-// its head, synced; nil if there is no spare big enough (w.mu held).
+// its head, synced before the rename, so that a file named as a segment
+// always starts with its own header; nil if there is no spare big enough
+// (w.mu held).
 func (w *WAL) takeSpare(num uint64, buf []byte) (*segment, error) {
 	sp := w.spare
 	if sp == nil || int64(len(buf)) > sp.size/2 {
 		return nil, nil
 	}
 	w.spare = nil
+	w.nextSpare()
 	fail := func(err error) (*segment, error) {
 		sp.f.Close()
-		os.Remove(filepath.Join(w.dir, spareName))
+		os.Remove(sp.path)
 		return nil, err
 	}
 	if _, err := sp.f.WriteAt(buf, 0); err != nil {
 		return fail(err)
 	}
+	w.step("checkpoint written")
 	if !w.opts.NoSync {
 		if err := w.syncSegment(sp.f); err != nil {
 			return fail(err)
 		}
 	}
-	if err := os.Rename(filepath.Join(w.dir, spareName), filepath.Join(w.dir, segName(num))); err != nil {
+	w.step("checkpoint synced")
+	if err := os.Rename(sp.path, filepath.Join(w.dir, segName(num))); err != nil {
 		return fail(err)
 	}
-	w.askSpare(2 * sp.size) // only now: the filler reuses the spare's name
-	return &segment{num: num, f: sp.f, size: int64(len(buf)), head: int64(len(buf)), capacity: sp.size}, nil
+	w.step("spare renamed")
+	return &segment{num: num, f: sp.f, size: int64(len(buf)), head: int64(len(buf)), capacity: sp.size,
+		recycled: sp.path != filepath.Join(w.dir, spareName)}, nil
 }

@@ -130,7 +130,7 @@ func TestStaleSpareIsIgnored(t *testing.T) {
 	seg, err := os.ReadFile(filepath.Join(dir, segName(w.active().num)))
 	must(t, err)
 	must(t, w.Close())
-	stale := append(appendRecord(nil, recSegment, segmentPayload(99)), seg[len(seg)/2:]...)
+	stale := append(appendSegmentRecord(nil, 99, 0), seg[len(seg)/2:]...)
 	must(t, os.WriteFile(filepath.Join(dir, spareName), stale, 0o644))
 	w, err = Open(dir, Options{})
 	must(t, err)

@@ -5,31 +5,52 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
 
-// A record on disk: a 13-byte header, then the payload.
+// Records are framed in one of two ways (the format version is in the
+// segment header record, which every segment starts with).
+//
+// Format 1 (sessions 5-7), and the segment header record of every format:
+// a 13-byte header, then the payload.
 //
 //	[0:4]  payload length (little endian)
 //	[4]    record type
 //	[5:9]  CRC-32C of the payload
 //	[9:13] CRC-32C of bytes 0..9
 //
+// Format 2 (session 8) binds every record after the segment header to its
+// segment, so that a recycled segment file's old records, left behind the
+// new ones, read as stale and not as part of the log (see the package doc,
+// "Recovery"): a 25-byte header, then the payload.
+//
+//	[0:4]   payload length
+//	[4]     record type
+//	[5:9]   CRC-32C of the payload
+//	[9:17]  segment number
+//	[17:21] synced: the offset in this segment up to which the log was
+//	        durable (fdatasync done) when the record was written
+//	[21:25] CRC-32C of bytes 0..21
+//
 // The header has its own checksum so that a damaged length is told apart
-// from a torn tail: only a header that is cut short, or a payload that runs
-// past the end of the newest segment, is a torn write.
-const headerSize = 13
+// from a torn tail.
+const (
+	headerSizeV1 = 13
+	headerSize   = 25 // format 2, what this build writes
+)
 
 const (
-	recSegment byte = 1 // payload: magic, format version, segment number
+	recSegment byte = 1 // payload: magic, format version, segment number[, end of the previous segment]
 	recNode    byte = 2 // payload: one replica's update (nodeRec)
 	recRemove  byte = 3 // payload: shard, replica: forget all of that replica's data
 )
 
 const (
 	segmentMagic  = "WDNWAL"
-	formatVersion = 1
+	formatV1      = 1
+	formatVersion = 2 // what this build writes
 )
 
 // nodeRec flags: which parts a node record carries.
@@ -61,15 +82,14 @@ type nodeRec struct {
 	entOff, entLen    int
 }
 
-// appendRecord appends a header and payload to buf.
+// appendRecord appends a format-2 record to buf; its segment number and
+// synced offset are set by stampRecords once the segment it goes to is
+// known.
 func appendRecord(buf []byte, typ byte, payload []byte) []byte {
-	var h [headerSize]byte
-	binary.LittleEndian.PutUint32(h[0:4], uint32(len(payload)))
-	h[4] = typ
-	binary.LittleEndian.PutUint32(h[5:9], crc32.Checksum(payload, castagnoli))
-	binary.LittleEndian.PutUint32(h[9:13], crc32.Checksum(h[:9], castagnoli))
-	buf = append(buf, h[:]...)
-	return append(buf, payload...)
+	buf, start := beginRecord(buf)
+	buf = append(buf, payload...)
+	finishRecord(buf, start, typ)
+	return buf
 }
 
 // beginRecord reserves a header in buf; finishRecord fills it once the
@@ -86,43 +106,98 @@ func finishRecord(buf []byte, start int, typ byte) {
 	binary.LittleEndian.PutUint32(h[0:4], uint32(len(payload)))
 	h[4] = typ
 	binary.LittleEndian.PutUint32(h[5:9], crc32.Checksum(payload, castagnoli))
-	binary.LittleEndian.PutUint32(h[9:13], crc32.Checksum(h[:9], castagnoli))
 }
 
+// stampRecords sets the segment number and synced offset of every
+// format-2 record in buf (whole records) and seals their headers.
+func stampRecords(buf []byte, seg uint64, synced int64) {
+	att := uint32(min(synced, math.MaxUint32)) // claiming less is safe
+	for off := 0; off < len(buf); {
+		h := buf[off : off+headerSize]
+		binary.LittleEndian.PutUint64(h[9:17], seg)
+		binary.LittleEndian.PutUint32(h[17:21], att)
+		binary.LittleEndian.PutUint32(h[21:25], crc32.Checksum(h[:21], castagnoli))
+		off += headerSize + int(binary.LittleEndian.Uint32(h[0:4]))
+	}
+}
+
+// appendSegmentRecord appends the segment header record, framed as in
+// format 1 so that the version can be read before the framing is known.
+// prevEnd is the length of segment num-1's records (0 if unknown).
+func appendSegmentRecord(buf []byte, num uint64, prevEnd int64) []byte {
+	p := append([]byte(segmentMagic), formatVersion)
+	p = binary.AppendUvarint(p, num)
+	p = binary.AppendUvarint(p, uint64(prevEnd))
+	var h [headerSizeV1]byte
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(p)))
+	h[4] = recSegment
+	binary.LittleEndian.PutUint32(h[5:9], crc32.Checksum(p, castagnoli))
+	binary.LittleEndian.PutUint32(h[9:13], crc32.Checksum(h[:9], castagnoli))
+	buf = append(buf, h[:]...)
+	return append(buf, p...)
+}
+
+// header is a record header, decoded.
 type header struct {
 	length  uint32
 	typ     byte
 	sum     uint32
+	seg     uint64 // format 2
+	synced  uint32 // format 2
 	validHd bool
 }
 
-func parseHeader(b []byte) header {
+// parseHeader decodes a header of size hsize (headerSizeV1 or headerSize)
+// at the start of b.
+func parseHeader(b []byte, hsize int) header {
 	h := header{
 		length: binary.LittleEndian.Uint32(b[0:4]),
 		typ:    b[4],
 		sum:    binary.LittleEndian.Uint32(b[5:9]),
 	}
-	h.validHd = crc32.Checksum(b[:9], castagnoli) == binary.LittleEndian.Uint32(b[9:13])
+	if hsize == headerSizeV1 {
+		h.validHd = crc32.Checksum(b[:9], castagnoli) == binary.LittleEndian.Uint32(b[9:13])
+		return h
+	}
+	h.seg = binary.LittleEndian.Uint64(b[9:17])
+	h.synced = binary.LittleEndian.Uint32(b[17:21])
+	h.validHd = crc32.Checksum(b[:21], castagnoli) == binary.LittleEndian.Uint32(b[21:25])
 	return h
 }
 
-func segmentPayload(seg uint64) []byte {
-	b := append([]byte(segmentMagic), formatVersion)
-	return binary.AppendUvarint(b, seg)
+// segHeader is a segment header record's payload, decoded.
+type segHeader struct {
+	version byte
+	num     uint64
+	prevEnd int64 // format 2: length of segment num-1's records; 0 if unknown
 }
 
-func parseSegmentPayload(p []byte) (uint64, error) {
+// hsize is the header size of the records after the segment header.
+func (s segHeader) hsize() int {
+	if s.version == formatV1 {
+		return headerSizeV1
+	}
+	return headerSize
+}
+
+func parseSegmentPayload(p []byte) (segHeader, error) {
 	if len(p) < len(segmentMagic)+1 || string(p[:len(segmentMagic)]) != segmentMagic {
-		return 0, fmt.Errorf("%w: bad segment magic", errCorrupt)
+		return segHeader{}, fmt.Errorf("%w: bad segment magic", errCorrupt)
 	}
-	if v := p[len(segmentMagic)]; v != formatVersion {
-		return 0, fmt.Errorf("raftwal: segment format version %d, this build reads %d", v, formatVersion)
+	sh := segHeader{version: p[len(segmentMagic)]}
+	if sh.version != formatV1 && sh.version != formatVersion {
+		return sh, fmt.Errorf("raftwal: segment format version %d, this build reads %d and %d",
+			sh.version, formatV1, formatVersion)
 	}
-	seg, n := binary.Uvarint(p[len(segmentMagic)+1:])
-	if n <= 0 {
-		return 0, fmt.Errorf("%w: bad segment number", errCorrupt)
+	d := decoder{b: p, off: len(segmentMagic) + 1}
+	sh.num = d.uvarint()
+	if sh.version == formatVersion {
+		sh.prevEnd = int64(d.uvarint())
 	}
-	return seg, nil
+	if d.err != nil || d.off != len(p) || sh.num == 0 {
+		return sh, fmt.Errorf("%w: bad segment header", errCorrupt)
+	}
+	return sh, nil
 }
 
 // appendNodePayload encodes r (without the entries part) and then the

@@ -2,8 +2,46 @@
 // every replica of a node in one append-only, segmented, CRC-checked log.
 // Each SaveRaftState call is one write, and it is synced only when Raft
 // needs it durable (new entries, a term or vote change, a snapshot); a
-// commit-index-only change is written but not synced. See
-// docs/architecture.md ("Raft log store") for the format and guarantees.
+// commit-index-only change is written but not synced. Segments are written
+// into blocks written before (a zero-filled spare, or a dead segment
+// recycled, see recycle.go). See docs/architecture.md ("Raft log store")
+// for the format and guarantees.
+//
+// # Recovery
+//
+// Format 2 (what this build writes) puts the segment number and a synced
+// offset in every record header (record.go), and each segment's header
+// says where the previous segment's records end. Open reads each segment
+// with these rules:
+//
+//   - A segment that is not the newest ends exactly where the next one's
+//     header says (it was synced before the next was made): every record
+//     before that must be whole, else ErrCorrupt; what follows is not read.
+//   - In the newest segment, zeros to the end of the file end the log
+//     (zero-filled space).
+//   - A stale record, whole but of an older segment number, ends the log:
+//     a recycled file's previous life. A file only ever gets a higher
+//     number, so stale bytes never pass for records of the segment.
+//   - A damaged record (header cut short or failing its checksum, payload
+//     past the end of the file or failing its checksum) is torn, the end
+//     of the log, cut away with all after it, unless a later header of the
+//     same segment, whole, says the log had been synced past the damaged
+//     record when it was written: then the damaged record was durable and
+//     acknowledged, and Open fails with ErrCorrupt. A torn write is never
+//     vouched for so: only writes after the fdatasync that covers a record
+//     carry a synced offset past it, and those come after the torn one in
+//     time. A plain "any valid record after the damage is corruption" rule
+//     would be wrong: one write holds several records (one per replica),
+//     and writes not yet synced can reach the disk in any order, so whole
+//     records of this segment can follow a torn one.
+//   - The blind spot: damage to the last acknowledged records, with no
+//     write after them, reads as a torn tail (format 1 had the same, and
+//     etcd's WAL makes the same call). A record written while the sync
+//     covering the damaged one was running vouches for less than it could.
+//
+// Format 1 segments (sessions 5-7; never recycled) are read as before: in
+// the newest, a damaged record is torn if zeros follow it or a 512-byte
+// sector it touches is zeros (see torn); any other damage is ErrCorrupt.
 package raftwal
 
 import (
@@ -57,6 +95,13 @@ type Options struct {
 	// fillInline makes spares at once, in the caller (tests: rotations
 	// onto spares happen at known points).
 	fillInline bool
+	// noRecycle deletes dead segments instead of recycling them (the
+	// session 7 behaviour; benchmarks compare).
+	noRecycle bool
+	// atStep, if set, is called (w.mu held) between the steps of a
+	// rotation and of a recycling, where a crash leaves the files as
+	// they are (tests copy them).
+	atStep func(step string)
 }
 
 // Factory creates the store for dragonboat (config.Expert.LogDBFactory).
@@ -78,9 +123,10 @@ func (f Factory) Create(_ config.NodeHostConfig, _ config.LogDBCallback,
 func (Factory) Name() string { return Name }
 
 type segment struct {
-	num  uint64
-	f    *os.File
-	size int64 // end of the records
+	num      uint64
+	f        *os.File
+	recycled bool  // made from a dead segment: stale records follow size
+	size     int64 // end of the records
 	// head is the length of the checkpoint the segment starts with;
 	// capacity the zero-filled length it was made with (0: it grows).
 	head, capacity int64
@@ -100,7 +146,8 @@ type WAL struct {
 	segs    []*segment // oldest first; the last is the active one
 	written uint64     // position (see pos) of the end of the active segment
 	buf     []byte
-	spare   *spare // the next segment, zero-filled (see prealloc.go)
+	spare   *spare   // the next segment (zero-filled or recycled, see prealloc.go)
+	extra   []*spare // recycled spares in line behind it (recycle.go)
 
 	// syncMu guards syncing, syncErr and the waits on syncDone; synced
 	// is read without it.
@@ -119,9 +166,13 @@ type WAL struct {
 	closeOnce  sync.Once
 
 	// Syncs counts fdatasync calls on segments (tests, benchmarks);
-	// SpareFailures counts spares that could not be made.
-	Syncs         atomic.Uint64
-	SpareFailures atomic.Uint64
+	// SpareFailures counts spares that could not be made; SparesFilled
+	// the zero-filled spares made, SparesRecycled the dead segments kept
+	// as spares.
+	Syncs          atomic.Uint64
+	SpareFailures  atomic.Uint64
+	SparesFilled   atomic.Uint64
+	SparesRecycled atomic.Uint64
 }
 
 var _ raftio.ILogDB = (*WAL)(nil)
@@ -130,6 +181,13 @@ var _ raftio.ILogDB = (*WAL)(nil)
 func pos(seg uint64, off int64) uint64 { return seg<<40 | uint64(off) }
 
 func segName(num uint64) string { return fmt.Sprintf("%020d.wal", num) }
+
+// step marks a point where a test may look at the files.
+func (w *WAL) step(name string) {
+	if w.opts.atStep != nil {
+		w.opts.atStep(name)
+	}
+}
 
 // Stats returns the store's sync statistics.
 func (w *WAL) Stats() *Stats { return w.stats }
@@ -164,11 +222,13 @@ func (w *WAL) Close() error {
 		}
 	}
 	w.segs = nil
-	if w.spare != nil {
-		w.spare.f.Close()
-		os.Remove(filepath.Join(w.dir, spareName))
-		w.spare = nil
+	for _, sp := range append(w.extra, w.spare) {
+		if sp != nil {
+			sp.f.Close()
+			os.Remove(sp.path)
+		}
 	}
+	w.spare, w.extra = nil, nil
 	return err
 }
 
@@ -307,6 +367,7 @@ func (w *WAL) appendLocked(buf []byte) (uint64, error) {
 		return 0, err
 	}
 	a := w.active()
+	stampRecords(buf, a.num, w.syncedIn(a.num))
 	if _, err := a.f.WriteAt(buf, a.size); err != nil {
 		// The tail may hold part of buf; a later write would leave a hole
 		// of garbage before it. Refuse further writes.
@@ -318,7 +379,17 @@ func (w *WAL) appendLocked(buf []byte) (uint64, error) {
 	}
 	a.size += int64(len(buf))
 	w.written = pos(a.num, a.size)
+	w.maybeAskSpare()
 	return w.written, nil
+}
+
+// syncedIn is the offset in segment seg up to which the log is durable.
+func (w *WAL) syncedIn(seg uint64) int64 {
+	p := w.synced.Load()
+	if p>>40 != seg {
+		return 0
+	}
+	return int64(p & (1<<40 - 1))
 }
 
 // syncTo makes everything up to p durable. One fdatasync covers every
