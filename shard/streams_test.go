@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 )
@@ -23,31 +22,13 @@ func TestOnePeerBatchCarriesSeveralShards(t *testing.T) {
 	if dragonboatStreams != raftStreamsPerPeer {
 		t.Fatalf("dragonboat runs %d streams per peer, want %d", dragonboatStreams, raftStreamsPerPeer)
 	}
-	ports := make([]string, 3)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().String()
-		ln.Close()
-	}
+	ports := freeAddrs(t, 3)
 	members := map[uint64]string{1: ports[0], 2: ports[1], 3: ports[2]}
 	dir := t.TempDir()
 	hosts := make([]*Host, 3)
 	for i := range hosts {
-		cfg := HostConfig{NodeID: uint64(i + 1), RaftAddr: ports[i], DataDir: fmt.Sprintf("%s/n%d", dir, i+1),
-			Members: members, DataShards: 4, NoLeaderBalance: true, Log: slog.New(slog.DiscardHandler)}
-		var err error
-		for attempt := 0; attempt < 50; attempt++ {
-			if hosts[i], err = NewHost(cfg); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // a just-closed port may linger
-		}
-		if err != nil {
-			t.Fatalf("start host %d: %v", i+1, err)
-		}
+		hosts[i] = startHost(t, HostConfig{NodeID: uint64(i + 1), RaftAddr: ports[i], DataDir: fmt.Sprintf("%s/n%d", dir, i+1),
+			Members: members, DataShards: 4, NoLeaderBalance: true, Log: slog.New(slog.DiscardHandler)})
 	}
 	defer func() {
 		for _, h := range hosts {

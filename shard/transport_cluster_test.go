@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -18,15 +17,7 @@ func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three hosts")
 	}
-	ports := make([]string, 3)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().String()
-		ln.Close()
-	}
+	ports := freeAddrs(t, 3)
 	members := map[uint64]string{1: ports[0], 2: ports[1], 3: ports[2]}
 	dir := t.TempDir()
 	cfg := func(i int) HostConfig {
@@ -35,16 +26,7 @@ func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
 			Log: slog.New(slog.DiscardHandler)}
 	}
 	hosts := make([]*Host, 3)
-	start := func(i int) {
-		var err error
-		for attempt := 0; attempt < 50; attempt++ {
-			if hosts[i], err = NewHost(cfg(i)); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond) // a just-closed port may linger
-		}
-		t.Fatalf("start host %d: %v", i+1, err)
-	}
+	start := func(i int) { hosts[i] = startHost(t, cfg(i)) }
 	for i := range hosts {
 		start(i)
 	}

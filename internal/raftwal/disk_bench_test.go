@@ -16,14 +16,7 @@ import (
 // the call's p50 and p99 and fdatasyncs per call: the figures of the sync
 // path, not of the CPU.
 func BenchmarkSaveRaftStateDisk(b *testing.B) {
-	dir := b.TempDir()
-	if d := os.Getenv("WAL_BENCH_DIR"); d != "" {
-		var err error
-		if dir, err = os.MkdirTemp(d, "walbench"); err != nil {
-			b.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-	}
+	dir := benchDir(b)
 	w, err := Open(dir, Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -64,4 +57,19 @@ func BenchmarkSaveRaftStateDisk(b *testing.B) {
 	b.ReportMetric(q(0.5), "p50-µs")
 	b.ReportMetric(q(0.99), "p99-µs")
 	b.ReportMetric(float64(w.Syncs.Load())/float64(len(all)), "syncs/call")
+}
+
+// benchDir is a directory for a benchmark's log on the disk under
+// WAL_BENCH_DIR (default: the benchmark's temp dir), removed at its end.
+func benchDir(b *testing.B) string {
+	d := os.Getenv("WAL_BENCH_DIR")
+	if d == "" {
+		return b.TempDir()
+	}
+	dir, err := os.MkdirTemp(d, "walbench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

@@ -30,14 +30,7 @@ func BenchmarkRotationDisk(b *testing.B) {
 }
 
 func benchRotation(b *testing.B, noRecycle bool) {
-	dir := b.TempDir()
-	if d := os.Getenv("WAL_BENCH_DIR"); d != "" {
-		var err error
-		if dir, err = os.MkdirTemp(d, "walbench"); err != nil {
-			b.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-	}
+	dir := benchDir(b)
 	const seg = 8 << 20
 	w, err := Open(dir, Options{SegmentSize: seg, noRecycle: noRecycle})
 	if err != nil {
@@ -127,14 +120,7 @@ func cpuTime() int64 {
 // of its writes and syncs, in ms per spare. A recycled spare costs none
 // of it (one rename and one directory sync).
 func BenchmarkFillSpareDisk(b *testing.B) {
-	dir := b.TempDir()
-	if d := os.Getenv("WAL_BENCH_DIR"); d != "" {
-		var err error
-		if dir, err = os.MkdirTemp(d, "walbench"); err != nil {
-			b.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-	}
+	dir := benchDir(b)
 	w := &WAL{dir: dir}
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
