@@ -66,9 +66,12 @@ bench: deps
 # workers of the same-load sweep, one operation in flight each; SCALING_CPU
 # cores per node (0: no quotas); SCALING_BATCH > 0 bounds each leader to
 # that many operations per entry with one entry in flight (0: the server
-# defaults); SCALING_FLAGS passes more flags to both sweeps (e.g.
+# defaults); SCALING_ROUNDS > 1 runs the same-load sweep that many times
+# (leader order reversed every other round) and reads the growth off each
+# row's median; SCALING_FLAGS passes more flags to both sweeps (e.g.
 # --nodes 5, --leaders 1,8).
 SCALING_SECONDS ?= 15
+SCALING_ROUNDS ?= 1
 SCALING_CLIENTS ?= 256
 SCALING_PER_LEADER ?= 64
 SCALING_CPU ?= 0.25
@@ -77,7 +80,7 @@ SCALING_FLAGS ?=
 SCALING_RUN = $(GO) run ./loadtest/cmd/benchscaling --warden $(BIN) --out $(BENCH_OUT)/scaling.md \
 	  --duration $(SCALING_SECONDS)s --cpu $(SCALING_CPU) --batch $(SCALING_BATCH) $(SCALING_FLAGS)
 bench-scaling: build
-	$(SCALING_RUN) --clients $(SCALING_CLIENTS)
+	$(SCALING_RUN) --clients $(SCALING_CLIENTS) --rounds $(SCALING_ROUNDS)
 	if [ "$(SCALING_PER_LEADER)" -gt 0 ]; then $(SCALING_RUN) --append --clients-per-leader $(SCALING_PER_LEADER); fi
 
 # Warden alone: 3 processes per shard count (1..16), the scenario set at 8

@@ -48,6 +48,7 @@ type options struct {
 	weight          float64
 	clients         int
 	perLeader       int
+	rounds          int
 	duration        time.Duration
 	warmup          time.Duration
 	batch           int
@@ -76,6 +77,7 @@ func main() {
 	flag.DurationVar(&o.period, "cpu-period", 10*time.Millisecond, "CFS period the quota is enforced over (short: small throttling bursts)")
 	flag.Float64Var(&o.weight, "weight", 10, "with --cpu: CPU weight of every node and of the load generator, in ordinary processes (on a shared machine the nodes then get their quota before other work runs; 1: no preference)")
 	flag.IntVar(&o.clients, "clients", 256, "closed-loop workers, one operation in flight each")
+	flag.IntVar(&o.rounds, "rounds", 1, "run the whole sweep this many times, leader counts in reverse order every other round, and report each row's median over the rounds (the growth is read off the medians)")
 	flag.IntVar(&o.perLeader, "clients-per-leader", 0, "> 0: instead of --clients, this many workers per shard leader (the load grows with the leaders)")
 	flag.DurationVar(&o.duration, "duration", 15*time.Second, "measured time per row")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "load before measuring, per row")
@@ -84,8 +86,12 @@ func main() {
 	flag.StringVar(&args, "node-args", "", "more flags for every node, space-separated")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "non-empty: run the nodes as `warden bench node` and write each node's CPU profile of the measured time there (<nodes>n-<leaders>l-node<i>.pprof)")
 	flag.StringVar(&o.perfEvents, "perf-events", "", "non-empty: count these perf events (comma-separated, e.g. syscalls:sys_enter_fdatasync,sched:sched_switch) over every node's process during the measured time with `perf stat` and report them per operation")
-	flag.DurationVar(&o.maxTime, "max-time", 12*time.Minute, "hard bound on the whole run")
+	flag.DurationVar(&o.maxTime, "max-time", 0, "hard bound on the whole run (0: 12 minutes per round)")
 	flag.Parse()
+	o.rounds = max(o.rounds, 1)
+	if o.maxTime <= 0 {
+		o.maxTime = 12 * time.Minute * time.Duration(o.rounds)
+	}
 	o.nodes, o.leaders, o.nodeArgs = ints(nodes), ints(leaders), strings.Fields(args)
 	o.args = slices.Clone(o.nodeArgs)
 	// Leaders stay where the benchmark puts them.
@@ -119,23 +125,24 @@ func run(o options) int {
 		}
 	}
 	var rows []row
-	for _, n := range o.nodes {
-		for _, k := range o.leaders {
-			fmt.Fprintf(os.Stderr, "benchscaling: %d nodes, %d leaders\n", n, k)
-			r, err := measure(ctx, o, n, k, o.port+300*len(rows))
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "benchscaling: %d nodes, %d leaders: %v\n", n, k, err)
-				o.stoppedEarlyErr = fmt.Errorf("%d nodes, %d leaders: %w", n, k, err)
-				break
+sweep:
+	for round := 1; round <= o.rounds; round++ {
+		for _, n := range o.nodes {
+			for _, k := range roundOrder(o.leaders, round) {
+				fmt.Fprintf(os.Stderr, "benchscaling: round %d of %d, %d nodes, %d leaders\n", round, o.rounds, n, k)
+				r, err := measure(ctx, o, n, k, o.port+300*len(rows))
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "benchscaling: %d nodes, %d leaders: %v\n", n, k, err)
+					o.stoppedEarlyErr = fmt.Errorf("round %d, %d nodes, %d leaders: %w", round, n, k, err)
+					break sweep
+				}
+				r.round = round
+				fmt.Fprintf(os.Stderr, "benchscaling:   %.0f ops/s, %.1f ops/entry, node CPU %s\n", r.opsPerSec, r.opsPerEntry, r.nodeCPU(o.cpu))
+				if l := passLine(r); l != "" {
+					fmt.Fprintf(os.Stderr, "benchscaling:   %s\n", l)
+				}
+				rows = append(rows, r)
 			}
-			fmt.Fprintf(os.Stderr, "benchscaling:   %.0f ops/s, %.1f ops/entry, node CPU %s\n", r.opsPerSec, r.opsPerEntry, r.nodeCPU(o.cpu))
-			if l := passLine(r); l != "" {
-				fmt.Fprintf(os.Stderr, "benchscaling:   %s\n", l)
-			}
-			rows = append(rows, r)
-		}
-		if o.stoppedEarlyErr != nil {
-			break
 		}
 	}
 	if len(rows) > 0 {
@@ -153,6 +160,7 @@ func run(o options) int {
 
 // row is one configuration's figures.
 type row struct {
+	round          int // 1-based, with --rounds
 	nodes, leaders int
 	leadersOn      []int // shard leaders per node (index: node-1)
 	replicasOn     []int // data shard replicas per node
@@ -648,7 +656,15 @@ quotas cannot give the nodes CPU the machine does not have).
 	if o.stoppedEarlyErr != nil {
 		fmt.Fprintf(&f, "**The run stopped early**: %v.\n\n", o.stoppedEarlyErr)
 	}
+	roundCol := func(r row) string { return "" }
+	if o.rounds > 1 {
+		roundCol = func(r row) string { return fmt.Sprintf("| %d ", r.round) }
+		f.WriteString("| round ")
+	}
 	fmt.Fprintln(&f, "| nodes | shard leaders | ops/s | ops/s per leader (min–max) | ops per entry | acquire ms p50 / p99 | node CPU, cores [leaders] | quota hit % | server CPU µs/op | client CPU cores | other CPU cores | WAL B/op | node syscalls/op, read + write | node context switches/op | node RSS MB, idle → loaded | workers | errors | load avg |")
+	if o.rounds > 1 {
+		f.WriteString("|---")
+	}
 	fmt.Fprintln(&f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		var hit []string
@@ -667,6 +683,7 @@ quotas cannot give the nodes CPU the machine does not have).
 		for i, m := range r.rss {
 			rss = append(rss, fmt.Sprintf("%.0f→%.0f", r.idleRSS[i], m))
 		}
+		f.WriteString(roundCol(r))
 		fmt.Fprintf(&f, "| %d | %d | %.0f | %s | %.1f | %.1f / %.1f | %s | %s | %.0f | %.2f | %.2f | %.0f | %.2f + %.2f | %.2f | %s | %d | %s | %.1f |\n",
 			r.nodes, r.leaders, r.opsPerSec, pl, r.opsPerEntry, r.p50, r.p99, r.nodeCPU(o.cpu), strings.Join(hit, ", "),
 			r.serverCPUPerOp(), r.clientCores, r.otherCores, r.walPerOp, r.readsPerOp, r.writesPerOp, r.switchesPerOp, strings.Join(rss, ", "), r.clients, errs, r.load)
@@ -686,7 +703,12 @@ quotas cannot give the nodes CPU the machine does not have).
 			fmt.Fprintf(&f, "\n%s\n", l)
 		}
 	}
-	f.WriteString(summary(rows))
+	var medians []medianRow
+	if o.rounds > 1 {
+		medians = medianRows(rows)
+		f.WriteString(mediansTable(medians))
+	}
+	f.WriteString(summary(rows, medians))
 	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
 	if o.appendOut {
 		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
@@ -705,8 +727,24 @@ quotas cannot give the nodes CPU the machine does not have).
 	return fh.Close()
 }
 
-// summary states the ratios the rows show, without judging them.
-func summary(rows []row) string {
+// summary states the ratios the rows show, without judging them. With
+// several rounds the throughput ratios are read off each row's median
+// (medians), the fits off every row.
+func summary(rows []row, medians []medianRow) string {
+	var b strings.Builder
+	b.WriteString("\n")
+	if medians != nil {
+		b.WriteString(growthLines(medians))
+	} else {
+		b.WriteString(ratioLines(rows))
+	}
+	rest(&b, rows)
+	return b.String()
+}
+
+// ratioLines compares, per node count, the first row with the fastest one
+// and the last rows of the smallest and largest node counts.
+func ratioLines(rows []row) string {
 	var b strings.Builder
 	first := map[int]row{}
 	best := map[int]row{}
@@ -718,7 +756,6 @@ func summary(rows []row) string {
 			best[r.nodes] = r
 		}
 	}
-	b.WriteString("\n")
 	var ns []int
 	for n := range first {
 		ns = append(ns, n)
@@ -739,6 +776,11 @@ func summary(rows []row) string {
 			fmt.Fprintf(&b, "- At %d leaders, %d nodes reach %.2f× the throughput of %d nodes.\n", a.leaders, z.nodes, z.opsPerSec/a.opsPerSec, a.nodes)
 		}
 	}
+	return b.String()
+}
+
+// rest fits the per-operation cost and the memory over every row.
+func rest(b *strings.Builder, rows []row) {
 	// Server CPU per operation against operations per entry: a fixed cost
 	// per operation plus one per Raft entry shared by the entry's operations.
 	var xs, ys []float64
@@ -748,7 +790,7 @@ func summary(rows []row) string {
 		}
 	}
 	if a, k, r2, ok := fit(xs, ys); ok {
-		fmt.Fprintf(&b, "- Server CPU per operation, all replicas, fitted over the rows: %.0f µs + %.0f µs per Raft entry ÷ operations per entry (R² %.2f).\n", a, k, r2)
+		fmt.Fprintf(b, "- Server CPU per operation, all replicas, fitted over the rows: %.0f µs + %.0f µs per Raft entry ÷ operations per entry (R² %.2f).\n", a, k, r2)
 	}
 	// Entries each leader makes per second: when it hardly depends on the
 	// leader's load, a load spread over more leaders makes smaller entries.
@@ -767,7 +809,7 @@ func summary(rows []row) string {
 		}
 	}
 	if lo > 0 {
-		fmt.Fprintf(&b, "- Raft entries per second per leader: %.0f–%.0f over the rows, while the load per leader ranged %.0f–%.0f ops/s.\n", lo, hi, llo, lhi)
+		fmt.Fprintf(b, "- Raft entries per second per leader: %.0f–%.0f over the rows, while the load per leader ranged %.0f–%.0f ops/s.\n", lo, hi, llo, lhi)
 	}
 	// Resident memory of a node against the data shard replicas it holds,
 	// idle (before the load: what a replica costs at rest) and after it
@@ -783,10 +825,9 @@ func summary(rows []row) string {
 			}
 		}
 		if a, k, r2, ok := fit(xs, ys); ok {
-			fmt.Fprintf(&b, "- Node resident memory %s the load, fitted over every node: %.0f MB + %.1f MB per data shard replica (R² %.2f).\n", when, a, k, r2)
+			fmt.Fprintf(b, "- Node resident memory %s the load, fitted over every node: %.0f MB + %.1f MB per data shard replica (R² %.2f).\n", when, a, k, r2)
 		}
 	}
-	return b.String()
 }
 
 // fit is the least-squares line y = a + k·x and its R².
