@@ -512,14 +512,23 @@ func hasCommitOnly(reqs []pb.Message) bool {
 	return false
 }
 
-// armHold starts the timer for the earliest held message unless it runs;
+// armHold starts the timer for the earliest held message unless it runs,
+// and stops it when nothing is held (most held messages are dropped before
+// they are due: a timer left to fire would wake a goroutine for nothing);
 // mu is held.
 func (p *pairConn) armHold() {
-	if p.armed || p.shutdown {
+	if p.shutdown {
 		return
 	}
 	first, ok := p.hold.next()
 	if !ok {
+		if p.armed && p.timer.Stop() {
+			p.armed = false
+			p.flushes.Done()
+		}
+		return
+	}
+	if p.armed {
 		return
 	}
 	p.armed = true
