@@ -77,6 +77,7 @@ func BenchmarkHandoff(b *testing.B) {
 	entries0, ops0 := raftEntries(c)
 	rd0, wr0 := procIO()
 	_, rm0, _ := shard.RaftTraffic()
+	p0 := shard.Passes()
 	cpu0 := cpuTime()
 	grants.Store(0)
 	released.Store(0)
@@ -90,6 +91,7 @@ func BenchmarkHandoff(b *testing.B) {
 	cpu := cpuTime() - cpu0
 	rd1, wr1 := procIO()
 	_, rm1, _ := shard.RaftTraffic()
+	p1 := shard.Passes()
 	entries1, ops1 := raftEntries(c)
 	n := float64(grants.Load())
 	b.ReportMetric(n/elapsed.Seconds(), "handoffs/s")
@@ -99,6 +101,10 @@ func BenchmarkHandoff(b *testing.B) {
 		b.ReportMetric(float64(ops1-ops0)/float64(entries1-entries0), "ops/entry")
 	}
 	b.ReportMetric(float64(rm1-rm0)/n, "raft-msgs/handoff")
+	if held := p1.HeldCommits - p0.HeldCommits; held > 0 { // shard/commithold.go
+		b.ReportMetric(float64(held)/n, "held-commits/handoff")
+		b.ReportMetric(float64(p1.DroppedCommits-p0.DroppedCommits)/n, "dropped-commits/handoff")
+	}
 	b.ReportMetric(float64(rd1-rd0+wr1-wr0)/n, "syscalls/handoff")
 	b.ReportMetric(float64(gaps.ValueAtQuantile(50)), "gap-p50-µs")
 	b.ReportMetric(float64(rels.ValueAtQuantile(50)), "release-p50-µs")

@@ -26,6 +26,12 @@ var passes struct {
 	recvMessages     atomic.Uint64 // Raft messages in them
 }
 
+// holdCounts counts what the transport did with commit-only Replicates
+// (commithold.go): held, then dropped because a later message carried
+// their commit, released (sent late, when due or ahead of a later message
+// that did not carry it), or discarded with a closing connection.
+var holdCounts struct{ held, dropped, released, discarded atomic.Uint64 }
+
 // PassCounts is a snapshot of the process's Raft pass counters (every host
 // of the process together).
 type PassCounts struct {
@@ -39,6 +45,10 @@ type PassCounts struct {
 	SentWrites       uint64 `json:"sent_writes"`
 	RecvBatches      uint64 `json:"recv_batches"`
 	RecvMessages     uint64 `json:"recv_messages"`
+	HeldCommits      uint64 `json:"held_commits"`
+	DroppedCommits   uint64 `json:"dropped_commits"`
+	ReleasedCommits  uint64 `json:"released_commits"`
+	DiscardedCommits uint64 `json:"discarded_commits"`
 }
 
 // Passes reads the process's Raft pass counters.
@@ -54,6 +64,10 @@ func Passes() PassCounts {
 		SentWrites:       raftTraffic.writes.Load(),
 		RecvBatches:      passes.recvBatches.Load(),
 		RecvMessages:     passes.recvMessages.Load(),
+		HeldCommits:      holdCounts.held.Load(),
+		DroppedCommits:   holdCounts.dropped.Load(),
+		ReleasedCommits:  holdCounts.released.Load(),
+		DiscardedCommits: holdCounts.discarded.Load(),
 	}
 }
 

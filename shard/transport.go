@@ -136,7 +136,14 @@ func (t *raftTransport) Close() error {
 	for c := range t.conns {
 		c.Close()
 	}
+	pairs := make([]*pairConn, 0, len(t.pairs))
+	for _, p := range t.pairs {
+		pairs = append(pairs, p)
+	}
 	t.mu.Unlock()
+	for _, p := range pairs {
+		p.stopHold() // held messages are dropped; dragonboat closes the streams
+	}
 	t.wg.Wait()
 	return nil
 }
@@ -318,6 +325,9 @@ func (t *raftTransport) GetConnection(ctx context.Context, target string) (rafti
 	if p == nil {
 		p = &pairConn{ctx: ctx, target: target, dial: t.dial, gen: 1}
 		p.cond.L = &p.mu
+		if commitHoldWait > 0 {
+			p.hold = newCommitHold(commitHoldWait)
+		}
 		t.pairs[target] = p
 	}
 	p.refs++
@@ -416,12 +426,43 @@ type pairConn struct {
 
 	c    net.Conn
 	dead chan struct{} // closed when the peer closed c (or sent anything)
+
+	// Commit-only Replicates held back (commithold.go), nil when holding
+	// is off. A timer sends those due on their own; flushes counts the
+	// timer's runs, armed or running, so that close can wait for them.
+	hold    *commitHold
+	timer   *time.Timer
+	armed   bool
+	flushes sync.WaitGroup
+	header  pb.MessageBatch // the last batch's addressing, for the timer's batches
+	scratch []pb.Message    // a batch's messages to send now, reused
 }
 
 // send frames batch into pending and returns once a write carried it.
+// Commit-only Replicates it carries may be held (commithold.go): a batch
+// of nothing else returns at once.
 func (p *pairConn) send(batch *pb.MessageBatch) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.hold != nil && (len(p.hold.held) > 0 || hasCommitOnly(batch.Requests)) {
+		p.scratch = p.hold.admit(p.scratch[:0], batch.Requests, time.Now())
+		p.header = pb.MessageBatch{DeploymentId: batch.DeploymentId, SourceAddress: batch.SourceAddress, BinVer: batch.BinVer}
+		p.armHold()
+		if len(p.scratch) == 0 {
+			return nil
+		}
+		batch.Requests = p.scratch
+	}
+	err := p.frame(batch)
+	clear(p.scratch) // keeps no entries of the caller's
+	if err != nil {
+		return err
+	}
+	return p.await()
+}
+
+// frame appends batch's frame to pending; mu is held.
+func (p *pairConn) frame(batch *pb.MessageBatch) error {
 	// Marshalled in place rather than through appendRaftFrame: passing
 	// batch as an interface moved every batch to the heap.
 	start := len(p.pending)
@@ -442,6 +483,12 @@ func (p *pairConn) send(batch *pb.MessageBatch) error {
 	raftTraffic.batches.Add(1)
 	raftTraffic.messages.Add(uint64(len(batch.Requests)))
 	passes.sentShards.Add(batchShards(batch.Requests))
+	return nil
+}
+
+// await returns the result of the write that carries what pending holds
+// now, writing it if no one else is; mu is held.
+func (p *pairConn) await() error {
 	mine := p.gen
 	for p.written < mine {
 		if p.writing {
@@ -454,6 +501,84 @@ func (p *pairConn) send(batch *pb.MessageBatch) error {
 		return nil // too long ago to tell; Raft resends what was lost
 	}
 	return p.errs[mine%uint64(len(p.errs))]
+}
+
+func hasCommitOnly(reqs []pb.Message) bool {
+	for i := range reqs {
+		if isCommitOnly(&reqs[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// armHold starts the timer for the earliest held message unless it runs,
+// and stops it when nothing is held (most held messages are dropped before
+// they are due: a timer left to fire would wake a goroutine for nothing);
+// mu is held.
+func (p *pairConn) armHold() {
+	if p.shutdown {
+		return
+	}
+	first, ok := p.hold.next()
+	if !ok {
+		if p.armed && p.timer.Stop() {
+			p.armed = false
+			p.flushes.Done()
+		}
+		return
+	}
+	if p.armed {
+		return
+	}
+	p.armed = true
+	p.flushes.Add(1)
+	d := time.Until(first)
+	if p.timer == nil {
+		p.timer = time.AfterFunc(d, p.flushHeld)
+	} else {
+		p.timer.Reset(d)
+	}
+}
+
+// flushHeld sends the held messages that are due, and those due within a
+// quarter of the hold (one batch rather than a timer each), as a batch of
+// their own; it joins a write under way if there is one.
+func (p *pairConn) flushHeld() {
+	defer p.flushes.Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = false
+	if p.shutdown {
+		return
+	}
+	p.scratch = p.hold.due(p.scratch[:0], time.Now().Add(p.hold.wait/4))
+	p.armHold()
+	if len(p.scratch) == 0 {
+		return
+	}
+	batch := p.header
+	batch.Requests = p.scratch
+	err := p.frame(&batch)
+	clear(p.scratch)
+	if err == nil {
+		p.await() // a failed write: Raft resends, as for any lost message
+	}
+}
+
+// stopHold discards the held messages and waits for a timer run under way.
+func (p *pairConn) stopHold() {
+	p.mu.Lock()
+	p.shutdown = true
+	if p.armed && p.timer.Stop() {
+		p.armed = false
+		p.flushes.Done()
+	}
+	if p.hold != nil {
+		p.hold.discard()
+	}
+	p.mu.Unlock()
+	p.flushes.Wait()
 }
 
 // writeAll writes pending until nothing is left; mu is held on entry and
@@ -583,8 +708,9 @@ func (p *pairConn) close() {
 	c := p.c
 	p.mu.Unlock()
 	if c != nil {
-		c.Close()
+		c.Close() // first: a timer run under way then fails its write at once
 	}
+	p.stopHold()
 }
 
 // chunkConn streams one snapshot's chunks.

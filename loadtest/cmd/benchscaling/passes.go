@@ -20,6 +20,8 @@ func addPasses(a, b shard.PassCounts, sign int) shard.PassCounts {
 		SentBatches: f(a.SentBatches, b.SentBatches), SentMessages: f(a.SentMessages, b.SentMessages),
 		SentShards: f(a.SentShards, b.SentShards), SentWrites: f(a.SentWrites, b.SentWrites),
 		RecvBatches: f(a.RecvBatches, b.RecvBatches), RecvMessages: f(a.RecvMessages, b.RecvMessages),
+		HeldCommits: f(a.HeldCommits, b.HeldCommits), DroppedCommits: f(a.DroppedCommits, b.DroppedCommits),
+		ReleasedCommits: f(a.ReleasedCommits, b.ReleasedCommits), DiscardedCommits: f(a.DiscardedCommits, b.DiscardedCommits),
 	}
 }
 
@@ -33,10 +35,15 @@ func passLine(r row) string {
 	}
 	div := func(a, b uint64) float64 { return float64(a) / float64(max(b, 1)) }
 	op := func(a uint64) float64 { return float64(a) / float64(r.ops) }
-	return fmt.Sprintf("Raft passes, %d nodes, %d leaders (every node): per SaveRaftState %.2f shards (%.2f with entries, %.2f entries); "+
+	line := fmt.Sprintf("Raft passes, %d nodes, %d leaders (every node): per SaveRaftState %.2f shards (%.2f with entries, %.2f entries); "+
 		"per sent batch %.2f messages, %.2f shards; %.2f batches per transport write; per received batch %.2f messages; "+
 		"per operation: %.4f saves, %.4f sent batches, %.4f transport writes, %.4f received batches",
 		r.nodes, r.leaders, div(p.SavedShards, p.Saves), div(p.SavedEntryShards, p.Saves), div(p.SavedEntries, p.Saves),
 		div(p.SentMessages, p.SentBatches), div(p.SentShards, p.SentBatches), div(p.SentBatches, p.SentWrites), div(p.RecvMessages, p.RecvBatches),
 		op(p.Saves), op(p.SentBatches), op(p.SentWrites), op(p.RecvBatches))
+	if p.HeldCommits > 0 { // a node that holds commit-only Replicates (shard/commithold.go)
+		line += fmt.Sprintf("; commit-only Replicates per operation: %.4f held, %.4f dropped, %.4f released late",
+			op(p.HeldCommits), op(p.DroppedCommits), op(p.ReleasedCommits))
+	}
+	return line
 }
