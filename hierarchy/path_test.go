@@ -114,3 +114,39 @@ func TestInRange(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateFastRoadAgrees: the fast road (plainPath) accepts only what the
+// careful road (whyInvalid) accepts, on every string up to 6 bytes over an
+// alphabet of the bytes that matter, at limits that bind.
+func TestValidateFastRoadAgrees(t *testing.T) {
+	alphabet := []byte{'/', '.', 'a', 0x01, 0x7f, '-', 0xc3}
+	lims := []Limits{{MaxPathBytes: 6, MaxDepth: 2}, DefaultLimits}
+	fast := 0
+	var walk func(b []byte)
+	walk = func(b []byte) {
+		p := string(b)
+		for _, lim := range lims {
+			lim = lim.withDefaults()
+			slow := whyInvalid(p, lim)
+			if plainPath(p, lim) {
+				fast++
+				if slow != nil {
+					t.Fatalf("plainPath accepts %q (limits %+v), whyInvalid says %v", p, lim, slow)
+				}
+			}
+			if got := Validate(p, lim); (got == nil) != (slow == nil) {
+				t.Fatalf("Validate(%q) = %v, whyInvalid = %v", p, got, slow)
+			}
+		}
+		if len(b) == 6 {
+			return
+		}
+		for _, c := range alphabet {
+			walk(append(b, c))
+		}
+	}
+	walk(nil)
+	if fast == 0 {
+		t.Fatal("the fast road accepted nothing")
+	}
+}

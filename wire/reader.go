@@ -307,7 +307,13 @@ func (r *Reader) Request(q *Request) bool {
 	n := r.mapLen()
 	*q = Request{}
 	for i := 0; i < n && r.ok; i++ {
-		switch r.Uint() {
+		var key uint64
+		if p := r.pos; p < len(r.b) && r.b[p] < 0x80 {
+			key, r.pos = uint64(r.b[p]), p+1 // a fixint key, read in place
+		} else {
+			key = r.Uint()
+		}
+		switch key {
 		case 1:
 			q.ID = r.Uint()
 		case 2:
@@ -393,7 +399,13 @@ func (r *Reader) Response(q *Response) bool {
 	n := r.mapLen()
 	*q = Response{}
 	for i := 0; i < n && r.ok; i++ {
-		switch r.Uint() {
+		var key uint64
+		if p := r.pos; p < len(r.b) && r.b[p] < 0x80 {
+			key, r.pos = uint64(r.b[p]), p+1 // a fixint key, read in place
+		} else {
+			key = r.Uint()
+		}
+		switch key {
 		case 1:
 			q.ID = r.Uint()
 		case 2:
