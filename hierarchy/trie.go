@@ -1,7 +1,6 @@
 package hierarchy
 
 import (
-	"hash/maphash"
 	"strings"
 	"unsafe"
 )
@@ -114,13 +113,6 @@ func (t *Trie[T]) intern(seg string, h uint32) string {
 	}
 	return *slot
 }
-
-var kidSeed = maphash.MakeSeed()
-
-// hashName hashes a segment for the child tables. The seed is random per
-// process, so clients cannot choose colliding names; nothing replicated
-// depends on it.
-func hashName(seg string) uint32 { return uint32(maphash.String(kidSeed, seg)) }
 
 // Prune removes n and then its ancestors for as long as they are idle: no
 // counters, no children, and inUse reports false for them. Pruning the root
@@ -261,13 +253,15 @@ func Related[T any](a, b *Node[T]) bool {
 }
 
 // firstSegment splits "/a/b/c" into "a" and "/b/c"; "" and "/" give "".
+// Segments are a few bytes, where a plain loop beats IndexByte's call.
 func firstSegment(p string) (seg, rest string) {
 	if len(p) <= 1 {
 		return "", ""
 	}
 	p = p[1:]
-	if i := strings.IndexByte(p, '/'); i >= 0 {
-		return p[:i], p[i:]
+	i := 0
+	for i < len(p) && p[i] != '/' {
+		i++
 	}
-	return p, ""
+	return p[:i], p[i:]
 }
