@@ -11,7 +11,8 @@ import (
 // string hash costs more than the rest of the probe, so up to 16 bytes are
 // hashed here: the bytes are read as two words (overlapping, so that with
 // the length they determine the segment), each is xored with a secret and
-// the two are multiplied, twice. Longer segments go to hash/maphash.
+// the two are multiplied; the product's halves, with the length, are mixed
+// the same way once more. Longer segments go to hash/maphash.
 //
 // The secrets are random per process, so clients cannot choose colliding
 // names; nothing replicated depends on the hash (see kidSet).
