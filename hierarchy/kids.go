@@ -41,15 +41,26 @@ func newKidSet[T any]() *kidSet[T] {
 
 const smallKids = 8
 
-func (k *kidSet[T]) find(name string, h uint32) *Node[T] {
+// find returns the child called name, or nil. A dense list is searched by
+// name alone: comparing a few lengths costs less than hashing the name.
+func (k *kidSet[T]) find(name string) *Node[T] {
 	if !k.table {
-		for _, c := range k.slots[:k.n] {
-			if c.hash == h && c.Name() == name {
-				return c
-			}
-		}
-		return nil
+		return k.findDense(name)
 	}
+	return k.findTable(name, hashName(name))
+}
+
+func (k *kidSet[T]) findDense(name string) *Node[T] {
+	for _, c := range k.slots[:k.n] {
+		if c.Name() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// findTable is find in a table, given name's hashName h.
+func (k *kidSet[T]) findTable(name string, h uint32) *Node[T] {
 	mask := len(k.slots) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		c := k.slots[i]

@@ -65,7 +65,7 @@ func (t *Trie[T]) Find(p string) *Node[T] {
 		if n.kids == nil {
 			return nil
 		}
-		if n = n.kids.find(seg, hashName(seg)); n == nil {
+		if n = n.kids.find(seg); n == nil {
 			return nil
 		}
 	}
@@ -86,11 +86,21 @@ func (t *Trie[T]) Ensure(p string) *Node[T] {
 func (t *Trie[T]) EnsureChild(n *Node[T], name string) *Node[T] { return t.child(n, name) }
 
 func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
-	h := hashName(seg)
-	if n.kids == nil {
+	var h uint32 // hashName(seg), computed once and only when needed
+	switch {
+	case n.kids == nil:
 		n.kids = t.newKidSet()
-	} else if c := n.kids.find(seg, h); c != nil {
-		return c
+		h = hashName(seg)
+	case !n.kids.table:
+		if c := n.kids.findDense(seg); c != nil {
+			return c
+		}
+		h = hashName(seg)
+	default:
+		h = hashName(seg)
+		if c := n.kids.findTable(seg, h); c != nil {
+			return c
+		}
 	}
 	if uint64(len(seg)) > 1<<32-1 {
 		panic("hierarchy: path segment too long")
@@ -228,7 +238,7 @@ func (n *Node[T]) Child(name string) *Node[T] {
 	if n.kids == nil {
 		return nil
 	}
-	return n.kids.find(name, hashName(name))
+	return n.kids.find(name)
 }
 
 // NumKids returns the number of n's children.
