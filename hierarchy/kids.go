@@ -72,10 +72,15 @@ func (k *kidSet[T]) findTable(name string, h uint32) *Node[T] {
 
 func (k *kidSet[T]) add(c *Node[T]) {
 	if !k.table && k.n < smallKids {
-		i, _ := slices.BinarySearchFunc(k.slots[:k.n], c.Name(), func(x *Node[T], name string) int {
-			return strings.Compare(x.Name(), name)
-		})
-		k.slots = slices.Insert(k.slots[:k.n], i, c)
+		// In name order; a plain shift, as most lists are empty or short.
+		name := c.Name()
+		i := k.n
+		for i > 0 && k.slots[i-1].Name() > name {
+			i--
+		}
+		k.slots = append(k.slots[:k.n], nil)
+		copy(k.slots[i+1:], k.slots[i:k.n])
+		k.slots[i] = c
 		k.n++
 		return
 	}
