@@ -130,6 +130,14 @@ func (r *Reader) strLen() int {
 }
 
 func (r *Reader) string() string {
+	// A fixstr (up to 31 bytes: paths, owners) cut from the shared copy is
+	// read in place; the rest by the general road.
+	if p := r.pos; r.str != "" && p < len(r.b) && r.b[p]&0xe0 == 0xa0 {
+		if end := p + 1 + int(r.b[p]&0x1f); end <= len(r.b) {
+			r.pos = end
+			return r.str[p+1 : end]
+		}
+	}
 	n := r.strLen()
 	if n <= 0 || !r.ok {
 		return ""
