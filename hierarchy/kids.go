@@ -10,10 +10,12 @@ import (
 // pointers (linear probing, backward-shift deletion), which costs about 12
 // bytes per child instead of the 30-40 of a Go map: nodes with a million
 // children (/locks/<name>) are the common case the memory budget is set for.
-// Probes compare the hash kept in each child before its name, and growing
-// or deleting rehashes nothing, so a probe touches one child at most.
+// Table probes compare the hash kept in each child before its name, and
+// growing or deleting rehashes nothing, so a probe reads one child's name
+// at most. A dense list is searched by name alone (hashing the name would
+// cost more than comparing a few lengths).
 //
-// Table order is not deterministic (the hash seed is random per process so
+// Table order is not deterministic (the hash secrets are random per process so
 // that clients cannot choose colliding names), so callers that must be
 // deterministic either sort (SortedKids, Walk) or only use the children as a
 // set.
