@@ -54,3 +54,27 @@ func TestHashNameSpreads(t *testing.T) {
 		t.Fatalf("%d of %d names collide", collisions, names)
 	}
 }
+
+// TestHashNameFillsTablesEvenly: the low bits (a table's index) spread too.
+// Linear probing at load a displaces a key by (1/(1-a) - 1)/2 slots on
+// average when hashes are uniform; workload-like names must stay near that.
+func TestHashNameFillsTablesEvenly(t *testing.T) {
+	for _, format := range []string{"k-%d", "u%d-3", "lock%d", "%08d"} {
+		const n, size = 100000, 1 << 18 // load 0.38
+		slots := make([]bool, size)
+		total := 0
+		for i := 0; i < n; i++ {
+			at := int(hashName(fmt.Sprintf(format, i))) & (size - 1)
+			for slots[at] {
+				at = (at + 1) & (size - 1)
+				total++
+			}
+			slots[at] = true
+		}
+		load := float64(n) / size
+		uniform := (1/(1-load) - 1) / 2
+		if avg := float64(total) / n; avg > 1.5*uniform {
+			t.Fatalf("%q: average displacement %.2f, uniform hashing gives %.2f", format, avg, uniform)
+		}
+	}
+}
