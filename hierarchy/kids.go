@@ -10,10 +10,12 @@ import (
 // pointers (linear probing, backward-shift deletion), which costs about 12
 // bytes per child instead of the 30-40 of a Go map: nodes with a million
 // children (/locks/<name>) are the common case the memory budget is set for.
-// Probes compare the hash kept in each child before its name, and growing
-// or deleting rehashes nothing, so a probe touches one child at most.
+// Table probes compare the hash kept in each child before its name, and
+// growing or deleting rehashes nothing, so a probe reads one child's name
+// at most. A dense list is searched by name alone (hashing the name would
+// cost more than comparing a few lengths).
 //
-// Table order is not deterministic (the hash seed is random per process so
+// Table order is not deterministic (the hash secrets are random per process so
 // that clients cannot choose colliding names), so callers that must be
 // deterministic either sort (SortedKids, Walk) or only use the children as a
 // set.
@@ -41,15 +43,26 @@ func newKidSet[T any]() *kidSet[T] {
 
 const smallKids = 8
 
-func (k *kidSet[T]) find(name string, h uint32) *Node[T] {
+// find returns the child called name, or nil. A dense list is searched by
+// name alone: comparing a few lengths costs less than hashing the name.
+func (k *kidSet[T]) find(name string) *Node[T] {
 	if !k.table {
-		for _, c := range k.slots[:k.n] {
-			if c.hash == h && c.Name() == name {
-				return c
-			}
-		}
-		return nil
+		return k.findDense(name)
 	}
+	return k.findTable(name, hashName(name))
+}
+
+func (k *kidSet[T]) findDense(name string) *Node[T] {
+	for _, c := range k.slots[:k.n] {
+		if c.Name() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// findTable is find in a table, given name's hashName h.
+func (k *kidSet[T]) findTable(name string, h uint32) *Node[T] {
 	mask := len(k.slots) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		c := k.slots[i]
@@ -61,10 +74,15 @@ func (k *kidSet[T]) find(name string, h uint32) *Node[T] {
 
 func (k *kidSet[T]) add(c *Node[T]) {
 	if !k.table && k.n < smallKids {
-		i, _ := slices.BinarySearchFunc(k.slots[:k.n], c.Name(), func(x *Node[T], name string) int {
-			return strings.Compare(x.Name(), name)
-		})
-		k.slots = slices.Insert(k.slots[:k.n], i, c)
+		// In name order; a plain shift, as most lists are empty or short.
+		name := c.Name()
+		i := k.n
+		for i > 0 && k.slots[i-1].Name() > name {
+			i--
+		}
+		k.slots = append(k.slots[:k.n], nil)
+		copy(k.slots[i+1:], k.slots[i:k.n])
+		k.slots[i] = c
 		k.n++
 		return
 	}

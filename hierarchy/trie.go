@@ -1,7 +1,6 @@
 package hierarchy
 
 import (
-	"hash/maphash"
 	"strings"
 	"unsafe"
 )
@@ -66,7 +65,7 @@ func (t *Trie[T]) Find(p string) *Node[T] {
 		if n.kids == nil {
 			return nil
 		}
-		if n = n.kids.find(seg, hashName(seg)); n == nil {
+		if n = n.kids.find(seg); n == nil {
 			return nil
 		}
 	}
@@ -87,11 +86,21 @@ func (t *Trie[T]) Ensure(p string) *Node[T] {
 func (t *Trie[T]) EnsureChild(n *Node[T], name string) *Node[T] { return t.child(n, name) }
 
 func (t *Trie[T]) child(n *Node[T], seg string) *Node[T] {
-	h := hashName(seg)
-	if n.kids == nil {
+	var h uint32 // hashName(seg), computed once and only when needed
+	switch {
+	case n.kids == nil:
 		n.kids = t.newKidSet()
-	} else if c := n.kids.find(seg, h); c != nil {
-		return c
+		h = hashName(seg)
+	case !n.kids.table:
+		if c := n.kids.findDense(seg); c != nil {
+			return c
+		}
+		h = hashName(seg)
+	default:
+		h = hashName(seg)
+		if c := n.kids.findTable(seg, h); c != nil {
+			return c
+		}
 	}
 	if uint64(len(seg)) > 1<<32-1 {
 		panic("hierarchy: path segment too long")
@@ -114,13 +123,6 @@ func (t *Trie[T]) intern(seg string, h uint32) string {
 	}
 	return *slot
 }
-
-var kidSeed = maphash.MakeSeed()
-
-// hashName hashes a segment for the child tables. The seed is random per
-// process, so clients cannot choose colliding names; nothing replicated
-// depends on it.
-func hashName(seg string) uint32 { return uint32(maphash.String(kidSeed, seg)) }
 
 // Prune removes n and then its ancestors for as long as they are idle: no
 // counters, no children, and inUse reports false for them. Pruning the root
@@ -236,7 +238,7 @@ func (n *Node[T]) Child(name string) *Node[T] {
 	if n.kids == nil {
 		return nil
 	}
-	return n.kids.find(name, hashName(name))
+	return n.kids.find(name)
 }
 
 // NumKids returns the number of n's children.
@@ -261,13 +263,15 @@ func Related[T any](a, b *Node[T]) bool {
 }
 
 // firstSegment splits "/a/b/c" into "a" and "/b/c"; "" and "/" give "".
+// Segments are a few bytes, where a plain loop beats IndexByte's call.
 func firstSegment(p string) (seg, rest string) {
 	if len(p) <= 1 {
 		return "", ""
 	}
 	p = p[1:]
-	if i := strings.IndexByte(p, '/'); i >= 0 {
-		return p[:i], p[i:]
+	i := 0
+	for i < len(p) && p[i] != '/' {
+		i++
 	}
-	return p, ""
+	return p[:i], p[i:]
 }

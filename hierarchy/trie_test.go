@@ -187,3 +187,33 @@ func TestSmallChildListsDoNotAllocate(t *testing.T) {
 		t.Fatalf("%d nodes left, want /a and /a/keep", tr.Len())
 	}
 }
+
+// TestDenseListsFindByName: a small child list is searched by name alone
+// (no hash), so names of one length, prefixes and the empty-looking cases
+// must all be told apart, as they are once the list becomes a table.
+func TestDenseListsFindByName(t *testing.T) {
+	names := []string{"ab", "ba", "a", "abc", "aa", "b", "lock", "lack"}
+	for _, size := range []int{1, len(names), smallKids + 1} {
+		tr := New[payload]()
+		root := tr.Root()
+		want := map[string]*Node[payload]{}
+		for i := 0; i < size; i++ {
+			name := fmt.Sprintf("x%d", i)
+			if i < len(names) {
+				name = names[i]
+			}
+			want[name] = tr.EnsureChild(root, name)
+		}
+		checkKids(t, root, want)
+		for _, absent := range []string{"bb", "abd", "c", "loc", "locks", "x"} {
+			if root.Child(absent) != nil || tr.Find("/"+absent) != nil {
+				t.Fatalf("%d children: found absent %q", size, absent)
+			}
+		}
+		for name, n := range want {
+			if tr.Find("/"+name) != n || tr.EnsureChild(root, name) != n {
+				t.Fatalf("%d children: %q not found as itself", size, name)
+			}
+		}
+	}
+}

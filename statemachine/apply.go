@@ -8,11 +8,10 @@ import (
 )
 
 // apply runs one op, through the exactly-once records when it carries a
-// client id.
+// client id. Its caller, applySafe, clears s.routed when it returns.
 func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	out.ID = r.ID
 	s.routed = ""
-	defer func() { s.routed = "" }()
 	if err := s.routeCheck(r); err != nil {
 		s.fail(r, out, err)
 		return

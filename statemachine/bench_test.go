@@ -312,8 +312,16 @@ func BenchmarkSnapshotLoadState(b *testing.B) {
 // clients. Every acquire creates u<w>-<i> and lock under /bench and every
 // release prunes them again. ns/op and allocs/op are per op (an acquire or
 // a release).
-func BenchmarkApplyCycle(b *testing.B) {
-	const workers, paths, clients = 256, 16, 4
+func BenchmarkApplyCycle(b *testing.B) { applyCycle(b, 256, 16, 4) }
+
+// BenchmarkApplyCycleWide is BenchmarkApplyCycle at the shape of the
+// cluster runs (benchload --clients 1024): 1024 workers, each its own
+// exactly-once client with one request in flight, so every op touches a
+// different client, lease and path than the op before (more of the state
+// is out of cache).
+func BenchmarkApplyCycleWide(b *testing.B) { applyCycle(b, 1024, 16, 1024) }
+
+func applyCycle(b *testing.B, workers, paths, clients int) {
 	s := benchSM(b)
 	type held struct {
 		path, owner string
@@ -324,7 +332,7 @@ func BenchmarkApplyCycle(b *testing.B) {
 	next := func(w int) (client, seq, ack uint64) {
 		c := w % clients
 		seqs[c]++
-		return uint64(c + 1), seqs[c], max(1, seqs[c]-min(seqs[c], workers/clients))
+		return uint64(c + 1), seqs[c], max(1, seqs[c]-min(seqs[c], uint64(workers/clients)))
 	}
 	acquire := func(i, w, round int) *wire.Request {
 		client, seq, ack := next(w)
@@ -336,7 +344,7 @@ func BenchmarkApplyCycle(b *testing.B) {
 	// granted token base+k.
 	run(b, s, entries(workers, func(w int) *wire.Request { return acquire(w, w, 0) }))
 	for w := range last {
-		last[w].token = s.fence - workers + 1 + uint64(w)
+		last[w].token = s.fence - uint64(workers) + 1 + uint64(w)
 	}
 	base, acquires := s.fence+1, uint64(0)
 	es := entries(b.N, func(i int) *wire.Request {

@@ -39,6 +39,9 @@ type blocked struct {
 }
 
 func (s *StateMachine) handoff(changed ...*lockNode) {
+	if s.trie.Root().QueuedTotal() == 0 {
+		return // nobody waits anywhere (the root counts every waiter)
+	}
 	roots := s.regions(changed)
 	if len(roots) == 0 {
 		return

@@ -42,7 +42,15 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 		}
 	}
 	n := s.trie.Ensure(r.Path)
+	// One return after the defer: the compiler then runs it inline
+	// (open-coded) instead of through the runtime's defer records.
 	defer s.tidy(n)
+	return s.acquireAt(n, r, out, mode, l, campaign)
+}
+
+// acquireAt is opAcquire at the path's node n, once the request is valid.
+func (s *StateMachine) acquireAt(n *lockNode, r *wire.Request, out *wire.Response, mode wire.Mode, l *lease,
+	campaign bool) *wire.Error {
 	if h := ownHold(n, r.Lease, r.Owner); h != nil {
 		if mode == wire.Exclusive && len(s.sems) > 0 && s.sems[r.Path] > 0 {
 			return wire.Errorf(wire.InvalidArgument, "a semaphore permit cannot be upgraded to an exclusive lock")
@@ -82,7 +90,7 @@ func (s *StateMachine) opAcquire(r *wire.Request, out *wire.Response, campaign b
 		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
 	// The request's strings point into the entry: what is kept is cloned.
-	h := s.grant(grantArgs{node: n, path: r.Path, mode: mode, lease: r.Lease, owner: strings.Clone(r.Owner), ttl: r.TTL,
+	h := s.grant(grantArgs{node: n, path: r.Path, mode: mode, lease: r.Lease, l: l, owner: strings.Clone(r.Owner), ttl: r.TTL,
 		campaign: campaign, value: r.Value, cause: wire.CauseDirect, client: r.Client, seq: r.Seq,
 		identity: singleIdentity(r)})
 	s.keepHoldExtra(h, extraOf(r), r.Path)
@@ -186,6 +194,7 @@ type grantArgs struct {
 	path        string
 	mode        wire.Mode
 	lease       uint64 // 0: make a single-lock lease
+	l           *lease // the session lease if the caller has it at hand (else looked up)
 	owner       string
 	ttl         int64
 	campaign    bool
@@ -220,7 +229,11 @@ func (s *StateMachine) grant(g grantArgs) *holder {
 			s.singleOwn[token] = g.identity
 		}
 	} else {
-		s.leases[leaseID].addHolder(h)
+		l := g.l
+		if l == nil {
+			l = s.leases[leaseID]
+		}
+		l.addHolder(h)
 	}
 	s.emit(wire.Event{Kind: wire.EvAcquired, Cause: g.cause, Path: g.path, Mode: g.mode, Token: token,
 		Lease: leaseID, Owner: g.owner, Client: g.client, Seq: g.seq})

@@ -130,6 +130,7 @@ func (s *StateMachine) NextDeadline() int64 { return s.nextDeadline.Load() }
 // identical; counting faults lets tests fail on them.
 func (s *StateMachine) applySafe(r *wire.Request, out *wire.Response) {
 	defer func() {
+		s.routed = "" // the op's route check holds for that op only
 		if p := recover(); p != nil {
 			s.faults++
 			s.lastFault = fmt.Sprintf("%v %s: %v\n%s", r.Op, r.Path, p, debug.Stack())

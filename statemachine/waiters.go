@@ -41,8 +41,9 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 	return nil
 }
 
-// unqueue takes w out of its node's queue and its lease.
-func (s *StateMachine) unqueue(w *waiter) {
+// unqueue takes w out of its node's queue and its lease, and returns that
+// session lease (nil for a single-lock acquire).
+func (s *StateMachine) unqueue(w *waiter) *lease {
 	e := w.node.Val.ext
 	if w.prev == nil {
 		e.head = w.next
@@ -66,9 +67,14 @@ func (s *StateMachine) unqueue(w *waiter) {
 	if len(s.waitOwn) > 0 {
 		delete(s.waitOwn, w.arrival)
 	}
-	if l := s.leases[w.lease]; w.lease != 0 && l != nil {
+	if w.lease == 0 {
+		return nil
+	}
+	l := s.leases[w.lease]
+	if l != nil {
 		l.removeWaiter(w)
 	}
+	return l
 }
 
 // dropWaiter removes w without granting it (cancel, lease end). The caller
@@ -87,9 +93,9 @@ func (s *StateMachine) dropWaiter(w *waiter, cause wire.Cause) {
 // grantWaiter hands the lock to w.
 func (s *StateMachine) grantWaiter(w *waiter) {
 	x, identity := s.waitX[w.arrival], s.waitOwn[w.arrival]
-	s.unqueue(w)
+	l := s.unqueue(w)
 	path := w.node.Path()
-	h := s.grant(grantArgs{node: w.node, path: path, mode: w.mode, lease: w.lease, owner: w.owner,
+	h := s.grant(grantArgs{node: w.node, path: path, mode: w.mode, lease: w.lease, l: l, owner: w.owner,
 		ttl: w.ttl, campaign: w.campaign, value: w.value, cause: wire.CauseHandOff, client: w.client, seq: w.seq,
 		identity: identity})
 	s.keepHoldExtra(h, x, path)

@@ -153,17 +153,18 @@ func appendRangesField(b []byte, key byte, v []Range) []byte {
 	return b
 }
 
+// fieldCount sums the common fields without branches, as
+// Response.fieldCount does; the lists are looked at only if any is set.
 func (r *Request) fieldCount() int {
-	n := 0
-	for _, set := range [...]bool{r.ID != 0, r.Op != 0, r.Path != "", r.Mode != 0, r.Lease != 0, r.TTL != 0,
-		r.Wait != 0, r.Token != 0, r.Owner != "", r.Value != nil, r.Version != 0, r.Rev != 0, r.Client != 0,
-		r.Seq != 0, r.AckSeq != 0, r.Gen != 0, r.Flags != 0, r.Limit != 0, r.Stream != 0, r.Auth != "",
-		len(r.Leases) > 0, len(r.Ranges) > 0, r.Shard != 0, r.Term != 0, len(r.Remaining) > 0, r.Chunk != 0,
-		r.ToReplica != 0, r.Identity != "", r.LeaseKey != 0, len(r.Paths) > 0, r.Grace != 0, r.Target != "",
-		r.Permits != 0, r.LockDelay != 0, r.Priority != 0, r.Trace != ""} {
-		if set {
-			n++
-		}
+	n := b2i(r.ID != 0) + b2i(r.Op != 0) + b2i(r.Path != "") + b2i(r.Mode != 0) + b2i(r.Lease != 0) +
+		b2i(r.TTL != 0) + b2i(r.Wait != 0) + b2i(r.Token != 0) + b2i(r.Owner != "") + b2i(r.Value != nil) +
+		b2i(r.Version != 0) + b2i(r.Rev != 0) + b2i(r.Client != 0) + b2i(r.Seq != 0) + b2i(r.AckSeq != 0) +
+		b2i(r.Gen != 0) + b2i(r.Flags != 0) + b2i(r.Limit != 0) + b2i(r.Stream != 0) + b2i(r.Auth != "") +
+		b2i(r.Shard != 0) + b2i(r.Term != 0) + b2i(r.Chunk != 0) + b2i(r.ToReplica != 0) +
+		b2i(r.Identity != "") + b2i(r.LeaseKey != 0) + b2i(r.Grace != 0) + b2i(r.Target != "") +
+		b2i(r.Permits != 0) + b2i(r.LockDelay != 0) + b2i(r.Priority != 0) + b2i(r.Trace != "")
+	if len(r.Leases)|len(r.Ranges)|len(r.Remaining)|len(r.Paths) != 0 {
+		n += b2i(len(r.Leases) > 0) + b2i(len(r.Ranges) > 0) + b2i(len(r.Remaining) > 0) + b2i(len(r.Paths) > 0)
 	}
 	return n
 }
@@ -214,18 +215,28 @@ func AppendRequest(b []byte, r *Request) []byte {
 // hasHandWrittenForm: responses AppendResponse writes itself.
 func (r *Response) hasHandWrittenForm() bool { return r.Table == nil && r.Signed == nil }
 
+// fieldCount runs for every answer of every op on every replica: the
+// common fields are summed without branches and the lists, rare in
+// answers to log ops, are looked at one by one only if any is set.
 func (r *Response) fieldCount() int {
-	n := 0
-	for _, set := range [...]bool{r.ID != 0, r.Code != 0, r.Msg != "", r.Token != 0, r.Lease != 0, r.TTL != 0,
-		r.Rev != 0, r.Value != nil, r.Version != 0, r.Mode != 0, r.Count != 0, r.Owner != "", r.Path != "",
-		r.Stream != 0, r.Hint != nil, len(r.Holders) > 0, len(r.Waiters) > 0, len(r.KVs) > 0,
-		len(r.Events) > 0, len(r.Leases) > 0, len(r.Ranges) > 0, len(r.Grants) > 0, r.Table != nil,
-		r.Signed != nil, len(r.Denied) > 0, r.DelayUntil != 0, r.RevokeAt != 0, r.Permits != 0} {
-		if set {
-			n++
-		}
+	n := b2i(r.ID != 0) + b2i(r.Code != 0) + b2i(r.Msg != "") + b2i(r.Token != 0) + b2i(r.Lease != 0) +
+		b2i(r.TTL != 0) + b2i(r.Rev != 0) + b2i(r.Value != nil) + b2i(r.Version != 0) + b2i(r.Mode != 0) +
+		b2i(r.Count != 0) + b2i(r.Owner != "") + b2i(r.Path != "") + b2i(r.Stream != 0) +
+		b2i(r.DelayUntil != 0) + b2i(r.RevokeAt != 0) + b2i(r.Permits != 0)
+	if len(r.Holders)|len(r.Waiters)|len(r.KVs)|len(r.Events)|len(r.Leases)|len(r.Ranges)|len(r.Grants)|
+		len(r.Denied) != 0 || r.Hint != nil || r.Table != nil || r.Signed != nil {
+		n += b2i(r.Hint != nil) + b2i(len(r.Holders) > 0) + b2i(len(r.Waiters) > 0) + b2i(len(r.KVs) > 0) +
+			b2i(len(r.Events) > 0) + b2i(len(r.Leases) > 0) + b2i(len(r.Ranges) > 0) + b2i(len(r.Grants) > 0) +
+			b2i(r.Table != nil) + b2i(r.Signed != nil) + b2i(len(r.Denied) > 0)
 	}
 	return n
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // AppendResponse appends r as one msgpack value, byte for byte what

@@ -130,6 +130,14 @@ func (r *Reader) strLen() int {
 }
 
 func (r *Reader) string() string {
+	// A fixstr (up to 31 bytes: paths, owners) cut from the shared copy is
+	// read in place; the rest by the general road.
+	if p := r.pos; r.str != "" && p < len(r.b) && r.b[p]&0xe0 == 0xa0 {
+		if end := p + 1 + int(r.b[p]&0x1f); end <= len(r.b) {
+			r.pos = end
+			return r.str[p+1 : end]
+		}
+	}
 	n := r.strLen()
 	if n <= 0 || !r.ok {
 		return ""
@@ -307,7 +315,13 @@ func (r *Reader) Request(q *Request) bool {
 	n := r.mapLen()
 	*q = Request{}
 	for i := 0; i < n && r.ok; i++ {
-		switch r.Uint() {
+		var key uint64
+		if p := r.pos; p < len(r.b) && r.b[p] < 0x80 {
+			key, r.pos = uint64(r.b[p]), p+1 // a fixint key, read in place
+		} else {
+			key = r.Uint()
+		}
+		switch key {
 		case 1:
 			q.ID = r.Uint()
 		case 2:
@@ -393,7 +407,13 @@ func (r *Reader) Response(q *Response) bool {
 	n := r.mapLen()
 	*q = Response{}
 	for i := 0; i < n && r.ok; i++ {
-		switch r.Uint() {
+		var key uint64
+		if p := r.pos; p < len(r.b) && r.b[p] < 0x80 {
+			key, r.pos = uint64(r.b[p]), p+1 // a fixint key, read in place
+		} else {
+			key = r.Uint()
+		}
+		switch key {
 		case 1:
 			q.ID = r.Uint()
 		case 2:
