@@ -200,3 +200,11 @@ func InRange(start, end, rs, re string) bool {
 	}
 	return end != "" && end <= re
 }
+
+// load64 reads the first 8 bytes of s, little-endian (the compiler turns
+// it into one load).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}

@@ -1,6 +1,7 @@
 package hierarchy
 
 import (
+	"hash/maphash"
 	"strings"
 	"unsafe"
 )
@@ -123,6 +124,13 @@ func (t *Trie[T]) intern(seg string, h uint32) string {
 	}
 	return *slot
 }
+
+var kidSeed = maphash.MakeSeed()
+
+// hashName hashes a segment for the child tables. The seed is random per
+// process, so clients cannot choose colliding names; nothing replicated
+// depends on it.
+func hashName(seg string) uint32 { return uint32(maphash.String(kidSeed, seg)) }
 
 // Prune removes n and then its ancestors for as long as they are idle: no
 // counters, no children, and inUse reports false for them. Pruning the root
