@@ -82,7 +82,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 15*time.Second, "measured time per row")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "load before measuring, per row")
 	flag.IntVar(&o.batch, "batch", 0, "> 0: every leader puts at most this many operations in an entry, with one entry in flight (a latency-bound leader); 0: the server defaults")
-	flag.IntVar(&o.port, "port", 29000, "first client port (each row uses 300 ports from here on)")
+	flag.IntVar(&o.port, "port", 29000, "first client port (each configuration of nodes and leaders uses 300 ports from here on, the same in every round; keep the whole range below 32768, where Linux's ephemeral ports begin)")
 	flag.StringVar(&args, "node-args", "", "more flags for every node, space-separated")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "non-empty: run the nodes as `warden bench node` and write each node's CPU profile of the measured time there (<nodes>n-<leaders>l-node<i>.pprof)")
 	flag.StringVar(&o.perfEvents, "perf-events", "", "non-empty: count these perf events (comma-separated, e.g. syscalls:sys_enter_fdatasync,sched:sched_switch) over every node's process during the measured time with `perf stat` and report them per operation")
@@ -127,10 +127,16 @@ func run(o options) int {
 	var rows []row
 sweep:
 	for round := 1; round <= o.rounds; round++ {
-		for _, n := range o.nodes {
+		for ni, n := range o.nodes {
 			for _, k := range roundOrder(o.leaders, round) {
+				// Every configuration keeps its ports over the rounds (its
+				// previous cluster has stopped), so the run needs 300 ports
+				// per configuration and stays below the ephemeral range
+				// (32768 and up on Linux), where an outgoing connection
+				// can hold a port a later row wants to listen on.
+				port := o.port + 300*(ni*len(o.leaders)+slices.Index(o.leaders, k))
 				fmt.Fprintf(os.Stderr, "benchscaling: round %d of %d, %d nodes, %d leaders\n", round, o.rounds, n, k)
-				r, err := measure(ctx, o, n, k, o.port+300*len(rows))
+				r, err := measure(ctx, o, n, k, port)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "benchscaling: %d nodes, %d leaders: %v\n", n, k, err)
 					o.stoppedEarlyErr = fmt.Errorf("round %d, %d nodes, %d leaders: %w", round, n, k, err)
