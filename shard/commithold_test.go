@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -232,19 +231,7 @@ func TestFollowersLearnCommitsThroughHolds(t *testing.T) {
 }
 
 func followersCatchUp(t *testing.T) {
-	ports := freeAddrs(t, 3)
-	members := map[uint64]string{1: ports[0], 2: ports[1], 3: ports[2]}
-	dir := t.TempDir()
-	hosts := make([]*Host, 3)
-	for i := range hosts {
-		hosts[i] = startHost(t, HostConfig{NodeID: uint64(i + 1), RaftAddr: ports[i], DataDir: fmt.Sprintf("%s/n%d", dir, i+1),
-			Members: members, DataShards: 1, NoLeaderBalance: true, Log: slog.New(slog.DiscardHandler)})
-	}
-	defer func() {
-		for _, h := range hosts {
-			h.Close()
-		}
-	}()
+	hosts := startThree(t, func(c *HostConfig) { c.DataShards, c.NoLeaderBalance = 1, true })
 	const id = 2
 	deadline := time.Now().Add(60 * time.Second) // bounds a hang; not a timing goal
 	leader := func() *Shard {

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"fmt"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -35,4 +37,30 @@ func startHost(t *testing.T, cfg HostConfig) *Host {
 	}
 	t.Fatalf("start host %d: %v", cfg.NodeID, err)
 	return nil
+}
+
+// startThree starts a three-node cluster of hosts on free loopback ports,
+// each with its data dir under one temp dir and the settings edit gives it
+// (DataShards, NoLeaderBalance, ...); the hosts are closed when the test
+// ends.
+func startThree(t *testing.T, edit func(*HostConfig)) []*Host {
+	t.Helper()
+	ports := freeAddrs(t, 3)
+	members := map[uint64]string{1: ports[0], 2: ports[1], 3: ports[2]}
+	dir := t.TempDir()
+	hosts := make([]*Host, 3)
+	t.Cleanup(func() {
+		for _, h := range hosts {
+			if h != nil {
+				h.Close()
+			}
+		}
+	})
+	for i := range hosts {
+		cfg := HostConfig{NodeID: uint64(i + 1), RaftAddr: ports[i], DataDir: fmt.Sprintf("%s/n%d", dir, i+1),
+			Members: members, Log: slog.New(slog.DiscardHandler)}
+		edit(&cfg)
+		hosts[i] = startHost(t, cfg)
+	}
+	return hosts
 }

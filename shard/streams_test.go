@@ -1,8 +1,6 @@
 package shard
 
 import (
-	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 )
@@ -22,19 +20,7 @@ func TestOnePeerBatchCarriesSeveralShards(t *testing.T) {
 	if dragonboatStreams != raftStreamsPerPeer {
 		t.Fatalf("dragonboat runs %d streams per peer, want %d", dragonboatStreams, raftStreamsPerPeer)
 	}
-	ports := freeAddrs(t, 3)
-	members := map[uint64]string{1: ports[0], 2: ports[1], 3: ports[2]}
-	dir := t.TempDir()
-	hosts := make([]*Host, 3)
-	for i := range hosts {
-		hosts[i] = startHost(t, HostConfig{NodeID: uint64(i + 1), RaftAddr: ports[i], DataDir: fmt.Sprintf("%s/n%d", dir, i+1),
-			Members: members, DataShards: 4, NoLeaderBalance: true, Log: slog.New(slog.DiscardHandler)})
-	}
-	defer func() {
-		for _, h := range hosts {
-			h.Close()
-		}
-	}()
+	hosts := startThree(t, func(c *HostConfig) { c.DataShards, c.NoLeaderBalance = 4, true })
 	ids := hosts[0].ShardIDs()
 	if len(ids) < 4 {
 		t.Fatalf("host 1 runs shards %v, want at least 4", ids)

@@ -309,19 +309,23 @@ func readRange(r *Reader, v *Range) {
 	}
 }
 
+// key reads a map key: a positive fixint in place (every key of a request
+// or response is one), anything else as Uint.
+func (r *Reader) key() uint64 {
+	if p := r.pos; p < len(r.b) && r.b[p] < 0x80 {
+		r.pos = p + 1
+		return uint64(r.b[p])
+	}
+	return r.Uint()
+}
+
 // Request decodes one request into q, as DecodeMsgpack would. On false q
 // holds partial data and the input must be decoded by the library.
 func (r *Reader) Request(q *Request) bool {
 	n := r.mapLen()
 	*q = Request{}
 	for i := 0; i < n && r.ok; i++ {
-		var key uint64
-		if p := r.pos; p < len(r.b) && r.b[p] < 0x80 {
-			key, r.pos = uint64(r.b[p]), p+1 // a fixint key, read in place
-		} else {
-			key = r.Uint()
-		}
-		switch key {
+		switch r.key() {
 		case 1:
 			q.ID = r.Uint()
 		case 2:
@@ -407,13 +411,7 @@ func (r *Reader) Response(q *Response) bool {
 	n := r.mapLen()
 	*q = Response{}
 	for i := 0; i < n && r.ok; i++ {
-		var key uint64
-		if p := r.pos; p < len(r.b) && r.b[p] < 0x80 {
-			key, r.pos = uint64(r.b[p]), p+1 // a fixint key, read in place
-		} else {
-			key = r.Uint()
-		}
-		switch key {
+		switch r.key() {
 		case 1:
 			q.ID = r.Uint()
 		case 2:
