@@ -60,7 +60,7 @@ bench: deps
 # nodes, each node a `warden serve` process in its own cgroup limited to
 # SCALING_CPU cores, i.e. a machine's CPU budget (cgroups need root); then,
 # appended, the same sweep with a load that grows with the leaders
-# (SCALING_PER_LEADER workers per leader; 0 skips it). About 6 minutes,
+# (SCALING_PER_LEADER workers per leader; 0 skips it). About 13 minutes,
 # stops by itself; writes $(BENCH_OUT)/scaling.md, the input of
 # docs/scaling.md. SCALING_SECONDS measured per row; SCALING_CLIENTS
 # workers of the same-load sweep, one operation in flight each; SCALING_CPU
@@ -70,9 +70,9 @@ bench: deps
 # (leader order reversed every other round) and reads the growth off each
 # row's median; SCALING_FLAGS passes more flags to both sweeps (e.g.
 # --nodes 5, --leaders 1,8).
-SCALING_SECONDS ?= 15
-SCALING_ROUNDS ?= 1
-SCALING_CLIENTS ?= 256
+SCALING_SECONDS ?= 10
+SCALING_ROUNDS ?= 3
+SCALING_CLIENTS ?= 1024
 SCALING_PER_LEADER ?= 64
 SCALING_CPU ?= 0.25
 SCALING_BATCH ?= 0
