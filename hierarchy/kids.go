@@ -15,7 +15,7 @@ import (
 // at most. A dense list is searched by name alone (hashing the name would
 // cost more than comparing a few lengths).
 //
-// Table order is not deterministic (the hash secrets are random per process so
+// Table order is not deterministic (the hash seed is random per process so
 // that clients cannot choose colliding names), so callers that must be
 // deterministic either sort (SortedKids, Walk) or only use the children as a
 // set.
