@@ -44,6 +44,7 @@ func main() {
 		selfProf = flag.String("loadgen-profile", "", "write a CPU profile of the load generator itself (the whole run) to this file")
 	)
 	flag.BoolVar(&contention, "contention", false, "with --profile: also save blocking and mutex profiles of the nodes (they cost some CPU)")
+	flag.BoolVar(&allocs, "allocs", false, "with --profile: also save the nodes' allocations over the same 15 s (-allocs.pprof)")
 	flag.StringVar(&nodeArgs, "node-args", "", "more flags for every warden node, space-separated (e.g. --no-audit)")
 	flag.StringVar(&nodeEnv, "node-env", "", "more environment for every warden node, space-separated (e.g. GODEBUG=gctrace=1)")
 	flag.IntVar(&basePort, "port", 27000, "first port of the first cluster (clients; Raft at +100, pprof at +200)")
@@ -214,6 +215,7 @@ func cluster(ctx context.Context, bin string, shards, port int, ref bool, steps 
 // Options from the command line.
 var (
 	contention bool
+	allocs     bool
 	nodeArgs   string
 	nodeEnv    string
 	basePort   int
@@ -293,12 +295,21 @@ func profiles(ctx context.Context, mk func() loadtest.Driver, port, shards int, 
 		defer close(done)
 		d := mk()
 		defer d.Close()
-		_, _ = loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: 256, Duration: 20 * time.Second, Warmup: time.Second})
+		r, err := loadtest.Run(ctx, d, loadtest.Config{Scenario: "uncontended", Clients: 256, Duration: 20 * time.Second, Warmup: time.Second})
+		if err == nil {
+			// The profiles span 15 of these 20 s: per-operation costs are
+			// samples ÷ (this rate × 15 s).
+			v, unit := loadtest.Headline(r)
+			fmt.Fprintf(os.Stderr, "benchload: profile run, %d shards: %.0f %s\n", shards, v, unit)
+		}
 	}()
 	time.Sleep(3 * time.Second)
 	kinds := map[string]string{"profile": ""}
 	if contention {
 		kinds["block"], kinds["mutex"] = "-block", "-mutex"
+	}
+	if allocs {
+		kinds["allocs"] = "-allocs"
 	}
 	errs := make(chan error, 3*len(kinds))
 	for i := 0; i < 3; i++ {
