@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -49,7 +48,7 @@ type feed struct {
 	mu       sync.Mutex
 	max      int // events the ring may hold
 	maxBytes int // memory the ring may use: its slots plus the bytes its events hold
-	ring     []wire.Event
+	ring     []slot
 	start    int    // index of the oldest event in ring
 	n        int    // events in ring
 	bytes    int    // string and value bytes held by the events in ring
@@ -60,14 +59,11 @@ type feed struct {
 	fresh    []wire.Event // the events of one append, copied (reused)
 }
 
-// eventSize is what one ring slot costs.
-const eventSize = int(unsafe.Sizeof(wire.Event{}))
-
 // newFeed makes a feed retaining up to capacity events and maxBytes of
 // memory (slots plus the bytes of their paths, owners and values). The ring
 // starts small and grows as events arrive, so idle shards cost little.
 func newFeed(capacity, maxBytes int) *feed {
-	return &feed{max: capacity, maxBytes: maxBytes, ring: make([]wire.Event, min(capacity, 64)), subs: make(map[uint64]*subscription)}
+	return &feed{max: capacity, maxBytes: maxBytes, ring: make([]slot, min(capacity, 64)), subs: make(map[uint64]*subscription)}
 }
 
 // grow doubles the ring (up to max and within maxBytes), keeping events in
@@ -77,23 +73,26 @@ func (f *feed) grow() bool {
 	if size <= len(f.ring) || size*eventSize+f.bytes > f.maxBytes {
 		return false
 	}
-	next := make([]wire.Event, size)
+	next := make([]slot, size)
 	for i := 0; i < f.n; i++ {
-		next[i] = f.at(i)
+		next[i] = f.ring[(f.start+i)%len(f.ring)]
 	}
 	f.ring, f.start = next, 0
 	return true
 }
 
-// dropOldest forgets the oldest event.
+// dropOldest forgets the oldest event, and the arena chunks only it used.
 func (f *feed) dropOldest() {
-	f.bytes -= eventBytes(&f.ring[f.start])
-	f.ring[f.start] = wire.Event{}
+	old := &f.ring[f.start]
+	f.bytes -= slotBytes(old)
 	f.start = (f.start + 1) % len(f.ring)
 	f.n--
+	var next *slot
+	if f.n > 0 {
+		next = &f.ring[f.start]
+	}
+	f.arena.drop(old, next)
 }
-
-func eventBytes(ev *wire.Event) int { return len(ev.Path) + len(ev.Owner) + len(ev.Value) }
 
 // append records events and delivers them to matching watches. The events
 // are copied, with their strings and values in the feed's own arena: events
@@ -104,19 +103,14 @@ func (f *feed) append(events []wire.Event) {
 	defer f.mu.Unlock()
 	f.fresh = f.fresh[:0]
 	for i := range events {
-		ev := events[i]
-		ev.Path = f.arena.string(ev.Path)
-		ev.Owner = f.arena.string(ev.Owner)
-		if ev.Value != nil {
-			ev.Value = f.arena.bytes(ev.Value)
-		}
+		sl, ev := f.arena.keep(events[i])
 		f.fresh = append(f.fresh, ev)
 		if f.n == len(f.ring) && !f.grow() {
 			f.dropOldest()
 		}
-		f.ring[(f.start+f.n)%len(f.ring)] = ev
+		f.ring[(f.start+f.n)%len(f.ring)] = sl
 		f.n++
-		f.bytes += eventBytes(&ev)
+		f.bytes += slotBytes(&sl)
 		for f.n > 1 && len(f.ring)*eventSize+f.bytes > f.maxBytes {
 			f.dropOldest()
 		}
@@ -138,42 +132,10 @@ func (f *feed) append(events []wire.Event) {
 	}
 }
 
-// eventArena holds the strings and values of the feed's events in shared
-// chunks, so an event costs no allocation of its own and pins nothing else.
-// Bytes written are never changed: a chunk is dropped, not reused, when full,
-// and lives as long as any event (in the ring or a watch's queue) uses it.
-type eventArena struct{ chunk []byte }
+func (f *feed) at(i int) wire.Event { return f.arena.event(&f.ring[(f.start+i)%len(f.ring)]) }
 
-const arenaChunk = 64 << 10
-
-func (a *eventArena) alloc(b []byte) []byte {
-	if len(b) > arenaChunk/8 {
-		return append([]byte(nil), b...)
-	}
-	if cap(a.chunk)-len(a.chunk) < len(b) {
-		a.chunk = make([]byte, 0, arenaChunk)
-	}
-	off := len(a.chunk)
-	a.chunk = append(a.chunk, b...)
-	return a.chunk[off:len(a.chunk):len(a.chunk)]
-}
-
-func (a *eventArena) string(s string) string {
-	if s == "" {
-		return ""
-	}
-	b := a.alloc(unsafe.Slice(unsafe.StringData(s), len(s))) // only read
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
-
-func (a *eventArena) bytes(v []byte) []byte {
-	if len(v) == 0 {
-		return []byte{}
-	}
-	return a.alloc(v)
-}
-
-func (f *feed) at(i int) wire.Event { return f.ring[(f.start+i)%len(f.ring)] }
+// revAt is the revision of the i-th retained event.
+func (f *feed) revAt(i int) uint64 { return f.ring[(f.start+i)%len(f.ring)].rev }
 
 // subscribe replays retained events from rev (0 = from now) and registers the
 // subscriber for new ones, atomically, so nothing falls in between. It
@@ -182,7 +144,7 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := &subscription{path: path, prefix: prefix, sub: sub}
-	if rev != 0 && f.history != nil && (f.n == 0 || rev < f.at(0).Rev) {
+	if rev != 0 && f.history != nil && (f.n == 0 || rev < f.revAt(0)) {
 		last, err := f.replayHistory(s, rev)
 		if err != nil {
 			return 0, f.last, err
@@ -194,7 +156,7 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 	if rev != 0 && rev <= f.last {
 		oldest := f.last + 1
 		if f.n > 0 {
-			oldest = f.at(0).Rev
+			oldest = f.revAt(0)
 		}
 		if rev < oldest {
 			return 0, f.last, wire.Errorf(wire.Compacted,
@@ -223,7 +185,7 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	to := ^uint64(0) - 1
 	if f.n > 0 {
-		to = f.at(0).Rev - 1
+		to = f.revAt(0) - 1
 	}
 	evs, err := f.history(rev, to, maxReplay)
 	if err != nil {
@@ -237,9 +199,9 @@ func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 		}
 		next++
 	}
-	if f.n > 0 && len(evs) > 0 && next != f.at(0).Rev || f.n > 0 && len(evs) == 0 {
+	if f.n > 0 && len(evs) > 0 && next != f.revAt(0) || f.n > 0 && len(evs) == 0 {
 		return 0, wire.Errorf(wire.Compacted,
-			"revision %d is no longer retained by this node (oldest is %d)", rev, f.at(0).Rev)
+			"revision %d is no longer retained by this node (oldest is %d)", rev, f.revAt(0))
 	}
 	var out []wire.Event
 	for i := range evs {
