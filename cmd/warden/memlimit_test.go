@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"runtime/debug"
 	"testing"
 )
 
@@ -44,4 +45,30 @@ func TestMemoryLimitFlag(t *testing.T) {
 	if _, ok, err := memoryLimit("auto"); ok || err != nil {
 		t.Fatalf("auto with GOMEMLIMIT set: ok=%v err=%v, want the runtime's setting left alone", ok, err)
 	}
+}
+
+// The heap floor is in place after the limit is applied, and never more
+// than an eighth of a small limit (the collector must still run well
+// before a small limit is reached).
+func TestHeapFloor(t *testing.T) {
+	for _, tc := range []struct {
+		limit, want int64
+	}{
+		{math.MaxInt64, 64 << 20},
+		{12 << 30, 64 << 20},
+		{256 << 20, 32 << 20},
+		{0, 0},
+	} {
+		if got := floorBytes(tc.limit); got != tc.want {
+			t.Errorf("floorBytes(%d) = %d, want %d", tc.limit, got, tc.want)
+		}
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	if _, err := applyMemoryLimit("256MiB"); err != nil {
+		t.Fatal(err)
+	}
+	if len(heapFloor) != 32<<20 {
+		t.Fatalf("heap floor %d bytes after a 256 MiB limit, want 32 MiB", len(heapFloor))
+	}
+	heapFloor = nil
 }
