@@ -40,22 +40,22 @@ func waitFor(ctx context.Context, try bool) int64 {
 // connection, replaced it in the shard) is sent again with the same Seq.
 // Tries (WaitNone)
 // are never parked and are retried like any other request.
-func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, undo func(token uint64) error) (*wire.Response, error) {
+func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo func(token uint64) error) (*wire.Response, error) {
 	if c.cfg.tracer != nil && req.Trace == "" {
 		ctx, span := c.startSpan(ctx, req)
-		resp, err := c.parkAttempts(ctx, s, req, undo)
+		resp, err := c.parkAttempts(ctx, s, req, rc, undo)
 		endSpan(span, resp, err)
 		return resp, err
 	}
-	return c.parkAttempts(ctx, s, req, undo)
+	return c.parkAttempts(ctx, s, req, rc, undo)
 }
 
 // parkAttempts is park without its span.
-func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request, undo func(token uint64) error) (*wire.Response, error) {
+func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo func(token uint64) error) (*wire.Response, error) {
 	req.Client, req.Seq = c.id, c.seqs.begin()
 	defer func() { c.seqs.end(req.Seq) }()
 	if req.Wait == wire.WaitNone {
-		return c.call(ctx, req, c.cfg.requestTimeout)
+		return c.callVia(ctx, req, c.cfg.requestTimeout, rc)
 	}
 	// The wait ends with ctx or with the session. One context derived from
 	// both registers with each parent per acquire (8% of a load
@@ -84,14 +84,17 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 		}
 		// Straight to the shard leader's node when direct routing knows
 		// it (no forwarding hop); the wait is parked there.
-		cn, err := c.pick(lctx, req)
+		cn, err := c.pick(lctx, req, rc)
 		if err != nil {
 			if e := w.ended(); e != nil {
 				err = e
 			}
 			return nil, joinLast(lastErr, err)
 		}
-		id, cl, err := cn.send(lctx, req, nil, 0)
+		id, cl, err := cn.send(req, nil, 0)
+		if err != nil && !transient(err) {
+			return nil, err // refused locally (size): never sent
+		}
 		if err != nil {
 			lastErr = err
 			continue // the connection broke before the request was queued
@@ -188,7 +191,7 @@ func (c *Client) abandon(cn *conn, id uint64, cl *call, req *wire.Request, undo 
 	ctx, cancel := context.WithTimeout(c.ctx, 2*c.cfg.requestTimeout)
 	defer cancel()
 	var cancelDone chan result
-	_, cc, err := cn.send(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
+	_, cc, err := cn.send(&wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
 		Client: req.Client, Seq: req.Seq}, nil, 0)
 	if err == nil {
 		cancelDone = cc.done
@@ -250,10 +253,15 @@ func joinLast(last, err error) error {
 
 // release gives back one hold by token.
 func (c *Client) release(ctx context.Context, path string, token, lease uint64, owner string) error {
+	return c.releaseVia(ctx, nil, path, token, lease, owner)
+}
+
+// releaseVia is release for a caller that remembers path's route in rc.
+func (c *Client) releaseVia(ctx context.Context, rc *routeCache, path string, token, lease uint64, owner string) error {
 	req := &wire.Request{Op: wire.OpRelease, Path: path, Token: token, Lease: lease, Owner: owner,
 		Client: c.id, Seq: c.seqs.begin()}
 	defer c.seqs.end(req.Seq)
-	resp, err := c.call(ctx, req, c.cfg.requestTimeout)
+	resp, err := c.callVia(ctx, req, c.cfg.requestTimeout, rc)
 	recycle(resp)
 	return err
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// Calls (and the request copy inside each) are pooled. A call reused by a
+// Calls are pooled. A call reused by a
 // later request must never deliver an earlier request's answer: not a late
 // answer to a request whose caller gave up, not an answer that arrives while
 // the connection is being torn down. Every answer here echoes its request's
@@ -72,30 +72,179 @@ func TestPooledCallsNeverDeliverAStaleAnswer(t *testing.T) {
 	}
 }
 
-// A pooled call goes back to the pool only when both its waiter and the
-// writer have let go of it, in either order.
-func TestCallReturnsToPoolOnlyWhenBothLetGo(t *testing.T) {
-	for _, order := range []string{"waiter first", "writer first"} {
-		t.Run(order, func(t *testing.T) {
-			cl := newCall(&wire.Request{Op: wire.OpAcquire, Path: "/a"})
-			if order == "waiter first" {
-				cl.release()
-			} else {
-				cl.written()
-			}
-			if cl.refs.Load() != 1 || cl.req.Path != "/a" {
-				t.Fatalf("after one let go: refs %d, path %q; want 1 and the request intact", cl.refs.Load(), cl.req.Path)
-			}
-			if order == "waiter first" {
-				cl.written()
-			} else {
-				cl.release()
-			}
-			if cl.refs.Load() != 0 || cl.req.Path != "" {
-				t.Fatalf("after both let go: refs %d, path %q; want 0 and the request cleared", cl.refs.Load(), cl.req.Path)
-			}
-		})
+// A caller alone on an idle connection writes its frame itself; a request
+// sent while another is pending goes through the writer, after it.
+func TestLoneCallerWritesItsFrameItself(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var got []string
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		mu.Lock()
+		got = append(got, req.Path)
+		mu.Unlock()
+		go func() {
+			<-release
+			fc.answer(req, wire.Response{})
+		}()
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	cn, err := c.pool.pick(testContext(t))
+	if err != nil {
+		t.Fatal(err)
 	}
+	_, first, err := cn.send(&wire.Request{Op: wire.OpKVGet, Path: "/first"}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cn.direct.Load(); n != 1 {
+		t.Fatalf("%d frames written by their caller, want the lone caller's 1", n)
+	}
+	_, second, err := cn.send(&wire.Request{Op: wire.OpKVGet, Path: "/second"}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cn.direct.Load(); n != 1 {
+		t.Fatalf("%d frames written by their caller, want 1: the second was sent with the first pending", n)
+	}
+	close(release)
+	for _, cl := range []*call{first, second} {
+		if res := <-cl.done; res.err != nil {
+			t.Fatal(res.err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0] != "/first" || got[1] != "/second" {
+		t.Fatalf("server received %v, want [/first /second]", got)
+	}
+}
+
+// Frames written by their callers and frames written by the writer share
+// one socket: the requests one goroutine sends on a connection arrive in the
+// order it sent them (a withdrawal must not overtake its acquire). Each
+// goroutine here pipelines one to three requests and waits for their
+// answers, so the connection is now and then idle (its next request is
+// written directly) and now and then busy (queued).
+func TestDirectAndQueuedWritesKeepOrder(t *testing.T) {
+	const goroutines, rounds = 4, 300
+	var mu sync.Mutex
+	last := map[int]int{} // goroutine -> last index received
+	var outOfOrder atomic.Int64
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		var g, i int
+		fmt.Sscanf(req.Path, "/o/g%d/%d", &g, &i)
+		mu.Lock()
+		if i != last[g]+1 {
+			outOfOrder.Add(1)
+		}
+		last[g] = i
+		mu.Unlock()
+		fc.answer(req, wire.Response{})
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	cn, err := c.pool.pick(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := 0
+			for round := 0; round < rounds; round++ {
+				var cls []*call
+				for range 1 + round%3 {
+					i++
+					_, cl, err := cn.send(&wire.Request{Op: wire.OpKVGet, Path: fmt.Sprintf("/o/g%d/%d", g, i)}, nil, 0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					sent.Add(1)
+					cls = append(cls, cl)
+				}
+				for _, cl := range cls {
+					if res := <-cl.done; res.err != nil {
+						t.Error(res.err)
+						return
+					}
+					cl.release()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := outOfOrder.Load(); n != 0 {
+		t.Fatalf("%d requests arrived out of their goroutine's order", n)
+	}
+	direct := int64(cn.direct.Load())
+	if direct == 0 || direct == sent.Load() {
+		t.Fatalf("%d of %d frames written by their caller: the test did not mix both ways", direct, sent.Load())
+	}
+	t.Logf("%d of %d frames written by their caller", direct, sent.Load())
+}
+
+// pendingCalls counts the calls registered on the client's connections.
+func pendingCalls(c *Client) int {
+	n := 0
+	for i := range c.pool.slots {
+		if cn := c.pool.slots[i].Load(); cn != nil {
+			cn.mu.Lock()
+			n += len(cn.pending)
+			cn.mu.Unlock()
+		}
+	}
+	return n
+}
+
+// A caller that gives up leaves no pending call behind: not a plain
+// request whose context ended, nor a parked acquire that was withdrawn.
+func TestCancelledCallLeavesNoWaiter(t *testing.T) {
+	ls := newLockServer(t)
+	ls.onCancel = func(fc *fakeConn, req *wire.Request, p parkedReq) {
+		fc.answer(req, wire.Response{Code: wire.Cancelled})
+		p.fc.answer(p.req, wire.Response{Code: wire.Cancelled})
+	}
+	inner := ls.handle
+	ls.fakeServer.handle = func(fc *fakeConn, req *wire.Request) {
+		if req.Op == wire.OpKVGet {
+			return // never answered
+		}
+		inner(fc, req)
+	}
+	c := newTestClient(t, []string{ls.addr()}, WithPoolSize(2))
+	cn, err := c.pool.pick(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(testContext(t), 20*time.Millisecond)
+	_, sent, err := cn.roundTrip(ctx, &wire.Request{Op: wire.OpKVGet, Path: "/never"}, 0)
+	cancel()
+	if !sent || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("roundTrip: sent %v, err %v; want sent and the deadline", sent, err)
+	}
+	if n := pendingCalls(c); n != 0 {
+		t.Fatalf("%d calls pending after their caller gave up", n)
+	}
+
+	s, err := c.NewSession(testContext(t), WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(testContext(t))
+	errc := make(chan error, 1)
+	go func() { errc <- NewMutex(s, "/locks/a").Lock(lctx) }()
+	ls.nextAcquire(t)
+	if n := pendingCalls(c); n != 1 {
+		t.Fatalf("%d calls pending while the acquire is parked, want 1", n)
+	}
+	lcancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock: %v, want context.Canceled", err)
+	}
+	eventually(t, "no call pending after the withdrawal", func() bool { return pendingCalls(c) == 0 })
 }
 
 // A request unanswered within the request timeout fails that attempt and is

@@ -68,9 +68,9 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Client, erro
 // pickAvoiding is pick, except that after a failure on endpoint avoid it
 // prefers any other endpoint: a pooled connection elsewhere, or a direct one
 // it dials to the next endpoint (used on a later attempt once it is up).
-func (c *Client) pickAvoiding(ctx context.Context, req *wire.Request, avoid string) (*conn, error) {
+func (c *Client) pickAvoiding(ctx context.Context, req *wire.Request, avoid string, rc *routeCache) (*conn, error) {
 	if avoid == "" {
-		return c.pick(ctx, req)
+		return c.pick(ctx, req, rc)
 	}
 	if cn := c.pool.live(avoid); cn != nil {
 		return cn, nil
@@ -84,14 +84,15 @@ func (c *Client) pickAvoiding(ctx context.Context, req *wire.Request, avoid stri
 			}
 		}
 	}
-	return c.pick(ctx, req)
+	return c.pick(ctx, req, rc)
 }
 
 // pick chooses the connection for req: direct to its shard leader when
-// known, else from the pool.
-func (c *Client) pick(ctx context.Context, req *wire.Request) (*conn, error) {
+// known, else from the pool. rc, when not nil, remembers where req.Path's
+// requests went.
+func (c *Client) pick(ctx context.Context, req *wire.Request, rc *routeCache) (*conn, error) {
 	if c.direct != nil {
-		return c.direct.pick(ctx, req)
+		return c.direct.pick(ctx, req, rc)
 	}
 	return c.pool.pick(ctx)
 }
@@ -142,7 +143,7 @@ func (c *Client) Do(ctx context.Context, req *wire.Request) (*wire.Response, err
 	if (r.Op == wire.OpAcquire || r.Op == wire.OpCampaign) && r.Wait != wire.WaitNone && r.Seq == 0 {
 		// A parked request: withdrawn when ctx ends, re-sent after a broken
 		// connection, a late grant given back.
-		return c.park(ctx, nil, &r, func(token uint64) error {
+		return c.park(ctx, nil, &r, nil, func(token uint64) error {
 			uctx, cancel := c.undoContext()
 			defer cancel()
 			if r.Op == wire.OpCampaign {
@@ -178,17 +179,22 @@ func retrySafe(req *wire.Request) bool {
 // after a mutating request may have reached the server, the error matches
 // ErrAmbiguous and the context error.
 func (c *Client) call(ctx context.Context, req *wire.Request, timeout time.Duration) (*wire.Response, error) {
+	return c.callVia(ctx, req, timeout, nil)
+}
+
+// callVia is call for a caller that remembers its path's route in rc.
+func (c *Client) callVia(ctx context.Context, req *wire.Request, timeout time.Duration, rc *routeCache) (*wire.Response, error) {
 	if c.cfg.tracer != nil && req.Trace == "" {
 		ctx, span := c.startSpan(ctx, req)
-		resp, err := c.attempts(ctx, req, timeout)
+		resp, err := c.attempts(ctx, req, timeout, rc)
 		endSpan(span, resp, err)
 		return resp, err
 	}
-	return c.attempts(ctx, req, timeout)
+	return c.attempts(ctx, req, timeout, rc)
 }
 
-// attempts is call without its span.
-func (c *Client) attempts(ctx context.Context, req *wire.Request, timeout time.Duration) (*wire.Response, error) {
+// attempts is callVia without its span.
+func (c *Client) attempts(ctx context.Context, req *wire.Request, timeout time.Duration, rc *routeCache) (*wire.Response, error) {
 	var (
 		maybeApplied bool
 		lastErr      error
@@ -203,7 +209,7 @@ func (c *Client) attempts(ctx context.Context, req *wire.Request, timeout time.D
 			// another client id (Do) keeps the AckSeq it came with.
 			req.AckSeq = c.seqs.ack()
 		}
-		cn, err := c.pickAvoiding(ctx, req, avoid)
+		cn, err := c.pickAvoiding(ctx, req, avoid, rc)
 		if err != nil {
 			return nil, c.giveUp(req, maybeApplied, lastErr, err)
 		}

@@ -16,19 +16,38 @@ import (
 )
 
 // conn is one handshaken connection to an endpoint. Many requests are in
-// flight at once: callers register a pending call under a fresh id and queue
-// the request; one writer goroutine batches queued requests into a buffered
-// writer and flushes once per batch; one reader goroutine matches answers to
-// pending calls by id and hands pushed frames to their stream.
+// flight at once: a caller registers a pending call under a fresh id,
+// encodes its request and appends the frame to the connection's outgoing
+// buffer; one writer goroutine writes what has gathered there in one
+// syscall; one reader goroutine matches answers to pending calls by id and
+// hands pushed frames to their stream. A caller alone on an idle
+// connection writes its frame itself, saving the hand-off to the writer.
 type conn struct {
 	addr     string
 	nc       net.Conn
 	cfg      *config
-	info     []byte // the handshake answer's Value (a JSON node description)
-	sendq    chan *call
+	info     []byte        // the handshake answer's Value (a JSON node description)
 	closed   chan struct{} // closed once the connection has failed
 	nextID   atomic.Uint64
 	onClosed func(*conn) // called once, after closed is closed
+
+	// Outgoing frames, in the order callers appended them. The socket has
+	// one owner at a time (writing): the writer goroutine, from the wake
+	// that made it the owner until it finds out empty, or a caller alone
+	// on the connection writing its own frame. Frames appended while the
+	// socket has an owner are its to write.
+	wmu     sync.Mutex
+	out     []byte
+	outN    int           // frames in out
+	writing bool          // the socket has an owner
+	wake    chan struct{} // one slot: makes the writer goroutine the owner
+	direct  atomic.Uint64 // frames written by their caller (for tests)
+	// Write deadlines, used by the socket's owner only: moving one re-arms
+	// a runtime timer, so it is moved once per eighth of the request
+	// timeout, set that much further out: every write still gets at least
+	// the full timeout, at most an eighth more.
+	writeGrace   time.Duration
+	moveDeadline time.Time
 
 	mu      sync.Mutex
 	err     error // why the connection failed; set once
@@ -45,47 +64,31 @@ type conn struct {
 	armed    time.Duration // deadline the timer fires at; 0: not armed
 }
 
-// call is one outstanding request on a conn: the request as sent (the
-// writer encodes it from here, so sending copies it into a pooled call
-// instead of a new allocation) and where its answer goes.
+// call is one outstanding request on a conn: where its answer goes, and
+// the request's frame while its caller encodes and queues it.
 type call struct {
-	req      wire.Request
 	done     chan result   // receives exactly one result
 	deadline time.Duration // when it times out, after its conn's epoch; 0: never
-	// refs counts who still uses the call: its waiter, until it has
-	// received the result (release), and the writer, until it has encoded
-	// req (written). A connection that fails resolves calls the writer may
-	// not have encoded yet, so the waiter alone cannot free it.
-	refs atomic.Int32
+	frame    []byte
 }
 
-// Calls are pooled (a call, its channel and a copy of the request were
-// three allocations per request). Only a call whose one result has been
-// received and whose request has been encoded goes back: no one sends to
-// it again (whoever resolved it has let go of it, and its id was never
-// reused) and no one reads its request. A call whose waiter gave up
-// (forget) or whose request was never taken from the queue is left to the
-// garbage collector.
+// Calls are pooled (a call and its channel were two allocations per
+// request). Only a call whose one result has been received goes back: no
+// one sends to it again (whoever resolved it has let go of it, and its id
+// was never reused), and its frame was copied out or written before send
+// returned. A call whose waiter gave up (forget) is left to the garbage
+// collector.
 var calls = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
 
-func newCall(req *wire.Request) *call {
-	cl := calls.Get().(*call)
-	cl.req = *req
-	cl.refs.Store(2)
-	return cl
-}
+// maxPooledFrame bounds the frame buffer a pooled call keeps.
+const maxPooledFrame = 4 << 10
 
 // release is the waiter letting go after it received the result.
-func (cl *call) release() { cl.unref() }
-
-// written is the writer letting go after it encoded the request.
-func (cl *call) written() { cl.unref() }
-
-func (cl *call) unref() {
-	if cl.refs.Add(-1) == 0 {
-		cl.req = wire.Request{} // keep no caller's strings alive in the pool
-		calls.Put(cl)
+func (cl *call) release() {
+	if cap(cl.frame) > maxPooledFrame {
+		cl.frame = nil
 	}
+	calls.Put(cl)
 }
 
 type result struct {
@@ -107,8 +110,6 @@ func recycle(resp *wire.Response) {
 		responses.Put(resp)
 	}
 }
-
-const sendQueueLen = 512
 
 // dial connects to addr and performs the handshake.
 func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed func(*conn)) (*conn, error) {
@@ -138,12 +139,14 @@ func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed
 		addr:     addr,
 		nc:       nc,
 		cfg:      cfg,
-		sendq:    make(chan *call, sendQueueLen),
 		closed:   make(chan struct{}),
+		wake:     make(chan struct{}, 1),
 		pending:  make(map[uint64]*call),
 		streams:  make(map[uint64]*stream),
 		onClosed: onClosed,
 		epoch:    time.Now(),
+		// See moveDeadline.
+		writeGrace: cfg.requestTimeout + cfg.requestTimeout/8,
 	}
 	cn.timeouts = time.AfterFunc(time.Hour, cn.expire)
 	cn.timeouts.Stop()
@@ -190,16 +193,30 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 	return nil
 }
 
-// send registers a call (and, for a watch, its stream under the same id) and
-// queues the request. The caller must later receive from call.done or forget
-// the id. A call not answered within timeout (0: no limit) receives
-// errAttemptTimeout.
-func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream, timeout time.Duration) (uint64, *call, error) {
-	cl := newCall(req)
-	r := &cl.req
-	r.ID = cn.nextID.Add(1)
-	cn.cfg.leaseKeys.stamp(r)
-	id := r.ID // r belongs to the writer once queued
+// send registers a call (and, for a watch, its stream under the same id)
+// and queues the request: its frame is in the connection's outgoing buffer
+// (or written) when send returns, so requests one goroutine sends on a
+// connection go out in that order. The caller must later receive from
+// call.done or forget the id. A call not answered within timeout (0: no
+// limit) receives errAttemptTimeout. send never blocks on the socket,
+// except for a caller alone on the connection, which writes its frame
+// itself (bounded by the write deadline).
+func (cn *conn) send(req *wire.Request, st *stream, timeout time.Duration) (uint64, *call, error) {
+	cl := calls.Get().(*call)
+	id := cn.nextID.Add(1)
+	// The id and the lease key go into the frame, not into the caller's
+	// request, which it may send again on another connection.
+	savedID, savedKey := req.ID, req.LeaseKey
+	req.ID = id
+	cn.cfg.leaseKeys.stamp(req)
+	cl.frame = wire.AppendRequestFrame(cl.frame[:0], req)
+	req.ID, req.LeaseKey = savedID, savedKey
+	if n := len(cl.frame) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
+		// Refused here: the server could not tell us which request it refused.
+		cl.release()
+		return 0, nil, wire.Errorf(wire.TooLarge,
+			"%s request of %d bytes exceeds the frame limit of %d", req.Op, n, cn.cfg.maxFrame)
+	}
 	cl.deadline = 0
 	if timeout > 0 {
 		cl.deadline = time.Since(cn.epoch) + timeout
@@ -208,10 +225,10 @@ func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream, timeout
 	if cn.err != nil {
 		cn.mu.Unlock()
 		cl.release() // never registered
-		cl.written() // nor queued
 		return 0, nil, ErrConnLost
 	}
 	cn.pending[id] = cl
+	alone := len(cn.pending) == 1
 	if st != nil {
 		cn.streams[id] = st
 	}
@@ -219,29 +236,59 @@ func (cn *conn) send(ctx context.Context, req *wire.Request, st *stream, timeout
 		cn.arm(cl.deadline)
 	}
 	cn.mu.Unlock()
-	// Nearly always the queue has room: a plain send is a fraction of a
-	// three-way select, which locks every channel it waits on.
-	select {
-	case cn.sendq <- cl:
-		return id, cl, nil
-	default:
+	cn.queue(cl.frame, alone)
+	return id, cl, nil
+}
+
+// queue appends frame to the outgoing buffer for the socket's owner, making
+// the writer goroutine the owner if there is none. A caller with no other
+// call pending on the connection, when the socket has no owner, writes its
+// frame itself instead: nothing else is on its way to batch it with, and the
+// writer's wake-up (a hand-off between goroutines, for every request of a
+// lone client) is saved. What others append meanwhile goes to the writer.
+func (cn *conn) queue(frame []byte, alone bool) {
+	cn.wmu.Lock()
+	if cn.writing || !alone {
+		cn.out = append(cn.out, frame...)
+		cn.outN++
+		wake := !cn.writing
+		cn.writing = true
+		cn.wmu.Unlock()
+		if wake {
+			cn.wake <- struct{}{} // never blocks: one wake per ownership
+		}
+		return
 	}
-	select {
-	case cn.sendq <- cl:
-		return id, cl, nil
-	case <-cn.closed:
-		cn.forget(id)
-		return 0, nil, ErrConnLost
-	case <-ctx.Done():
-		cn.forget(id)
-		return 0, nil, ctx.Err()
+	cn.writing = true
+	cn.wmu.Unlock()
+	cn.direct.Add(1)
+	if err := cn.write(frame); err != nil {
+		cn.fail(err)
+		return // the socket keeps its owner: nothing more is written
 	}
+	cn.wmu.Lock()
+	more := cn.outN > 0
+	cn.writing = more
+	cn.wmu.Unlock()
+	if more {
+		cn.wake <- struct{}{}
+	}
+}
+
+// write writes b to the socket; only the socket's owner calls it.
+func (cn *conn) write(b []byte) error {
+	if now := time.Now(); now.After(cn.moveDeadline) {
+		cn.nc.SetWriteDeadline(now.Add(cn.writeGrace))
+		cn.moveDeadline = now.Add(cn.writeGrace - cn.cfg.requestTimeout)
+	}
+	_, err := cn.nc.Write(b)
+	return err
 }
 
 // roundTrip sends req and waits for its answer, at most timeout (0: no limit
 // besides ctx). sent reports whether the request may have reached the server.
 func (cn *conn) roundTrip(ctx context.Context, req *wire.Request, timeout time.Duration) (resp *wire.Response, sent bool, err error) {
-	id, cl, err := cn.send(ctx, req, nil, timeout)
+	id, cl, err := cn.send(req, nil, timeout)
 	if err != nil {
 		return nil, false, err
 	}
@@ -308,77 +355,66 @@ func (cn *conn) dropStream(id uint64) {
 	cn.mu.Unlock()
 }
 
+// writeLoop writes what callers queue, whenever a wake makes it the
+// socket's owner, until it finds nothing more to write.
 func (cn *conn) writeLoop() {
 	defer cn.wg.Done()
-	bw := bufio.NewWriterSize(cn.nc, 64<<10)
-	var buf []byte
-	// A write may take the request timeout. Moving the deadline re-arms a
-	// runtime timer, so it is moved once per eighth of the timeout instead
-	// of per flush, set that much further out: every write still gets at
-	// least the full timeout, at most an eighth more.
-	writeGrace := cn.cfg.requestTimeout + cn.cfg.requestTimeout/8
-	var moveDeadline time.Time
+	var spare []byte
 	for {
-		var cl *call
 		select {
-		case cl = <-cn.sendq:
+		case <-cn.wake:
 		case <-cn.closed:
 			return
 		}
-		for frames, yields := 0, 0; cl != nil; frames++ {
-			req := &cl.req
-			buf = wire.AppendRequestFrame(buf[:0], req)
-			if n := len(buf) - wire.FrameHeaderSize; n > cn.cfg.maxFrame {
-				// The server could not tell us which request it refused.
-				cn.resolve(req.ID, result{err: wire.Errorf(wire.TooLarge,
-					"%s request of %d bytes exceeds the frame limit of %d", req.Op, n, cn.cfg.maxFrame)})
-			} else if _, err := bw.Write(buf); err != nil {
-				cl.written()
+		for yields := 0; ; {
+			cn.wmu.Lock()
+			n := cn.outN
+			if n == 0 {
+				cn.writing = false
+				cn.wmu.Unlock()
+				break
+			}
+			cn.wmu.Unlock()
+			if yields < writeYields && cn.moreComing(n) {
+				// Under load the callers whose answers just arrived
+				// are about to send: let them, and carry their
+				// requests in this write instead of one write each.
+				yields++
+				runtime.Gosched()
+				continue
+			}
+			cn.wmu.Lock()
+			buf := cn.out
+			cn.out, cn.outN = spare[:0], 0
+			cn.wmu.Unlock()
+			if err := cn.write(buf); err != nil {
 				cn.fail(err)
 				return
 			}
-			cl.written()
-			select {
-			case cl = <-cn.sendq:
-			default:
-				cl = nil
-				if yields < writeYields && cn.moreComing(frames+1) {
-					// Under load the callers whose answers just arrived
-					// are about to send: let them, and carry their
-					// requests in this write instead of one write each.
-					yields++
-					runtime.Gosched()
-					select {
-					case cl = <-cn.sendq:
-					default:
-					}
-				}
+			if cap(buf) <= maxWriteBuffer {
+				spare = buf
 			}
-		}
-		if now := time.Now(); now.After(moveDeadline) {
-			cn.nc.SetWriteDeadline(now.Add(writeGrace))
-			moveDeadline = now.Add(writeGrace - cn.cfg.requestTimeout)
-		}
-		if err := bw.Flush(); err != nil {
-			cn.fail(err)
-			return
+			yields = 0
 		}
 	}
 }
 
 // writeYields bounds how often the writer lets callers run before it
-// flushes a short batch: a write syscall costs tens of times a yield.
+// writes a short batch: a write syscall costs tens of times a yield.
 const writeYields = 2
 
 // moreComing reports whether more calls are outstanding than the writer has
-// just batched, so more requests are likely on their way (a lone caller
-// never waits for a yield).
-func (cn *conn) moreComing(batched int) bool {
+// gathered, so more requests are likely on their way.
+func (cn *conn) moreComing(gathered int) bool {
 	cn.mu.Lock()
 	n := len(cn.pending)
 	cn.mu.Unlock()
-	return n > batched
+	return n > gathered
 }
+
+// maxWriteBuffer bounds the outgoing buffer a connection keeps for reuse
+// (one large request must not pin its size).
+const maxWriteBuffer = 256 << 10
 
 func (cn *conn) readLoop(br *bufio.Reader) {
 	defer cn.wg.Done()

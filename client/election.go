@@ -65,7 +65,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) error {
 	req := &wire.Request{Op: wire.OpCampaign, Path: e.path, Lease: e.s.lease, TTL: millis(e.s.ttl),
 		Owner: e.owner, Value: value, Wait: waitFor(ctx, false)}
 	e.opts.apply(req)
-	resp, err := c.park(ctx, e.s, req, func(token uint64) error {
+	resp, err := c.park(ctx, e.s, req, nil, func(token uint64) error {
 		uctx, cancel := c.undoContext()
 		defer cancel()
 		return e.resign(uctx, token)

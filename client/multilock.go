@@ -89,7 +89,7 @@ func (m *MultiLock) waitEach(ctx context.Context, paths []string, cfg lockConfig
 		req := &wire.Request{Op: wire.OpAcquire, Path: p, Mode: cfg.mode, Lease: m.s.lease, TTL: millis(m.s.ttl),
 			Wait: waitFor(ctx, false), Owner: m.owner}
 		cfg.apply(req)
-		resp, err := c.park(ctx, m.s, req, func(token uint64) error {
+		resp, err := c.park(ctx, m.s, req, nil, func(token uint64) error {
 			uctx, cancel := c.undoContext()
 			defer cancel()
 			return c.release(uctx, p, token, m.s.lease, m.owner)

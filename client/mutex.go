@@ -15,33 +15,43 @@ import (
 // from Lock to Unlock, like sync.Mutex; a shared hold keeps it only while it
 // talks to the service and counts its local holders, so one grant serves
 // them all.
+//
+// A worker that cycles over many locks finds each one cold in the cache:
+// the fields every Lock and Unlock touch come first and together, and
+// what their requests carry from the options is worked out once.
 type hold struct {
-	s     *Session
-	path  string
-	owner string
-	mode  wire.Mode
-	gate  chan struct{}
-
-	signed bool       // ask for a signed grant (WithSignedToken)
-	opts   lockConfig // request options (revocable, lock-delay)
+	s         *Session
+	gate      chan struct{}
+	mode      wire.Mode
+	flags     uint32 // request flags from the options (signed, revocable)
+	lockDelay int64  // from WithLockDelay
+	path      string
+	owner     string
+	route     routeCache // where the path's requests go
 
 	mu    sync.Mutex
+	count int // local holders (exclusive: 0 or 1)
 	token uint64
-	grant *wire.SignedGrant // the grant's signature, when asked for
-	count int               // local holders (exclusive: 0 or 1)
-	// The hold's context is made on first use (Mutex.Context): most
-	// holders never ask, and two contexts per lock cycle were a tenth of
-	// a load generator's CPU. ended says why the hold ended while it had
-	// no context.
+	// ended says why the hold ended while it had no context. The hold's
+	// context is made on first use (Mutex.Context): most holders never
+	// ask, and two contexts per lock cycle were a tenth of a load
+	// generator's CPU.
+	ended  error
+	grant  *wire.SignedGrant // the grant's signature, when asked for
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	ended  error
 }
 
 var errUnlocked = errors.New("client: lock released")
 
-func newHold(s *Session, path, owner string, mode wire.Mode) *hold {
-	return &hold{s: s, path: path, owner: owner, mode: mode, gate: make(chan struct{}, 1), ended: errUnlocked}
+// init makes h a hold of path by owner; its acquires carry cfg's options
+// (a signed grant only when signed).
+func (h *hold) init(s *Session, path, owner string, mode wire.Mode, cfg lockConfig, signed bool) {
+	cfg.signed = signed
+	var req wire.Request
+	cfg.apply(&req)
+	*h = hold{s: s, gate: make(chan struct{}, 1), mode: mode, flags: req.Flags, lockDelay: req.LockDelay,
+		path: path, owner: owner, ended: errUnlocked}
 }
 
 // randomOwner makes an owner name unique to one hold: a random id in hex,
@@ -87,21 +97,20 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	if err := h.enter(ctx, try); err != nil {
 		return err
 	}
-	h.mu.Lock()
-	if h.mode == wire.Shared && h.count > 0 {
-		h.count++
+	if h.mode == wire.Shared {
+		h.mu.Lock()
+		if h.count > 0 {
+			h.count++
+			h.mu.Unlock()
+			h.leave()
+			return nil
+		}
 		h.mu.Unlock()
-		h.leave()
-		return nil
 	}
-	h.mu.Unlock()
 	c := h.s.c
 	req := &wire.Request{Op: wire.OpAcquire, Path: h.path, Mode: h.mode, Lease: h.s.lease,
-		TTL: millis(h.s.ttl), Wait: waitFor(ctx, try), Owner: h.owner}
-	o := h.opts
-	o.signed = h.signed
-	o.apply(req)
-	resp, err := c.park(ctx, h.s, req, func(token uint64) error {
+		TTL: millis(h.s.ttl), Wait: waitFor(ctx, try), Owner: h.owner, Flags: h.flags, LockDelay: h.lockDelay}
+	resp, err := c.park(ctx, h.s, req, &h.route, func(token uint64) error {
 		uctx, cancel := c.undoContext()
 		defer cancel()
 		return c.release(uctx, h.path, token, h.s.lease, h.owner)
@@ -111,8 +120,13 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 		return err
 	}
 	h.mu.Lock()
-	h.token, h.count, h.grant = resp.Token, 1, resp.Signed
-	h.ctx, h.cancel, h.ended = nil, nil, nil // made by context() when asked for
+	h.token, h.count, h.ended = resp.Token, 1, nil
+	if h.grant != nil || resp.Signed != nil {
+		h.grant = resp.Signed
+	}
+	if h.ctx != nil {
+		h.ctx, h.cancel = nil, nil // made by context() when asked for
+	}
 	h.mu.Unlock()
 	recycle(resp)
 	if h.mode == wire.Shared {
@@ -144,7 +158,7 @@ func (h *hold) unlock(ctx context.Context) error {
 		h.dropped(token, err)
 		return err
 	}
-	err := h.s.c.release(ctx, h.path, token, h.s.lease, h.owner)
+	err := h.s.c.releaseVia(ctx, &h.route, h.path, token, h.s.lease, h.owner)
 	if err != nil && !errors.Is(err, ErrNotHolder) && !errors.Is(err, ErrStaleToken) && !errors.Is(err, ErrSessionExpired) {
 		return err // not confirmed: still held, Unlock may be called again
 	}
@@ -204,7 +218,7 @@ func (h *hold) context() context.Context {
 // protects. Like sync.Mutex, a Mutex is not reentrant: a second Lock waits
 // for Unlock. It is safe for concurrent use.
 type Mutex struct {
-	h *hold
+	h hold
 }
 
 func lockConfigOf(opts []LockOption) lockConfig {
@@ -222,9 +236,9 @@ func lockConfigOf(opts []LockOption) lockConfig {
 // owned by session s. It does not talk to the service.
 func NewMutex(s *Session, path string, opts ...LockOption) *Mutex {
 	cfg := lockConfigOf(opts)
-	h := newHold(s, path, cfg.owner, cfg.mode)
-	h.signed, h.opts = cfg.signed, cfg
-	return &Mutex{h: h}
+	m := &Mutex{}
+	m.h.init(s, path, cfg.owner, cfg.mode, cfg, cfg.signed)
+	return m
 }
 
 // Signed returns the signature of the current grant, made when the Mutex was
@@ -292,11 +306,9 @@ type RWMutex struct {
 // NewRWMutex returns an RWMutex on path owned by session s.
 func NewRWMutex(s *Session, path string, opts ...LockOption) *RWMutex {
 	cfg := lockConfigOf(opts)
-	rw := &RWMutex{
-		r: newHold(s, path, cfg.owner+"/r", wire.Shared),
-		w: newHold(s, path, cfg.owner+"/w", wire.Exclusive),
-	}
-	rw.r.opts, rw.w.opts = cfg, cfg
+	rw := &RWMutex{r: new(hold), w: new(hold)}
+	rw.r.init(s, path, cfg.owner+"/r", wire.Shared, cfg, false)
+	rw.w.init(s, path, cfg.owner+"/w", wire.Exclusive, cfg, false)
 	return rw
 }
 

@@ -50,7 +50,7 @@ func (m *Semaphore) acquire(ctx context.Context, try bool) (*Permit, error) {
 	req := &wire.Request{Op: wire.OpAcquire, Path: m.path, Mode: wire.Shared, Permits: m.permits, Lease: m.s.lease,
 		TTL: millis(m.s.ttl), Wait: waitFor(ctx, try), Owner: owner}
 	m.opts.apply(req)
-	resp, err := c.park(ctx, m.s, req, func(token uint64) error {
+	resp, err := c.park(ctx, m.s, req, nil, func(token uint64) error {
 		uctx, cancel := c.undoContext()
 		defer cancel()
 		return c.release(uctx, m.path, token, m.s.lease, owner)

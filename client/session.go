@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wardenlock/warden/wire"
@@ -67,10 +68,14 @@ type Session struct {
 	done   chan struct{} // closed once the session has ended
 	states chan SessionState
 	ka     keepAliveState // the client's keepalive scheduler owns it (keepalive.go)
+	// The send time of the last acknowledged keepalive, after base (the
+	// first one's): read by every Err, twice per lock cycle, without a
+	// lock.
+	base    time.Time
+	lastAck atomic.Int64 // nanoseconds after base
 
 	mu       sync.Mutex
 	state    SessionState
-	lastAck  time.Time // send time of the last acknowledged keepalive
 	stopOnce sync.Once
 }
 
@@ -104,7 +109,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		s.cancel(err)
 		return nil, err
 	}
-	s.lastAck = sent
+	s.base = sent
 	s.setState(Connected)
 	c.keepAlives.add(s, sent)
 	return s, nil
@@ -193,18 +198,18 @@ func (s *Session) keepAliveRequest() *wire.Request {
 }
 
 func (s *Session) acked(sent time.Time) {
-	s.mu.Lock()
-	if sent.After(s.lastAck) {
-		s.lastAck = sent
+	at := int64(sent.Sub(s.base))
+	for {
+		last := s.lastAck.Load()
+		if at <= last || s.lastAck.CompareAndSwap(last, at) {
+			return
+		}
 	}
-	s.mu.Unlock()
 }
 
 // untilDeadline is the time left before the local deadline.
 func (s *Session) untilDeadline() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastAck.Add(s.ttl).Sub(s.clock.Now())
+	return time.Duration(s.lastAck.Load()) + s.ttl - s.clock.Now().Sub(s.base)
 }
 
 // setState records a non-terminal state and publishes a change.

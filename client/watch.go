@@ -151,7 +151,7 @@ func (w *watcher) subscribe(ctx context.Context) (*conn, uint64, *stream, error)
 	req := w.req
 	req.Rev = w.next
 	st := newStream()
-	id, cl, err := cn.send(ctx, &req, st, 0)
+	id, cl, err := cn.send(&req, st, 0)
 	if err != nil {
 		return nil, 0, nil, err
 	}

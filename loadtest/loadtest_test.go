@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -262,5 +263,49 @@ func TestSelectSteps(t *testing.T) {
 				t.Fatalf("SelectSteps(%q, %q) = %q, want %q", tc.only, tc.trim, got, tc.want)
 			}
 		})
+	}
+}
+
+// spinningDriver grants every lock after burning spin of CPU (wall time,
+// on a busy machine somewhat less CPU).
+type spinningDriver struct{ spin time.Duration }
+
+func (d spinningDriver) Name() string { return "spinning" }
+func (d spinningDriver) NewClient(context.Context, int) (Client, error) {
+	return spinningClient(d), nil
+}
+func (d spinningDriver) Close() error { return nil }
+
+type spinningClient spinningDriver
+
+func (c spinningClient) Lock(context.Context, string) (Held, error) {
+	for t0 := time.Now(); time.Since(t0) < c.spin; {
+	}
+	return c, nil
+}
+func (c spinningClient) Unlock(context.Context) error { return nil }
+func (c spinningClient) Close() error                 { return nil }
+
+// The generator's CPU per lock operation is the CPU of the measured time
+// over the operations counted in it: a lock that burns 200 µs (half of it
+// per lock op, an acquire and a release per cycle) reads as about 100 µs.
+func TestLoadgenCPUPerLockOp(t *testing.T) {
+	res, err := Run(context.Background(), spinningDriver{200 * time.Microsecond}, Config{Scenario: "uncontended",
+		Clients: 1, Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	us, ok := res.Metrics["loadgen_cpu_us_per_lock_op"]
+	if !ok {
+		t.Fatalf("no loadgen_cpu_us_per_lock_op in %v", res.Metrics)
+	}
+	// Wide bounds: the machine may be shared, and the generator's own
+	// bookkeeping adds a little.
+	if us < 10 || us > 1000 {
+		t.Fatalf("loadgen_cpu_us_per_lock_op = %g, want about 100", us)
+	}
+	n := res.Ops["acquire"].Count + res.Ops["release"].Count
+	if want := res.Metrics["loadgen_cpu_s_measured"] * 1e6 / float64(n); math.Abs(want-us) > 0.01 {
+		t.Fatalf("loadgen_cpu_us_per_lock_op = %g, want CPU over the measured ops %g", us, want)
 	}
 }

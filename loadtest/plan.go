@@ -115,7 +115,11 @@ func RunSteps(ctx context.Context, system string, mk func() Driver, steps []Step
 				break
 			}
 			v, unit := Headline(res)
-			fmt.Fprintf(log, "%-10s %-34s run %d/%d: %.3f %s  errors=%d\n", system, st.Label, i+1, repeat, v, unit, totalErrors(res))
+			var perOp string
+			if us, ok := res.Metrics["loadgen_cpu_us_per_lock_op"]; ok {
+				perOp = fmt.Sprintf("  loadgen %.2f µs/op", us)
+			}
+			fmt.Fprintf(log, "%-10s %-34s run %d/%d: %.3f %s  errors=%d%s\n", system, st.Label, i+1, repeat, v, unit, totalErrors(res), perOp)
 			o.Runs = append(o.Runs, res)
 			o.Values = append(o.Values, v)
 			if res.Unsupported != "" || ctx.Err() != nil {

@@ -228,6 +228,14 @@ func (e *env) drive(primary string, op opFunc) {
 	stopProgress := e.progress(r, start, end)
 	cpu0 := sampleCPU(cfg.PIDs)
 	self0 := selfCPU()
+	// The generator's CPU from the start of the measured time, over the
+	// operations counted there (lockRates): its cost per operation.
+	var selfMeasure atomic.Int64
+	selfMeasure.Store(int64(self0))
+	if cfg.Warmup > 0 {
+		t := time.AfterFunc(cfg.Warmup, func() { selfMeasure.Store(int64(selfCPU())) })
+		defer t.Stop()
+	}
 	wait0, selfWait0 := sampleRunDelay(cfg.PIDs), runDelay(os.Getpid())
 	io0, selfIO0 := sampleIO(cfg.PIDs), procIO(os.Getpid())
 	var mem0 runtime.MemStats
@@ -281,6 +289,7 @@ func (e *env) drive(primary string, op opFunc) {
 		elapsed = cfg.Duration
 	}
 	r.fill(e.res, cfg.Duration)
+	e.res.Metrics["loadgen_cpu_s_measured"] = round6((selfCPU() - time.Duration(selfMeasure.Load())).Seconds())
 	e.cpuMetrics(cpu0, self0, time.Since(start))
 	e.runQueueMetrics(wait0, selfWait0, time.Since(start))
 	e.ioMetrics(io0, selfIO0, time.Since(start))
@@ -339,3 +348,5 @@ func (e *env) cpuMetrics(cpu0 map[int]time.Duration, self0 time.Duration, wall t
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+
+func round6(v float64) float64 { return float64(int64(v*1e6+0.5)) / 1e6 }

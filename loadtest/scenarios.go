@@ -45,11 +45,15 @@ func cycle(ctx context.Context, lk Locker, rec *Recorder, t0 time.Time, acquireO
 }
 
 // lockRates adds the committed lock operations per second (acquires plus
-// releases) and cycles per second.
+// releases), cycles per second, and the load generator's CPU per lock
+// operation over the measured time (the client library's cost, mostly).
 func lockRates(res *Result) {
 	a, r, c := res.Ops["acquire"], res.Ops["release"], res.Ops["cycle"]
 	res.Metrics["lock_ops_per_s"] = round3(a.Rate + r.Rate)
 	res.Metrics["cycles_per_s"] = round3(c.Rate)
+	if n := a.Count + r.Count; n > 0 {
+		res.Metrics["loadgen_cpu_us_per_lock_op"] = round3(res.Metrics["loadgen_cpu_s_measured"] * 1e6 / float64(n))
+	}
 }
 
 // uncontended: every worker cycles over its own paths, each in its own

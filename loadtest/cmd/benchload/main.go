@@ -350,8 +350,8 @@ func fetch(ctx context.Context, url, path string) error {
 func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome) error {
 	fmt.Fprintf(w, "# Warden load benchmark\n\n%d CPUs (%s), %.1f GiB, Linux %s, %s, %s. Warden: 3 replicas in 3 `warden` processes on 127.0.0.1, load generator on the same machine. Each row is the median of its runs (all runs listed).\n\n",
 		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date)
-	fmt.Fprintln(w, "| step | headline (median) | all runs | acquire p50 / p99 / p99.9 ms | cycles/s | server cores | errors |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| step | headline (median) | all runs | acquire p50 / p99 / p99.9 ms | cycles/s | server cores | loadgen CPU µs/lock op | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, o := range outs {
 		r := o.Median
 		if r == nil {
@@ -373,8 +373,12 @@ func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome) error {
 		for _, n := range r.Errors {
 			errs += n
 		}
-		fmt.Fprintf(w, "| %s | %.1f %s | %s | %.2f / %.2f / %.2f | %.0f | %.2f | %d |\n", o.Label, v, unit, strings.Join(runs, ", "),
-			acq.P50Ms, acq.P99Ms, acq.P999Ms, r.Metrics["cycles_per_s"], r.Metrics["server_cpu_cores"], errs)
+		perOp := "–"
+		if us, ok := r.Metrics["loadgen_cpu_us_per_lock_op"]; ok {
+			perOp = strconv.FormatFloat(us, 'f', 2, 64)
+		}
+		fmt.Fprintf(w, "| %s | %.1f %s | %s | %.2f / %.2f / %.2f | %.0f | %.2f | %s | %d |\n", o.Label, v, unit, strings.Join(runs, ", "),
+			acq.P50Ms, acq.P99Ms, acq.P999Ms, r.Metrics["cycles_per_s"], r.Metrics["server_cpu_cores"], perOp, errs)
 	}
 	return nil
 }
