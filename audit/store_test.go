@@ -298,3 +298,21 @@ func TestDurableRecordsSurviveACrash(t *testing.T) {
 		t.Fatalf("history after a clean close: %d events %v", len(evs), err)
 	}
 }
+
+// A store written with a log (before session 10) keeps what only its log
+// held: pebble replays old log files at open even with the log now off.
+func TestStoreWrittenWithALogOpens(t *testing.T) {
+	dir := t.TempDir()
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := []wire.Event{ev(2, 7, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)}
+	db.Set([]byte{'v'}, []byte{storeFormat}, pebble.Sync)
+	db.Set(batchKey(2, 7), appendBatch(nil, e), pebble.NoSync)
+	db.Close() // with a log, pebble leaves the memtable in it
+	s := open(t, Options{Dir: dir})
+	if evs, err := s.History(2, 7, 7, 0); err != nil || len(evs) != 1 || s.Newest(2) != 7 {
+		t.Fatalf("history of a store written with a log: %d events, newest %d, %v", len(evs), s.Newest(2), err)
+	}
+}
