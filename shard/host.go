@@ -397,6 +397,9 @@ func (h *Host) startData(r localReplica, members map[uint64]dragonboat.Target, j
 		m := statemachine.New(smCfg)
 		m.SetObserver(s)
 		s.sm.Store(m)
+		if d, ok := h.cfg.Recorder.(Durabler); ok {
+			return durableSM{m, d, s.log}
+		}
 		return m
 	}
 	cfg := h.raftConfig(r.Shard, r.RID)

@@ -312,6 +312,12 @@ func (h *Host) removeLocal(ctx context.Context, s *Shard) error {
 	if err := h.nh.StopReplica(s.id, s.rid); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
 		return err
 	}
+	// Its log is about to go: nothing will record its last entries again.
+	if d, ok := h.cfg.Recorder.(Durabler); ok {
+		if err := d.Durable(); err != nil {
+			h.log.Warn("audit records of a removed replica not made durable", "shard", s.id, "err", err)
+		}
+	}
 	h.man.drop(s.id)
 	if err := h.man.save(h.cfg.DataDir); err != nil {
 		return err
