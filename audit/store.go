@@ -308,11 +308,7 @@ func (s *Store) Durable() error {
 	if s.closed || written == s.durableAt {
 		return nil // nothing new since the last call
 	}
-	rate := s.pace.lim.Limit()
-	s.pace.unpace()
-	err := s.db.Flush()
-	s.pace.lim.SetLimit(rate)
-	if err != nil {
+	if err := s.pace.unpacedDuring(s.db.Flush); err != nil {
 		return fmt.Errorf("audit: flush: %w", err)
 	}
 	s.durableAt = written
