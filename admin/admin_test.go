@@ -186,6 +186,10 @@ func TestAdminAPI(t *testing.T) {
 		if locks != 3 { // two locks and the election
 			t.Errorf("locks over shards = %d, want 3", locks)
 		}
+		// The log store (wal, the default) has synced the entries.
+		if ls := st.LogStore; ls == nil || ls.Syncs == 0 || ls.RotationMaxMillis < 0 {
+			t.Errorf("log store status: %+v", ls)
+		}
 		for _, n := range st.Nodes {
 			if n.AdminAddr != f.admin[n.ID-1] {
 				t.Errorf("node %d advertises admin %q, want %q", n.ID, n.AdminAddr, f.admin[n.ID-1])

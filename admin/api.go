@@ -23,6 +23,21 @@ type Status struct {
 	Shards   []ShardInfo   `json:"shards"`
 	Ranges   []RangeInfo   `json:"ranges"`
 	Checks   []CheckResult `json:"checks"`
+	// LogStore is the node's Raft log store (the wal store only).
+	LogStore *LogStoreInfo `json:"log_store,omitempty"`
+}
+
+// LogStoreInfo: the Raft log store's segment syncs and rotations. A
+// rotation holds every writer of the node while it starts a segment, so
+// its longest duration is the longest pause the store caused.
+type LogStoreInfo struct {
+	Syncs             uint64  `json:"syncs"`
+	SyncSeconds       float64 `json:"sync_seconds"`
+	Rotations         uint64  `json:"rotations"`
+	RotationSeconds   float64 `json:"rotation_seconds"`
+	RotationMaxMillis float64 `json:"rotation_max_ms"`
+	CopiedBytes       uint64  `json:"rotation_copied_bytes"`
+	CopiedReplicas    uint64  `json:"rotation_copied_replicas"`
 }
 
 // NodeInfo is one member of the cluster.
@@ -100,6 +115,12 @@ func (s *Server) status() Status {
 			}
 		}
 		st.Shards = append(st.Shards, si)
+	}
+	if ws := s.cfg.Host.WALStats(); ws != nil {
+		syncs, syncSec, _ := ws.Snapshot()
+		r := ws.Rotations()
+		st.LogStore = &LogStoreInfo{Syncs: syncs, SyncSeconds: syncSec, Rotations: r.Count, RotationSeconds: r.Seconds,
+			RotationMaxMillis: r.MaxSeconds * 1e3, CopiedBytes: r.CopiedBytes, CopiedReplicas: r.CopiedReplicas}
 	}
 	for _, c := range s.checks {
 		cr := CheckResult{Name: c.name, OK: true}

@@ -173,6 +173,12 @@ func TestScrapeAfterKnownTraffic(t *testing.T) {
 			t.Errorf("node %d: wal syncs %v, +Inf bucket %v", i+1, got,
 				series(perNode[i], "warden_wal_sync_duration_seconds_bucket", `le="+Inf"`))
 		}
+		// Rotations are exported even before the first one.
+		for _, name := range []string{"warden_wal_rotation_duration_seconds_count", "warden_wal_rotation_copied_bytes_total"} {
+			if _, ok := perNode[i][name]; !ok {
+				t.Errorf("node %d: no series %s", i+1, name)
+			}
+		}
 	}
 }
 

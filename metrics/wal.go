@@ -6,20 +6,33 @@ import (
 	"github.com/wardenlock/warden/internal/raftwal"
 )
 
-// walCollector exports the wal log store's segment syncs as a Prometheus
-// histogram, read from the store's own counters at scrape time (the sync
-// path only adds to atomics).
+// walCollector exports the wal log store's segment syncs and rotations as
+// Prometheus histograms and counters, read from the store's own counters
+// at scrape time (the store only adds to atomics).
 type walCollector struct {
-	stats *raftwal.Stats
-	desc  *prometheus.Desc
+	stats                          *raftwal.Stats
+	desc, rotDesc, copied, copiedN *prometheus.Desc
 }
 
 func newWALCollector(s *raftwal.Stats) walCollector {
-	return walCollector{stats: s, desc: prometheus.NewDesc("warden_wal_sync_duration_seconds",
-		"Duration of the Raft log store's fdatasyncs of its segments (wal store only; the ones a write waits for).", nil, nil)}
+	return walCollector{stats: s,
+		desc: prometheus.NewDesc("warden_wal_sync_duration_seconds",
+			"Duration of the Raft log store's fdatasyncs of its segments (wal store only; the ones a write waits for).", nil, nil),
+		rotDesc: prometheus.NewDesc("warden_wal_rotation_duration_seconds",
+			"Duration of the Raft log store's segment rotations, during which every write of the node waits.", nil, nil),
+		copied: prometheus.NewDesc("warden_wal_rotation_copied_bytes_total",
+			"Live log entry bytes copied forward into new segments at rotation.", nil, nil),
+		copiedN: prometheus.NewDesc("warden_wal_rotation_copied_replicas_total",
+			"Replicas whose live log entries were copied forward at rotation (once per rotation).", nil, nil),
+	}
 }
 
-func (c walCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c walCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.rotDesc
+	ch <- c.copied
+	ch <- c.copiedN
+}
 
 func (c walCollector) Collect(ch chan<- prometheus.Metric) {
 	count, sum, cum := c.stats.Snapshot()
@@ -28,4 +41,12 @@ func (c walCollector) Collect(ch chan<- prometheus.Metric) {
 		buckets[le] = cum[i]
 	}
 	ch <- prometheus.MustNewConstHistogram(c.desc, count, sum, buckets)
+	r := c.stats.Rotations()
+	rb := make(map[float64]uint64, len(r.Cumulative))
+	for i, le := range raftwal.RotationBuckets {
+		rb[le] = r.Cumulative[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(c.rotDesc, r.Count, r.Seconds, rb)
+	ch <- prometheus.MustNewConstMetric(c.copied, prometheus.CounterValue, float64(r.CopiedBytes))
+	ch <- prometheus.MustNewConstMetric(c.copiedN, prometheus.CounterValue, float64(r.CopiedReplicas))
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
@@ -479,11 +480,14 @@ func (w *WAL) rotateBefore(a *segment, n int64) bool {
 // checkpoint: every replica's bootstrap info, state, snapshot and
 // compaction mark, and the live entries of replicas with few of them.
 // After it is synced, no older record is needed except live entries.
-// copyLive allows copying live entries (see copyAtRotation).
+// copyLive allows copying live entries (see copySet).
 func (w *WAL) rotate(copyLive bool) error {
 	num := uint64(1)
 	var prevEnd int64
+	var copied uint64
 	if a := w.active(); a != nil {
+		t0 := time.Now()
+		defer func() { w.stats.observeRotation(time.Since(t0), copied) }()
 		if !w.opts.NoSync {
 			if err := w.syncSegment(a.f); err != nil {
 				return err
@@ -503,6 +507,10 @@ func (w *WAL) rotate(copyLive bool) error {
 		}
 		return keys[i].replica < keys[j].replica
 	})
+	var copies map[nodeKey]bool
+	if copyLive {
+		copies = w.copySet()
+	}
 	for _, k := range keys {
 		n := w.nodes[k]
 		r := nodeRec{shard: k.shard, replica: k.replica}
@@ -523,12 +531,14 @@ func (w *WAL) rotate(copyLive bool) error {
 			r.compactTo = n.compactedTo
 		}
 		var ents []pb.Entry
-		if copyLive && w.copyAtRotation(n) {
+		if copies[k] {
 			var err error
 			if ents, err = w.readLocked(k, n, n.firstIndex(), n.lastIndex()+1); err != nil {
 				return err
 			}
 			r.flags |= fEntriesAll
+			copied += uint64(n.liveBytes())
+			w.stats.copiedReplicas.Add(1)
 		}
 		if r.flags == 0 && len(ents) == 0 {
 			continue
@@ -618,21 +628,87 @@ func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
 	return &segment{num: num, f: f, size: int64(len(buf)), head: int64(len(buf))}, nil
 }
 
-// copyAtRotation says whether a replica's live entries are copied into
-// the new segment: when they are few (an idle shard that never snapshots
-// must not pin old segments), or when they pin the oldest segment and
-// take at most a quarter of a segment (a slow shard far from its next
-// snapshot must not keep every segment written since).
-func (w *WAL) copyAtRotation(n *node) bool {
-	if len(n.spans) == 0 {
-		return false
+// copySet chooses the replicas whose live entries a rotation copies into
+// the new segment, so that old segments can be deleted: an idle shard that
+// never snapshots, or a slow one far from its next snapshot, must not pin
+// every segment written after its entries. A copy is only worth its cost
+// when it frees segments, and the copy happens under the store's lock,
+// where every writer of the node waits for it; so it takes, of the
+// segments oldest first, the longest run whose pinning replicas' live
+// entries together fit in copyBudget, and copies exactly those replicas.
+// When several busy replicas pin the oldest segment together (a node with
+// many similar shards), their entries do not fit and none is copied: their
+// own snapshots and compactions will free it. Session 10 found the
+// per-replica rule this replaces copying every one of 8 shards' entries at
+// once, stopping every shard of the node for about 2 s.
+func (w *WAL) copySet() map[nodeKey]bool {
+	if len(w.segs) == 0 {
+		return nil
 	}
-	live := n.liveBytes()
-	if live <= min(copyLimit, int(w.opts.SegmentSize/16)) {
-		return true
+	// first[i]: the replicas whose oldest live entry is in w.segs[i].
+	first := make([][]nodeKey, len(w.segs))
+	live := make(map[nodeKey]int)
+	at := make(map[uint64]int, len(w.segs))
+	for i, s := range w.segs {
+		at[s.num] = i
 	}
-	return len(w.segs) > 1 && n.spans[0].seg == w.segs[0].num && int64(live) <= w.opts.SegmentSize/4
+	for k, n := range w.nodes {
+		if len(n.spans) == 0 {
+			continue
+		}
+		i, ok := at[n.spans[0].seg]
+		if !ok {
+			continue
+		}
+		first[i] = append(first[i], k)
+		live[k] = n.liveBytes()
+	}
+	budget := w.copyBudget()
+	var cost int64
+	take := -1
+	for i := range first {
+		for _, k := range first[i] {
+			cost += int64(live[k])
+		}
+		if cost > budget {
+			break
+		}
+		take = i
+	}
+	set := make(map[nodeKey]bool)
+	cost = 0
+	for i := 0; i <= take; i++ {
+		for _, k := range first[i] {
+			set[k] = true
+			cost += int64(live[k])
+		}
+	}
+	// With what the budget leaves, replicas with few live entries move
+	// forward out of the older segments even when that frees none yet:
+	// idle shards, which never snapshot, would otherwise pin a segment
+	// for good once too many of them share it. Never from the segment
+	// being closed, where a copy moves nothing.
+	for i := take + 1; i < len(first)-1; i++ {
+		ks := first[i]
+		sort.Slice(ks, func(a, b int) bool { return live[ks[a]] < live[ks[b]] })
+		for _, k := range ks {
+			if live[k] > w.smallLive() || cost+int64(live[k]) > budget {
+				break
+			}
+			set[k] = true
+			cost += int64(live[k])
+		}
+	}
+	return set
 }
+
+// smallLive is the most live-entry bytes of a replica that a rotation
+// moves forward on its own (see copySet).
+func (w *WAL) smallLive() int { return min(copyLimit, int(w.opts.SegmentSize/16)) }
+
+// copyBudget is the most live-entry bytes one rotation copies: a quarter
+// of a segment.
+func (w *WAL) copyBudget() int64 { return w.opts.SegmentSize / 4 }
 
 // readLocked reads a replica's entries [low, high) with w.mu held.
 func (w *WAL) readLocked(k nodeKey, n *node, low, high uint64) ([]pb.Entry, error) {

@@ -10,13 +10,75 @@ import (
 // segment fdatasync durations: 100 µs (a quiet local disk) to 250 ms.
 var SyncBuckets = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25}
 
+// RotationBuckets are the upper bounds, in seconds, of Stats' histogram of
+// rotations (the time every writer of the node waits while the store
+// starts a segment): 1 ms to 5 s.
+var RotationBuckets = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
 // Stats counts a store's fdatasyncs of segments (the ones a write waits
-// for; the spare filler's are not counted) and how long they took. It is
-// safe for concurrent use; a node's metrics read it (Snapshot).
+// for; the spare filler's are not counted) and how long they took, and
+// its rotations: how long each held the store, and the live entries they
+// copied forward. It is safe for concurrent use; a node's metrics and
+// status read it (Snapshot, Rotations).
 type Stats struct {
 	count   atomic.Uint64
 	nanos   atomic.Uint64
 	buckets [len(SyncBuckets) + 1]atomic.Uint64 // per bucket, the last one past every bound
+
+	rotations      atomic.Uint64
+	rotationNanos  atomic.Uint64
+	rotationMax    atomic.Uint64 // nanoseconds
+	rotBuckets     [len(RotationBuckets) + 1]atomic.Uint64
+	copiedBytes    atomic.Uint64
+	copiedReplicas atomic.Uint64
+}
+
+// RotationStats is what Stats.Rotations returns.
+type RotationStats struct {
+	// Count is the number of segments started after the first.
+	Count uint64
+	// Seconds is their total duration, MaxSeconds the longest.
+	Seconds, MaxSeconds float64
+	// Cumulative: per bound of RotationBuckets, how many took at most that.
+	Cumulative [len(RotationBuckets)]uint64
+	// CopiedBytes and CopiedReplicas: live entries copied into new
+	// segments' checkpoints, and how many replicas' (once per rotation).
+	CopiedBytes, CopiedReplicas uint64
+}
+
+func (s *Stats) observeRotation(d time.Duration, copied uint64) {
+	s.rotations.Add(1)
+	s.rotationNanos.Add(uint64(d))
+	for {
+		m := s.rotationMax.Load()
+		if uint64(d) <= m || s.rotationMax.CompareAndSwap(m, uint64(d)) {
+			break
+		}
+	}
+	sec := d.Seconds()
+	i := 0
+	for i < len(RotationBuckets) && sec > RotationBuckets[i] {
+		i++
+	}
+	s.rotBuckets[i].Add(1)
+	s.copiedBytes.Add(copied)
+}
+
+// Rotations returns the rotation counters.
+func (s *Stats) Rotations() RotationStats {
+	r := RotationStats{
+		Count:          s.rotations.Load(),
+		Seconds:        time.Duration(s.rotationNanos.Load()).Seconds(),
+		MaxSeconds:     time.Duration(s.rotationMax.Load()).Seconds(),
+		CopiedBytes:    s.copiedBytes.Load(),
+		CopiedReplicas: s.copiedReplicas.Load(),
+	}
+	var run uint64
+	for i := range r.Cumulative {
+		run += s.rotBuckets[i].Load()
+		r.Cumulative[i] = run
+	}
+	return r
 }
 
 func (s *Stats) observe(d time.Duration) {

@@ -68,9 +68,10 @@ const DirName = "wardenwal"
 const (
 	// DefaultSegmentSize is the size past which a new segment is started.
 	DefaultSegmentSize = 64 << 20
-	// copyLimit: at rotation, a replica whose live entries take at most
-	// this many bytes has them copied into the new segment, so an idle
-	// shard that never snapshots does not pin old segments forever.
+	// copyLimit: at rotation, a replica in an older segment whose live
+	// entries take at most this many bytes may have them copied into the
+	// new segment, so an idle shard that never snapshots does not pin
+	// old segments forever (see copySet).
 	copyLimit = 256 << 10
 	// copyChunk bounds the entries bytes of one copied record.
 	copyChunk = 64 << 10
