@@ -97,9 +97,16 @@ type Store struct {
 	batch         *pebble.Batch // the writer's, reused
 	pendingEvents uint64        // events in batch
 
-	durableMu sync.Mutex // Durable, and Close's last flush
-	durableAt uint64     // Written() at the last Durable
-	closed    bool
+	durableMu    sync.Mutex    // Durable, and Close's last flush
+	durableAt    uint64        // Written() at the last Durable
+	committedSeq atomic.Uint64 // the writer's last batch's last sequence number
+	closed       bool
+	// flushedSeq is the highest sequence number in a table a finished
+	// flush wrote (FlushEnd): every batch up to it is in synced tables.
+	flushedSeq *atomic.Uint64
+	// durableFlushes and durableSkips count Durable's forced flushes and
+	// the calls a finished flush had already covered.
+	durableFlushes, durableSkips atomic.Uint64
 
 	mu     sync.Mutex
 	oldest map[uint64]uint64 // shard → lowest rev kept (0 = from the start)
@@ -155,6 +162,7 @@ func Open(o Options) (*Store, error) {
 	cache := pebble.NewCache(8 << 20)
 	defer cache.Unref()
 	pace := newPacedFS(o.FS, o.WriteRate)
+	flushedSeq := new(atomic.Uint64) // the store's, once it exists
 	po := &pebble.Options{
 		FS:    pace,
 		Cache: cache,
@@ -171,6 +179,16 @@ func Open(o Options) (*Store, error) {
 		L0StopWritesThreshold: 32,
 		LBaseMaxBytes:         256 << 20,
 		Logger:                quietLogger{o.Log},
+		EventListener: pebble.EventListener{FlushEnd: func(info pebble.FlushInfo) {
+			if info.Err != nil {
+				return
+			}
+			for _, t := range info.Output {
+				for seq := flushedSeq.Load(); t.LargestSeqNum > seq && !flushedSeq.CompareAndSwap(seq, t.LargestSeqNum); {
+					seq = flushedSeq.Load()
+				}
+			}
+		}},
 	}
 	// 32 KiB blocks rather than 4 KiB: a table is written about one
 	// block per write call, and on this kind of machine a call costs more
@@ -188,7 +206,7 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("audit: open %s: %w", o.Dir, err)
 	}
 	s := &Store{o: o, db: db, pace: pace, wake: make(chan struct{}, 1), flush: make(chan chan struct{}),
-		oldest: map[uint64]uint64{}, newest: map[uint64]uint64{}, stopc: make(chan struct{})}
+		oldest: map[uint64]uint64{}, newest: map[uint64]uint64{}, stopc: make(chan struct{}), flushedSeq: flushedSeq}
 	s.stages.Store(&map[uint64]*stage{})
 	if err := s.checkFormat(); err != nil {
 		db.Close()
@@ -364,7 +382,8 @@ func (s *Store) Sync() {
 // replica applies (and records) again every entry after its latest
 // snapshot, so the records of the entries a snapshot covers must be on
 // disk before that snapshot exists. The flush is not paced: the shard
-// applies nothing meanwhile.
+// applies nothing meanwhile. No flush is forced when a flush that ended
+// since has already written every record to synced tables.
 func (s *Store) Durable() error {
 	s.Sync()
 	s.durableMu.Lock()
@@ -373,9 +392,19 @@ func (s *Store) Durable() error {
 	if s.closed || written == s.durableAt {
 		return nil // nothing new since the last call
 	}
+	// Memtables hold consecutive ranges of sequence numbers and are
+	// flushed oldest first, so a flushed table holding sequence number q
+	// means every batch up to q is in synced tables (and in the synced
+	// manifest: pebble calls FlushEnd after installing the flush).
+	if s.committedSeq.Load() <= s.flushedSeq.Load() {
+		s.durableSkips.Add(1)
+		s.durableAt = written
+		return nil
+	}
 	if err := s.pace.unpacedDuring(s.db.Flush); err != nil {
 		return fmt.Errorf("audit: flush: %w", err)
 	}
+	s.durableFlushes.Add(1)
 	s.durableAt = written
 	return nil
 }
@@ -464,6 +493,9 @@ func (s *Store) commit() {
 	n := s.pendingEvents
 	s.pendingEvents = 0
 	err := b.Commit(pebble.NoSync)
+	if err == nil {
+		s.committedSeq.Store(b.SeqNum() + uint64(b.Count()) - 1)
+	}
 	b.Reset()
 	if err != nil {
 		s.o.Log.Error("audit write failed", "err", err)

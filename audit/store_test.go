@@ -413,6 +413,43 @@ func TestBatchedRecordsSurviveACrashAfterDurable(t *testing.T) {
 	}
 }
 
+// A flush of pebble's own (a full memtable) that ended after the records
+// were written has made them durable: Durable forces no second one. One
+// that ended before the last records does not count.
+func TestDurableSkipsTheFlushWhenAFlushCoveredTheRecords(t *testing.T) {
+	mem, o := strictStore(t)
+	s := open(t, o)
+	for rev := uint64(1); rev <= 10; rev++ {
+		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	}
+	s.Sync()
+	if err := s.db.Flush(); err != nil { // as when the memtable fills
+		t.Fatal(err)
+	}
+	if err := s.Durable(); err != nil {
+		t.Fatal(err)
+	}
+	if s.durableSkips.Load() != 1 || s.durableFlushes.Load() != 0 {
+		t.Fatalf("after a covering flush: %d skipped, %d forced flushes; want 1, 0", s.durableSkips.Load(), s.durableFlushes.Load())
+	}
+	for rev := uint64(11); rev <= 15; rev++ {
+		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	}
+	if err := s.Durable(); err != nil {
+		t.Fatal(err)
+	}
+	if s.durableFlushes.Load() != 1 {
+		t.Fatalf("records written after the last flush: %d forced flushes, want 1", s.durableFlushes.Load())
+	}
+	s.Record(2, []wire.Event{ev(2, 16, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	s.Sync()
+	crash(t, s, mem)
+	s = open(t, o)
+	if evs, err := s.History(2, 1, 20, 0); err != nil || len(evs) != 15 || s.Newest(2) != 15 {
+		t.Fatalf("after a crash: %d events, newest %d (%v); want 15, 15", len(evs), s.Newest(2), err)
+	}
+}
+
 // strictStore is a store's options on pebble's strict in-memory file
 // system (which forgets what was not synced, see crash).
 func strictStore(t *testing.T) (*vfs.MemFS, Options) {
