@@ -45,6 +45,10 @@ type Options struct {
 	// 4096); when that many wait, records are dropped and counted rather
 	// than slowing apply.
 	Queue int
+	// Linger is the least time between two writes of the writer while
+	// records keep coming (default DefaultLinger; Sync, Durable and Close
+	// write at once).
+	Linger time.Duration
 	// SweepEvery is how often retention runs (default 1 minute).
 	SweepEvery time.Duration
 	// WriteRate is the bytes per second flushes and compactions may
@@ -65,6 +69,9 @@ func (o *Options) fill() {
 	}
 	if o.Queue <= 0 {
 		o.Queue = 4096
+	}
+	if o.Linger <= 0 {
+		o.Linger = DefaultLinger
 	}
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = time.Minute
@@ -96,6 +103,7 @@ type Store struct {
 	flush         chan chan struct{}
 	batch         *pebble.Batch // the writer's, reused
 	pendingEvents uint64        // events in batch
+	pendingStages []stageAt     // stages in batch
 
 	durableMu    sync.Mutex    // Durable, and Close's last flush
 	durableAt    uint64        // Written() at the last Durable
@@ -138,6 +146,15 @@ type stage struct {
 	// replica replaying its log after a restart gives events the store
 	// may already have, and only those above high are kept.
 	high uint64
+	// written is the highest revision the writer has committed (or
+	// given up on) from this stage.
+	written uint64
+}
+
+// stageAt is a stage and the last revision of it the writer's batch holds.
+type stageAt struct {
+	st  *stage
+	rev uint64
 }
 
 // maxRun is how large a run grows before the next entry starts another
@@ -339,7 +356,7 @@ func (s *Store) stageOf(shard uint64) *stage {
 		return st
 	}
 	s.mu.Lock()
-	st := &stage{shard: shard, high: s.newest[shard]}
+	st := &stage{shard: shard, high: s.newest[shard], written: s.newest[shard]}
 	s.mu.Unlock()
 	next := make(map[uint64]*stage, len(old)+1)
 	for id, x := range old {
@@ -409,17 +426,52 @@ func (s *Store) Durable() error {
 	return nil
 }
 
+// DefaultLinger spaces the writer's writes. Each write puts one key per
+// shard's run into the memtable (a skiplist insert at one of as many
+// places as there are shards, the largest per-key cost in the store) and
+// wakes the writer once. At 16 shards a shard applies an entry every 2 ms
+// or so, so without a pause nearly every entry became its own key; 10 ms
+// gathers about 5 per key there, and at one shard a dozen or more. Records
+// are read back only for revisions the feed's ring no longer holds, and
+// History writes what waits before it reads.
+const DefaultLinger = 10 * time.Millisecond
+
 func (s *Store) writer() {
+	pause := time.NewTimer(time.Hour)
+	pause.Stop()
 	for {
 		select {
 		case <-s.wake:
 			s.writeStaged()
+			// Let the next records gather: at most one write per
+			// Linger while they keep coming.
+			pause.Reset(s.o.Linger)
+			if !s.linger(pause.C) {
+				return
+			}
 		case done := <-s.flush:
 			s.writeStaged()
 			close(done)
 		case <-s.stopc:
 			s.writeStaged()
 			return
+		}
+	}
+}
+
+// linger waits for the pause to end, serving Sync at once; false: the
+// store is closing (and what waited is written).
+func (s *Store) linger(end <-chan time.Time) bool {
+	for {
+		select {
+		case <-end:
+			return true
+		case done := <-s.flush:
+			s.writeStaged()
+			close(done)
+		case <-s.stopc:
+			s.writeStaged()
+			return false
 		}
 	}
 }
@@ -436,7 +488,7 @@ func (s *Store) writeStaged() {
 			st.spare = runs
 			continue
 		}
-		s.write(st.shard, runs)
+		s.write(st, runs)
 		st.mu.Lock()
 		for _, r := range runs {
 			if cap(r.body) <= maxPooled {
@@ -454,7 +506,8 @@ func (s *Store) writeStaged() {
 
 // write adds a shard's runs to the writer's batch, and commits the batch
 // once it is large.
-func (s *Store) write(shard uint64, runs []*run) {
+func (s *Store) write(st *stage, runs []*run) {
+	shard := st.shard
 	if s.batch == nil {
 		s.batch = s.db.NewBatch()
 	}
@@ -479,6 +532,7 @@ func (s *Store) write(shard uint64, runs []*run) {
 		entries += r.entries
 	}
 	s.mu.Unlock()
+	s.pendingStages = append(s.pendingStages, stageAt{st, runs[len(runs)-1].last})
 	s.waiting.Add(-int64(entries))
 	if b.Len() >= maxBatch {
 		s.commit()
@@ -497,6 +551,12 @@ func (s *Store) commit() {
 		s.committedSeq.Store(b.SeqNum() + uint64(b.Count()) - 1)
 	}
 	b.Reset()
+	for _, p := range s.pendingStages {
+		p.st.mu.Lock()
+		p.st.written = max(p.st.written, p.rev)
+		p.st.mu.Unlock()
+	}
+	s.pendingStages = s.pendingStages[:0]
 	if err != nil {
 		s.o.Log.Error("audit write failed", "err", err)
 		s.dropped.Add(n)
@@ -707,6 +767,9 @@ func (s *Store) History(shard, from, to uint64, limit int) ([]wire.Event, error)
 	if to < from {
 		return nil, nil
 	}
+	if s.staged(shard, to) {
+		s.Sync() // what was recorded up to now, written before it is read
+	}
 	lower, upper := shardBounds(shard)
 	if to < ^uint64(0) {
 		upper = batchKey(shard, to+1)
@@ -738,6 +801,18 @@ func (s *Store) History(shard, from, to uint64, limit int) ([]wire.Event, error)
 		}
 	}
 	return out, it.Error()
+}
+
+// staged reports whether records of the shard at or below rev wait to be
+// written.
+func (s *Store) staged(shard, rev uint64) bool {
+	st := (*s.stages.Load())[shard]
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.high > st.written && st.written < rev
 }
 
 // Newest is the highest revision written for a shard (0 = none).

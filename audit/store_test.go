@@ -463,3 +463,18 @@ func strictStore(t *testing.T) (*vfs.MemFS, Options) {
 	}
 	return mem, Options{Dir: "audit", FS: mem}
 }
+
+// The writer pauses between writes (Linger) while records keep coming;
+// History still returns everything recorded before it is called.
+func TestHistoryReadsRecordsTheWriterHasNotTakenYet(t *testing.T) {
+	s := open(t, Options{Linger: time.Hour})
+	for rev := uint64(1); rev <= 5; rev++ {
+		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	}
+	if evs, err := s.History(2, 1, 10, 0); err != nil || len(evs) != 5 {
+		t.Fatalf("history right after recording: %d events, want 5 (%v)", len(evs), err)
+	}
+	if s.Newest(2) != 5 {
+		t.Fatalf("newest %d, want 5", s.Newest(2))
+	}
+}
