@@ -120,6 +120,9 @@ func benchRecordShards(b *testing.B, record bool) {
 	elapsed, cpu := time.Since(start), cpuTime()-cpu0
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*shards*events), "cpu-ns/event")
 	b.ReportMetric(float64(s.Written())/elapsed.Seconds(), "events-written/s")
+	if v := s.values.Load(); v > 0 {
+		b.ReportMetric(float64(s.valueEntries.Load())/float64(v), "entries/value")
+	}
 	if s.Dropped() != 0 {
 		b.Fatalf("dropped %d", s.Dropped())
 	}

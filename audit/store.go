@@ -123,6 +123,9 @@ type Store struct {
 
 	dropped atomic.Uint64
 	written atomic.Uint64
+	// values and valueEntries count the values (keys) the writer wrote
+	// and the applied entries they held (their ratio is the merging).
+	values, valueEntries atomic.Uint64
 
 	stopc     chan struct{}
 	wg        sync.WaitGroup
@@ -531,6 +534,8 @@ func (s *Store) write(st *stage, runs []*run) {
 		s.pendingEvents += uint64(r.n)
 		entries += r.entries
 	}
+	s.values.Add(uint64(len(runs)))
+	s.valueEntries.Add(uint64(entries))
 	s.mu.Unlock()
 	s.pendingStages = append(s.pendingStages, stageAt{st, runs[len(runs)-1].last})
 	s.waiting.Add(-int64(entries))
