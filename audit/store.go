@@ -385,6 +385,16 @@ func (s *Store) Dropped() uint64 { return s.dropped.Load() }
 // Written is how many events were written.
 func (s *Store) Written() uint64 { return s.written.Load() }
 
+// Values is how many values (keys) the writer wrote and how many applied
+// entries they held.
+func (s *Store) Values() (values, entries uint64) { return s.values.Load(), s.valueEntries.Load() }
+
+// DurableFlushes is how many flushes Durable forced, and how many of its
+// calls a flush that had already ended covered (no flush forced).
+func (s *Store) DurableFlushes() (forced, covered uint64) {
+	return s.durableFlushes.Load(), s.durableSkips.Load()
+}
+
 // Sync waits until everything queued before the call is written.
 func (s *Store) Sync() {
 	done := make(chan struct{})
@@ -689,13 +699,14 @@ func (q *Query) matches(ev *wire.Event, prefix string) bool {
 }
 
 // Find returns the records matching q, oldest first: the most recent
-// q.Limit of them. It reads each shard's history newest first and stops
+// q.Limit of them, of everything recorded before the call. It reads each shard's history newest first and stops
 // at the limit or at q.Since.
 func (s *Store) Find(q Query) ([]Record, error) {
 	if q.Limit <= 0 {
 		q.Limit = 1000
 	}
 	prefix := strings.TrimRight(q.Prefix, "/")
+	s.Sync() // what was recorded up to now, written before it is read
 	var out []Record
 	for _, shard := range s.shards() {
 		recs, err := s.findInShard(shard, &q, prefix)
