@@ -46,8 +46,8 @@ type Options struct {
 	// than slowing apply.
 	Queue int
 	// Linger is the least time between two writes of the writer while
-	// records keep coming (default DefaultLinger; Sync, Durable and Close
-	// write at once).
+	// records keep coming (0: DefaultLinger; negative: none, the writer
+	// writes at every wake-up). Sync, Durable and Close write at once.
 	Linger time.Duration
 	// SweepEvery is how often retention runs (default 1 minute).
 	SweepEvery time.Duration
@@ -70,7 +70,7 @@ func (o *Options) fill() {
 	if o.Queue <= 0 {
 		o.Queue = 4096
 	}
-	if o.Linger <= 0 {
+	if o.Linger == 0 {
 		o.Linger = DefaultLinger
 	}
 	if o.SweepEvery <= 0 {
@@ -459,6 +459,9 @@ func (s *Store) writer() {
 		select {
 		case <-s.wake:
 			s.writeStaged()
+			if s.o.Linger < 0 {
+				continue
+			}
 			// Let the next records gather: at most one write per
 			// Linger while they keep coming.
 			pause.Reset(s.o.Linger)
