@@ -7,8 +7,9 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// One applied entry's events are stored together, in one value, in a small
-// hand-written encoding (reflection-based msgpack cost the writer most of
+// Applied entries' events are stored together, one value per run of
+// consecutive revisions (a shard's entries the writer takes at once), in
+// a small hand-written encoding (reflection-based msgpack cost the writer most of
 // its time; one key per event cost pebble most of the rest). Format 2:
 //
 //	header: 2, uvarint count, uvarint revSpan (last rev - first rev),
@@ -30,15 +31,31 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// appendBatch encodes events (of one shard, in revision order) after b.
-func appendBatch(b []byte, events []wire.Event) []byte {
-	first, last := &events[0], &events[len(events)-1]
-	b = append(b, batchFormat)
-	b = binary.AppendUvarint(b, uint64(len(events)))
-	b = binary.AppendUvarint(b, last.Rev-first.Rev)
-	b = binary.AppendVarint(b, first.Time)
-	b = binary.AppendUvarint(b, uint64(last.Time-first.Time))
-	rev, at, path := first.Rev, first.Time, ""
+// run is events of one shard with consecutive revisions, possibly of
+// several applied entries, encoded as they come (add) and stored as one
+// value under its first revision (appendValue). Its events are encoded
+// exactly as if they had come in one entry.
+type run struct {
+	first, last         uint64 // revisions
+	firstTime, lastTime int64
+	n                   int    // events
+	entries             int    // applied entries merged into it
+	path                string // the last event's path (the next one is encoded against it)
+	body                []byte // the encoded events, without the header
+}
+
+func (r *run) reset() {
+	body := r.body[:0]
+	*r = run{body: body}
+}
+
+// add appends events (in revision order, the first one right after
+// r.last unless r is empty) to the run.
+func (r *run) add(events []wire.Event) {
+	if r.n == 0 {
+		r.first, r.last, r.firstTime, r.lastTime, r.path = events[0].Rev, events[0].Rev, events[0].Time, events[0].Time, ""
+	}
+	b, rev, at, path := r.body, r.last, r.lastTime, r.path
 	for i := range events {
 		ev := &events[i]
 		b = binary.AppendUvarint(b, ev.Rev-rev)
@@ -62,7 +79,29 @@ func appendBatch(b []byte, events []wire.Event) []byte {
 		b = binary.AppendVarint(b, ev.TTL)
 		rev, at, path = ev.Rev, ev.Time, ev.Path
 	}
-	return b
+	r.body, r.last, r.lastTime, r.path = b, rev, at, path
+	r.n += len(events)
+	r.entries++
+}
+
+// appendHeader appends the run's header (see batchFormat) to b.
+func (r *run) appendHeader(b []byte) []byte {
+	b = append(b, batchFormat)
+	b = binary.AppendUvarint(b, uint64(r.n))
+	b = binary.AppendUvarint(b, r.last-r.first)
+	b = binary.AppendVarint(b, r.firstTime)
+	return binary.AppendUvarint(b, uint64(r.lastTime-r.firstTime))
+}
+
+// maxHeader bounds appendHeader's bytes.
+const maxHeader = 1 + 4*binary.MaxVarintLen64
+
+// appendBatch encodes events (of one shard, in revision order) after b, as
+// one value.
+func appendBatch(b []byte, events []wire.Event) []byte {
+	var r run
+	r.add(events)
+	return append(r.appendHeader(b), r.body...)
 }
 
 func commonPrefix(a, b string) int {

@@ -97,6 +97,9 @@ func TestRetentionByAgeCompactsHistory(t *testing.T) {
 	s := open(t, Options{MaxAge: time.Hour})
 	for i := uint64(1); i <= 10; i++ {
 		s.Record(2, []wire.Event{ev(2, i, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", time.Duration(i)*time.Minute)})
+		// Retention drops whole values, and the entries a writer takes at
+		// once share one: one value per entry here (a minute apart).
+		s.Sync()
 	}
 	s.Sync()
 	evs, err := s.History(2, 1, 10, 0)
@@ -314,5 +317,168 @@ func TestStoreWrittenWithALogOpens(t *testing.T) {
 	s := open(t, Options{Dir: dir})
 	if evs, err := s.History(2, 7, 7, 0); err != nil || len(evs) != 1 || s.Newest(2) != 7 {
 		t.Fatalf("history of a store written with a log: %d events, newest %d, %v", len(evs), s.Newest(2), err)
+	}
+}
+
+// Entries the writer takes at once are stored as one value per run of
+// consecutive revisions; they decode exactly as the events recorded.
+func TestRunsOfSeveralEntriesRoundTrip(t *testing.T) {
+	var r run
+	in := []wire.Event{
+		ev(9, 5, wire.EvAcquired, wire.CauseDirect, "/a/b", 1, "x", 0),
+		ev(9, 6, wire.EvReleased, wire.CauseUser, "/a/b", 1, "x", time.Second),
+		ev(9, 7, wire.EvAcquired, wire.CauseDirect, "/a/bc", 2, "y", time.Second),
+		ev(9, 8, wire.EvKVPut, wire.CauseUser, "/k", 0, "", 3*time.Second),
+	}
+	r.add(in[:2])
+	r.add(in[2:3])
+	r.add(in[3:])
+	if r.entries != 3 || r.n != 4 || r.first != 5 || r.last != 8 {
+		t.Fatalf("run of 3 entries: %+v", r)
+	}
+	v := append(r.appendHeader(nil), r.body...)
+	got, err := decodeBatch(nil, 9, 5, v)
+	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", in) {
+		t.Fatalf("round trip:\n%+v\n%+v (%v)", in, got, err)
+	}
+	if want := appendBatch(nil, in); string(v) != string(want) {
+		t.Fatal("a run of several entries is not encoded as one entry of the same events")
+	}
+}
+
+// A replica replaying its log after a restart records entries the store
+// may already have, grouped otherwise: the store keeps each event once.
+func TestReplayedEventsAreKeptOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, Options{Dir: dir})
+	record := func(from, to uint64) {
+		for rev := from; rev <= to; rev += 2 {
+			s.Record(2, []wire.Event{
+				ev(2, rev, wire.EvAcquired, wire.CauseDirect, "/k/a", rev, "o", 0),
+				ev(2, rev+1, wire.EvReleased, wire.CauseUser, "/k/a", rev, "o", 0),
+			})
+			if rev%6 == 1 {
+				s.Sync() // values of different sizes
+			}
+		}
+		s.Sync()
+	}
+	check := func(name string, want uint64) {
+		t.Helper()
+		evs, err := s.History(2, 1, 1000, 0)
+		if err != nil || uint64(len(evs)) != want {
+			t.Fatalf("%s: history %d events, want %d (%v)", name, len(evs), want, err)
+		}
+		for i := range evs {
+			if evs[i].Rev != uint64(i)+1 {
+				t.Fatalf("%s: event %d has revision %d", name, i, evs[i].Rev)
+			}
+		}
+		if recs, _ := s.Find(Query{Prefix: "/k"}); uint64(len(recs)) != want {
+			t.Fatalf("%s: %d audit records, want %d", name, len(recs), want)
+		}
+	}
+	record(1, 40)
+	record(11, 60) // the same entries again, then new ones
+	check("replayed in the same process", 60)
+	s.Close()
+	s = open(t, Options{Dir: dir})
+	record(21, 80)
+	check("replayed after reopening", 80)
+}
+
+// Records of several shards' entries, taken by the writer in batches,
+// survive a crash once Durable returned.
+func TestBatchedRecordsSurviveACrashAfterDurable(t *testing.T) {
+	mem, o := strictStore(t)
+	s := open(t, o)
+	for rev := uint64(1); rev <= 300; rev++ {
+		for shard := uint64(2); shard <= 4; shard++ {
+			s.Record(shard, []wire.Event{ev(shard, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+		}
+	}
+	if err := s.Durable(); err != nil {
+		t.Fatal(err)
+	}
+	for shard := uint64(2); shard <= 4; shard++ {
+		s.Record(shard, []wire.Event{ev(shard, 301, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	}
+	s.Sync()
+	crash(t, s, mem)
+	s = open(t, o)
+	for shard := uint64(2); shard <= 4; shard++ {
+		if evs, err := s.History(shard, 1, 400, 0); err != nil || len(evs) != 300 || s.Newest(shard) != 300 {
+			t.Fatalf("shard %d after a crash: %d events, newest %d (%v), want 300", shard, len(evs), s.Newest(shard), err)
+		}
+	}
+}
+
+// A flush of pebble's own (a full memtable) that ended after the records
+// were written has made them durable: Durable forces no second one. One
+// that ended before the last records does not count.
+func TestDurableSkipsTheFlushWhenAFlushCoveredTheRecords(t *testing.T) {
+	mem, o := strictStore(t)
+	s := open(t, o)
+	for rev := uint64(1); rev <= 10; rev++ {
+		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	}
+	s.Sync()
+	if err := s.db.Flush(); err != nil { // as when the memtable fills
+		t.Fatal(err)
+	}
+	if err := s.Durable(); err != nil {
+		t.Fatal(err)
+	}
+	if s.durableSkips.Load() != 1 || s.durableFlushes.Load() != 0 {
+		t.Fatalf("after a covering flush: %d skipped, %d forced flushes; want 1, 0", s.durableSkips.Load(), s.durableFlushes.Load())
+	}
+	for rev := uint64(11); rev <= 15; rev++ {
+		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	}
+	if err := s.Durable(); err != nil {
+		t.Fatal(err)
+	}
+	if s.durableFlushes.Load() != 1 {
+		t.Fatalf("records written after the last flush: %d forced flushes, want 1", s.durableFlushes.Load())
+	}
+	s.Record(2, []wire.Event{ev(2, 16, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	s.Sync()
+	crash(t, s, mem)
+	s = open(t, o)
+	if evs, err := s.History(2, 1, 20, 0); err != nil || len(evs) != 15 || s.Newest(2) != 15 {
+		t.Fatalf("after a crash: %d events, newest %d (%v); want 15, 15", len(evs), s.Newest(2), err)
+	}
+}
+
+// strictStore is a store's options on pebble's strict in-memory file
+// system (which forgets what was not synced, see crash).
+func strictStore(t *testing.T) (*vfs.MemFS, Options) {
+	t.Helper()
+	mem := vfs.NewStrictMem()
+	if err := mem.MkdirAll("audit", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if root, err := mem.OpenDir(""); err != nil || root.Sync() != nil {
+		t.Fatal("sync the root", err)
+	}
+	return mem, Options{Dir: "audit", FS: mem}
+}
+
+// The writer pauses between writes (Linger) while records keep coming;
+// History still returns everything recorded before it is called.
+func TestHistoryReadsRecordsTheWriterHasNotTakenYet(t *testing.T) {
+	s := open(t, Options{Linger: time.Hour})
+	for rev := uint64(1); rev <= 5; rev++ {
+		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	}
+	if evs, err := s.History(2, 1, 10, 0); err != nil || len(evs) != 5 {
+		t.Fatalf("history right after recording: %d events, want 5 (%v)", len(evs), err)
+	}
+	s.Record(2, []wire.Event{ev(2, 6, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
+	if recs, err := s.Find(Query{Prefix: "/k"}); err != nil || len(recs) != 6 {
+		t.Fatalf("audit records right after recording: %d, want 6 (%v)", len(recs), err)
+	}
+	if s.Newest(2) != 6 {
+		t.Fatalf("newest %d, want 6", s.Newest(2))
 	}
 }

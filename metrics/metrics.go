@@ -121,14 +121,24 @@ func (m *Metrics) auditMetrics(a *audit.Store) error {
 	b.m = m.meter
 	written := b.counter("warden.audit.records.written", "{event}", "Applied events written to this node's audit store.")
 	dropped := b.counter("warden.audit.records.dropped", "{event}", "Applied events not recorded because the audit queue was full.")
+	values := b.counter("warden.audit.values.written", "{value}", "Values (pebble keys) written to the audit store: each holds a run of one shard's applied entries.")
+	entries := b.counter("warden.audit.entries.written", "{entry}", "Applied entries whose events were written to the audit store.")
+	forced := b.counter("warden.audit.durable.flushes", "{flush}", "Flushes the audit store forced so that the records a snapshot covers are durable.")
+	covered := b.counter("warden.audit.durable.covered", "{call}", "Snapshots whose records a flush of the store's own had already made durable (no flush forced).")
 	if b.err != nil {
 		return b.err
 	}
 	_, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(written, int64(a.Written()))
 		o.ObserveInt64(dropped, int64(a.Dropped()))
+		v, e := a.Values()
+		o.ObserveInt64(values, int64(v))
+		o.ObserveInt64(entries, int64(e))
+		f, c := a.DurableFlushes()
+		o.ObserveInt64(forced, int64(f))
+		o.ObserveInt64(covered, int64(c))
 		return nil
-	}, written, dropped)
+	}, written, dropped, values, entries, forced, covered)
 	return err
 }
 
