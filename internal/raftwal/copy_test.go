@@ -20,17 +20,34 @@ func sized(shard, first, last uint64, size int) []pb.Entry {
 	return es
 }
 
+// openSmall opens a store on 64 KiB segments, spares made inline, no sync.
+func openSmall(t *testing.T) (w *WAL, dir string, opts Options) {
+	t.Helper()
+	opts = Options{SegmentSize: 64 << 10, NoSync: true, fillInline: true}
+	dir = t.TempDir()
+	w, err := Open(dir, opts)
+	must(t, err)
+	return w, dir, opts
+}
+
+// snapshotAndCompact saves a snapshot of shard (replica 1) at index snap
+// and drops its entries up to through, as dragonboat does after one.
+func snapshotAndCompact(t *testing.T, w *WAL, shard, snap, through uint64) {
+	t.Helper()
+	must(t, w.SaveSnapshots([]pb.Update{{ShardID: shard, ReplicaID: 1,
+		Snapshot: pb.Snapshot{ShardID: shard, Index: snap, Term: 1, Type: pb.RegularStateMachine}}}))
+	must(t, w.RemoveEntriesTo(shard, 1, through))
+	_, err := w.CompactEntriesTo(shard, 1, through)
+	must(t, err)
+}
+
 // Eight busy replicas with similar logs pin the oldest segment together:
 // none of them is copied wholesale at rotation (session 10's stall: the
 // store copied all of them under its lock, every writer of the node
 // waiting about 2 s), no rotation copies more than its budget, and their
 // own compactions still free the old segments.
 func TestSimilarReplicasAreNotCopiedAtRotation(t *testing.T) {
-	const seg = 64 << 10
-	opts := Options{SegmentSize: seg, NoSync: true, fillInline: true}
-	dir := t.TempDir()
-	w, err := Open(dir, opts)
-	must(t, err)
+	w, dir, opts := openSmall(t)
 	const replicas, size, every, keep = 8, 100, 60, 20
 	st := w.Stats()
 	last := uint64(0)
@@ -56,12 +73,8 @@ func TestSimilarReplicasAreNotCopiedAtRotation(t *testing.T) {
 			if (last+s*7)%every != 0 || last <= keep {
 				continue
 			}
-			ss := pb.Snapshot{ShardID: s, Index: last - 1, Term: 1, Type: pb.RegularStateMachine}
-			must(t, w.SaveSnapshots([]pb.Update{{ShardID: s, ReplicaID: 1, Snapshot: ss}}))
-			snapAt[s] = ss.Index
-			must(t, w.RemoveEntriesTo(s, 1, last-keep))
-			_, err := w.CompactEntriesTo(s, 1, last-keep)
-			must(t, err)
+			snapshotAndCompact(t, w, s, last-1, last-keep)
+			snapAt[s] = last - 1
 		}
 	}
 	if rotations < 10 {
@@ -86,7 +99,7 @@ func TestSimilarReplicasAreNotCopiedAtRotation(t *testing.T) {
 	}
 	check(w)
 	must(t, w.Close())
-	w, err = Open(dir, opts)
+	w, err := Open(dir, opts)
 	must(t, err)
 	check(w)
 	must(t, w.Close())
@@ -97,11 +110,7 @@ func TestSimilarReplicasAreNotCopiedAtRotation(t *testing.T) {
 // rotation's budget, each rotation moves some forward, and the segments
 // are freed over a few rotations instead of never.
 func TestIdleReplicasMoveOutOfOldSegments(t *testing.T) {
-	const seg = 64 << 10
-	opts := Options{SegmentSize: seg, NoSync: true, fillInline: true}
-	dir := t.TempDir()
-	w, err := Open(dir, opts)
-	must(t, err)
+	w, dir, opts := openSmall(t)
 	// 40 idle replicas of about 1 KiB each: 40 KiB, over the 16 KiB budget.
 	const idle, idleSize = 40, 1000
 	for s := uint64(101); s < 101+idle; s++ {
@@ -115,10 +124,7 @@ func TestIdleReplicasMoveOutOfOldSegments(t *testing.T) {
 		must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1, Commit: last - 1},
 			EntriesToSave: sized(1, last, last, 500)}}, 1))
 		if last%40 == 0 {
-			must(t, w.SaveSnapshots([]pb.Update{{ShardID: 1, ReplicaID: 1, Snapshot: pb.Snapshot{ShardID: 1, Index: last - 1, Term: 1, Type: pb.RegularStateMachine}}}))
-			must(t, w.RemoveEntriesTo(1, 1, last-10))
-			_, err := w.CompactEntriesTo(1, 1, last-10)
-			must(t, err)
+			snapshotAndCompact(t, w, 1, last-1, last-10)
 		}
 	}
 	nums, _ := listSegments(dir)
@@ -137,7 +143,7 @@ func TestIdleReplicasMoveOutOfOldSegments(t *testing.T) {
 	}
 	check(w)
 	must(t, w.Close())
-	w, err = Open(dir, opts)
+	w, err := Open(dir, opts)
 	must(t, err)
 	check(w)
 	must(t, w.Close())

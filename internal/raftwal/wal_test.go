@@ -569,10 +569,7 @@ func TestSlowReplicaDoesNotPinSegments(t *testing.T) {
 		}
 		must(t, w.SaveRaftState(ups, 1))
 		if i%200 == 0 { // the busy replica snapshots and compacts
-			must(t, w.SaveSnapshots([]pb.Update{{ShardID: 1, ReplicaID: 1, Snapshot: pb.Snapshot{ShardID: 1, Index: i - 50, Term: 1, Type: pb.RegularStateMachine}}}))
-			must(t, w.RemoveEntriesTo(1, 1, i-60))
-			_, err := w.CompactEntriesTo(1, 1, i-60)
-			must(t, err)
+			snapshotAndCompact(t, w, 1, i-50, i-60)
 		}
 	}
 	nums, _ := listSegments(dir)
