@@ -96,14 +96,6 @@ func (r *run) appendHeader(b []byte) []byte {
 // maxHeader bounds appendHeader's bytes.
 const maxHeader = 1 + 4*binary.MaxVarintLen64
 
-// appendBatch encodes events (of one shard, in revision order) after b, as
-// one value.
-func appendBatch(b []byte, events []wire.Event) []byte {
-	var r run
-	r.add(events)
-	return append(r.appendHeader(b), r.body...)
-}
-
 func commonPrefix(a, b string) int {
 	n := min(len(a), len(b))
 	for i := 0; i < n; i++ {

@@ -482,3 +482,11 @@ func TestHistoryReadsRecordsTheWriterHasNotTakenYet(t *testing.T) {
 		t.Fatalf("newest %d, want 6", s.Newest(2))
 	}
 }
+
+// appendBatch encodes events (of one shard, in revision order) after b as
+// one value, the way the writer stores a run.
+func appendBatch(b []byte, events []wire.Event) []byte {
+	var r run
+	r.add(events)
+	return append(r.appendHeader(b), r.body...)
+}

@@ -478,16 +478,16 @@ func (w *WAL) rotateBefore(a *segment, n int64) bool {
 
 // rotate syncs the active segment and starts the next one with a
 // checkpoint: every replica's bootstrap info, state, snapshot and
-// compaction mark, and the live entries of replicas with few of them.
+// compaction mark, and the live entries of the replicas copySet picks.
 // After it is synced, no older record is needed except live entries.
 // copyLive allows copying live entries (see copySet).
 func (w *WAL) rotate(copyLive bool) error {
 	num := uint64(1)
 	var prevEnd int64
-	var copied uint64
+	var copiedBytes, copiedReplicas uint64
 	if a := w.active(); a != nil {
 		t0 := time.Now()
-		defer func() { w.stats.observeRotation(time.Since(t0), copied) }()
+		defer func() { w.stats.observeRotation(time.Since(t0), copiedBytes, copiedReplicas) }()
 		if !w.opts.NoSync {
 			if err := w.syncSegment(a.f); err != nil {
 				return err
@@ -537,8 +537,8 @@ func (w *WAL) rotate(copyLive bool) error {
 				return err
 			}
 			r.flags |= fEntriesAll
-			copied += uint64(n.liveBytes())
-			w.stats.copiedReplicas.Add(1)
+			copiedBytes += uint64(n.liveBytes())
+			copiedReplicas++
 		}
 		if r.flags == 0 && len(ents) == 0 {
 			continue

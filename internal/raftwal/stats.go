@@ -46,7 +46,7 @@ type RotationStats struct {
 	CopiedBytes, CopiedReplicas uint64
 }
 
-func (s *Stats) observeRotation(d time.Duration, copied uint64) {
+func (s *Stats) observeRotation(d time.Duration, copiedBytes, copiedReplicas uint64) {
 	s.rotations.Add(1)
 	s.rotationNanos.Add(uint64(d))
 	for {
@@ -55,13 +55,9 @@ func (s *Stats) observeRotation(d time.Duration, copied uint64) {
 			break
 		}
 	}
-	sec := d.Seconds()
-	i := 0
-	for i < len(RotationBuckets) && sec > RotationBuckets[i] {
-		i++
-	}
-	s.rotBuckets[i].Add(1)
-	s.copiedBytes.Add(copied)
+	s.rotBuckets[bucketOf(RotationBuckets[:], d)].Add(1)
+	s.copiedBytes.Add(copiedBytes)
+	s.copiedReplicas.Add(copiedReplicas)
 }
 
 // Rotations returns the rotation counters.
@@ -73,33 +69,41 @@ func (s *Stats) Rotations() RotationStats {
 		CopiedBytes:    s.copiedBytes.Load(),
 		CopiedReplicas: s.copiedReplicas.Load(),
 	}
-	var run uint64
-	for i := range r.Cumulative {
-		run += s.rotBuckets[i].Load()
-		r.Cumulative[i] = run
-	}
+	cumulate(s.rotBuckets[:len(RotationBuckets)], r.Cumulative[:])
 	return r
 }
 
 func (s *Stats) observe(d time.Duration) {
 	s.count.Add(1)
 	s.nanos.Add(uint64(d))
+	s.buckets[bucketOf(SyncBuckets[:], d)].Add(1)
+}
+
+// bucketOf is the index of the first bound (seconds) d is at most, or
+// len(bounds) past every bound.
+func bucketOf(bounds []float64, d time.Duration) int {
 	sec := d.Seconds()
 	i := 0
-	for i < len(SyncBuckets) && sec > SyncBuckets[i] {
+	for i < len(bounds) && sec > bounds[i] {
 		i++
 	}
-	s.buckets[i].Add(1)
+	return i
+}
+
+// cumulate writes into out the running totals of counts (the last bucket,
+// past every bound, is not part of it).
+func cumulate(counts []atomic.Uint64, out []uint64) {
+	var run uint64
+	for i := range out {
+		run += counts[i].Load()
+		out[i] = run
+	}
 }
 
 // Snapshot returns the number of syncs, their total duration in seconds,
 // and per bound of SyncBuckets how many took at most that (cumulative).
 func (s *Stats) Snapshot() (count uint64, seconds float64, cumulative [len(SyncBuckets)]uint64) {
-	var run uint64
-	for i := range cumulative {
-		run += s.buckets[i].Load()
-		cumulative[i] = run
-	}
+	cumulate(s.buckets[:len(SyncBuckets)], cumulative[:])
 	return s.count.Load(), time.Duration(s.nanos.Load()).Seconds(), cumulative
 }
 
