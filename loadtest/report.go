@@ -31,6 +31,10 @@ type Machine struct {
 	Go       string            `json:"go"`
 	Versions map[string]string `json:"versions,omitempty"`
 	Date     string            `json:"date"`
+	// Disk is the disk probe's result when the benchmark ran one
+	// (Machine.ProbeDisk); DiskError says why it failed.
+	Disk      *DiskFacts `json:"disk,omitempty"`
+	DiskError string     `json:"disk_error,omitempty"`
 }
 
 // ThisMachine reads the machine's facts from /proc.

@@ -66,6 +66,7 @@ func main() {
 	defer cancel()
 	rep := &loadtest.Report{Title: "Warden load benchmark", Machine: loadtest.ThisMachine(),
 		Command: "go run ./loadtest/cmd/benchload " + strings.Join(os.Args[1:], " ")}
+	rep.Machine.ProbeDisk(os.TempDir(), 2*time.Second) // the harness's data dirs are there
 	var all []loadtest.Outcome
 	shardCounts := ints(*shardsF)
 	// The reference shard count runs first: it carries most figures.
@@ -348,8 +349,8 @@ func fetch(ctx context.Context, url, path string) error {
 }
 
 func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome) error {
-	fmt.Fprintf(w, "# Warden load benchmark\n\n%d CPUs (%s), %.1f GiB, Linux %s, %s, %s. Warden: 3 replicas in 3 `warden` processes on 127.0.0.1, load generator on the same machine. Each row is the median of its runs (all runs listed).\n\n",
-		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date)
+	fmt.Fprintf(w, "# Warden load benchmark\n\n%d CPUs (%s), %.1f GiB, Linux %s, %s, %s. Warden: 3 replicas in 3 `warden` processes on 127.0.0.1, load generator on the same machine. Each row is the median of its runs (all runs listed). %s\n\n",
+		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date, m.DiskLine())
 	fmt.Fprintln(w, "| step | headline (median) | all runs | acquire p50 / p99 / p99.9 ms | cycles/s | server cores | loadgen CPU µs/lock op | errors |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, o := range outs {

@@ -62,6 +62,7 @@ type options struct {
 	nodeArgs        []string // --node-args as given
 	startedAt       time.Time
 	loadBefore      float64
+	disk            string // the disk probe, a sentence for the report
 	stoppedEarlyErr error
 }
 
@@ -109,6 +110,9 @@ func run(o options) int {
 	ctx, cancel := context.WithTimeout(ctx, o.maxTime)
 	defer cancel()
 	o.startedAt, o.loadBefore = time.Now().UTC(), loadAvg()
+	var m loadtest.Machine
+	m.ProbeDisk(os.TempDir(), 2*time.Second) // the harness's data dirs are there
+	o.disk = m.DiskLine()
 	if o.cpu > 0 && o.weight != 1 {
 		// The load generator gets the same weight (no quota): it must not be
 		// the bound either.
@@ -657,8 +661,8 @@ quotas cannot give the nodes CPU the machine does not have).
 	if o.perLeader > 0 {
 		workers = fmt.Sprintf("%d workers per shard leader (the load grows with the leaders)", o.perLeader)
 	}
-	fmt.Fprintf(&f, "%s, %v measured after %v of warm-up per row, %d CPUs, load average %.2f before the run. Command: `go run ./loadtest/cmd/benchscaling %s`.\n\n",
-		workers, o.duration, o.warmup, runtime.NumCPU(), o.loadBefore, strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(&f, "%s, %v measured after %v of warm-up per row, %d CPUs, load average %.2f before the run. %s Command: `go run ./loadtest/cmd/benchscaling %s`.\n\n",
+		workers, o.duration, o.warmup, runtime.NumCPU(), o.loadBefore, o.disk, strings.Join(os.Args[1:], " "))
 	if o.stoppedEarlyErr != nil {
 		fmt.Fprintf(&f, "**The run stopped early**: %v.\n\n", o.stoppedEarlyErr)
 	}

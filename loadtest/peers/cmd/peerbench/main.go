@@ -53,6 +53,7 @@ func main() {
 	m.Versions["java"] = loadtest.CommandVersion("java", "-version")
 	m.Versions["warden"] = gitRev()
 	peers.SetZooKeeperVersion(m.Versions["zookeeper"])
+	m.ProbeDisk(os.TempDir(), 2*time.Second) // every system's data dir is there
 	var all []loadtest.Outcome
 	var problems []string
 	for i, sys := range strings.Split(*systems, ",") {
@@ -146,7 +147,7 @@ func runSystem(ctx context.Context, sys, bin string, shards, port int, steps []l
 
 func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems []string, dur time.Duration, repeat, shards int) error {
 	fmt.Fprintf(w, "# Warden and its peers on one machine\n\n")
-	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, %s.\n\n", m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date)
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, %s. %s\n\n", m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date, m.DiskLine())
 	for _, k := range []string{"warden", "etcd", "zookeeper", "redis", "java"} {
 		fmt.Fprintf(w, "- %s: %s\n", k, m.Versions[k])
 	}
