@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,12 +21,14 @@ import (
 // stall into the p99 of every system measured on it, etcd's as much as
 // Warden's. Figures from different days compare only with the disk's.
 type DiskFacts struct {
-	Dir    string  `json:"dir"`
-	Syncs  int     `json:"syncs"`
-	P50Us  float64 `json:"p50_us"`
-	P99Us  float64 `json:"p99_us"`
-	P999Us float64 `json:"p999_us"`
-	MaxUs  float64 `json:"max_us"`
+	Dir     string  `json:"dir"`
+	Writers int     `json:"writers"`
+	Rate    float64 `json:"rate,omitempty"` // per writer; 0: flat out
+	Syncs   int     `json:"syncs"`
+	P50Us   float64 `json:"p50_us"`
+	P99Us   float64 `json:"p99_us"`
+	P999Us  float64 `json:"p999_us"`
+	MaxUs   float64 `json:"max_us"`
 	// SlowShare is the share of fdatasyncs that took over SlowSync.
 	SlowShare float64 `json:"slow_share"`
 }
@@ -39,77 +42,124 @@ const (
 	probeBlocks  = 64 // each writer cycles over a 256 KiB file
 )
 
-// ProbeDisk runs the probe in dir for about d. Its files are removed after.
+// DiskProbe configures a probe (ProbeDisk uses the defaults of the
+// benchmark reports: 3 writers flat out).
+type DiskProbe struct {
+	Dir      string
+	Writers  int           // concurrent writers, each on its own file (default 3)
+	Rate     float64       // fdatasyncs per second per writer, paced; 0: flat out
+	Duration time.Duration // how long to write
+}
+
+// Stall is one probed fdatasync over SlowSync: when it started (from the
+// probe's start) and how long it took.
+type Stall struct {
+	At, Took time.Duration
+}
+
+// ProbeDisk runs the default probe in dir for about d. Its files are
+// removed after.
 func ProbeDisk(dir string, d time.Duration) (DiskFacts, error) {
-	facts := DiskFacts{Dir: dir}
-	tmp, err := os.MkdirTemp(dir, "warden-disk-probe-")
+	facts, _, err := DiskProbe{Dir: dir, Duration: d}.Run()
+	return facts, err
+}
+
+// Run runs the probe and returns its figures and every stall, in order.
+func (p DiskProbe) Run() (DiskFacts, []Stall, error) {
+	if p.Writers <= 0 {
+		p.Writers = probeWriters
+	}
+	facts := DiskFacts{Dir: p.Dir, Writers: p.Writers, Rate: p.Rate}
+	tmp, err := os.MkdirTemp(p.Dir, "warden-disk-probe-")
 	if err != nil {
-		return facts, err
+		return facts, nil, err
 	}
 	defer os.RemoveAll(tmp)
-	lat := make([][]time.Duration, probeWriters)
-	errs := make([]error, probeWriters)
-	deadline := time.Now().Add(d)
+	type sample struct{ at, took time.Duration }
+	lat := make([][]sample, p.Writers)
+	errs := make([]error, p.Writers)
+	start := time.Now()
+	deadline := start.Add(p.Duration)
 	var wg sync.WaitGroup
-	for w := range probeWriters {
+	for w := range p.Writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lat[w], errs[w] = probeWriter(filepath.Join(tmp, fmt.Sprintf("w%d", w)), deadline)
+			errs[w] = probeWriter(filepath.Join(tmp, fmt.Sprintf("w%d", w)), p.Rate, deadline, func(at time.Time, took time.Duration) {
+				lat[w] = append(lat[w], sample{at.Sub(start), took})
+			})
 		}()
 	}
 	wg.Wait()
 	var all []time.Duration
-	for w := range probeWriters {
+	var stalls []Stall
+	for w := range p.Writers {
 		if errs[w] != nil {
-			return facts, errs[w]
+			return facts, nil, errs[w]
 		}
-		all = append(all, lat[w]...)
+		for _, s := range lat[w] {
+			all = append(all, s.took)
+			if s.took > SlowSync {
+				stalls = append(stalls, Stall{s.at, s.took})
+			}
+		}
 	}
 	if len(all) == 0 {
-		return facts, fmt.Errorf("disk probe in %s: no fdatasync completed in %v", dir, d)
+		return facts, nil, fmt.Errorf("disk probe in %s: no fdatasync completed in %v", p.Dir, p.Duration)
 	}
 	slices.Sort(all)
+	slices.SortFunc(stalls, func(a, b Stall) int { return cmp.Compare(a.At, b.At) })
 	at := func(q float64) float64 { return float64(all[int(q*float64(len(all)-1))]) / 1e3 }
 	fast, _ := slices.BinarySearch(all, SlowSync+1)
 	facts.Syncs = len(all)
 	facts.P50Us, facts.P99Us, facts.P999Us = at(0.5), at(0.99), at(0.999)
 	facts.MaxUs = float64(all[len(all)-1]) / 1e3
 	facts.SlowShare = float64(len(all)-fast) / float64(len(all))
-	return facts, nil
+	return facts, stalls, nil
 }
 
 // probeWriter preallocates its file (so the probe's syncs carry no
 // metadata, like the log store's preallocated segments) and then overwrites
-// it a block at a time, each write followed by an fdatasync, until deadline.
-func probeWriter(path string, deadline time.Time) ([]time.Duration, error) {
+// it a block at a time, each write followed by an fdatasync, at rate per
+// second (0: back to back) until deadline, reporting each sync to took.
+func probeWriter(path string, rate float64, deadline time.Time, took func(time.Time, time.Duration)) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	block := make([]byte, probeBlock)
 	for i := range probeBlocks {
 		if _, err := f.WriteAt(block, int64(i*probeBlock)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return nil, err
+		return err
 	}
-	var lat []time.Duration
-	for i := 0; time.Now().Before(deadline); i++ {
-		block[0] = byte(i)
+	var every time.Duration
+	if rate > 0 {
+		every = time.Duration(float64(time.Second) / rate)
+	}
+	next := time.Now()
+	for i := 0; ; i++ {
+		if every > 0 {
+			time.Sleep(time.Until(next))
+			next = next.Add(every)
+		}
 		start := time.Now()
+		if !start.Before(deadline) {
+			return nil
+		}
+		block[0] = byte(i)
 		if _, err := f.WriteAt(block, int64(i%probeBlocks*probeBlock)); err != nil {
-			return nil, err
+			return err
 		}
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			return nil, err
+			return err
 		}
-		lat = append(lat, time.Since(start))
+		took(start, time.Since(start))
 	}
-	return lat, nil
 }
 
 // String is the probe as one phrase for a report's machine line.
@@ -117,8 +167,12 @@ func (f DiskFacts) String() string {
 	if f.Syncs == 0 {
 		return "disk not probed"
 	}
-	return fmt.Sprintf("disk (%s): 4 KiB write + fdatasync from %d writers at once, p50 %.0f µs, p99 %.2f ms, p99.9 %.1f ms, max %.1f ms, %.2f %% over %v (%d syncs)",
-		f.Dir, probeWriters, f.P50Us, f.P99Us/1e3, f.P999Us/1e3, f.MaxUs/1e3, 100*f.SlowShare, SlowSync, f.Syncs)
+	pace := "flat out"
+	if f.Rate > 0 {
+		pace = fmt.Sprintf("%.0f/s each", f.Rate)
+	}
+	return fmt.Sprintf("disk (%s): 4 KiB write + fdatasync from %d writers at once (%s), p50 %.0f µs, p99 %.2f ms, p99.9 %.1f ms, max %.1f ms, %.2f %% over %v (%d syncs)",
+		f.Dir, f.Writers, pace, f.P50Us, f.P99Us/1e3, f.P999Us/1e3, f.MaxUs/1e3, 100*f.SlowShare, SlowSync, f.Syncs)
 }
 
 // ProbeDisk probes the disk under dir for about d (see DiskFacts) and keeps
