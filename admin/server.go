@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -43,6 +44,10 @@ type Server struct {
 	prom    fasthttp.RequestHandler
 	checks  []check
 	done    chan error
+	// life is the context of every net/http handler we serve (the
+	// scrape); Close cancels it before stopping the server.
+	life context.Context
+	stop context.CancelFunc
 }
 
 // Listen opens the admin port early, so the node can advertise the address
@@ -73,8 +78,9 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, ln: ln, metrics: m, done: make(chan error, 1),
-		prom: fasthttpadaptor.NewFastHTTPHandler(m.Handler())}
+	s := &Server{cfg: cfg, ln: ln, metrics: m, done: make(chan error, 1)}
+	s.life, s.stop = context.WithCancel(context.Background())
+	s.prom = adapt(s.life, m.Handler())
 	s.checks = s.readyChecks()
 	s.srv = &fasthttp.Server{
 		Handler:      s.handle,
@@ -101,8 +107,21 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Metrics are the node's instruments.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
-// Close stops serving and stops observing the node.
+// adapt serves h under fasthttp with ctx as every request's context.
+// fasthttpadaptor hands net/http the *fasthttp.RequestCtx as the context, and
+// a context derived from it (promhttp's timeout) starts a goroutine that reads
+// the fasthttp server's done channel, unlocked, while ShutdownWithContext
+// resets it: a data race inside fasthttp v1.68.0.
+func adapt(ctx context.Context, h http.Handler) fasthttp.RequestHandler {
+	return fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+}
+
+// Close stops serving and stops observing the node. A scrape in flight is
+// cancelled (it answers 503), as fasthttp's own shutdown would have done.
 func (s *Server) Close() error {
+	s.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := s.srv.ShutdownWithContext(ctx)
