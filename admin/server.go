@@ -44,9 +44,8 @@ type Server struct {
 	prom    fasthttp.RequestHandler
 	checks  []check
 	done    chan error
-	// life is the context of every net/http handler we serve (the
-	// scrape); Close cancels it before stopping the server.
-	life context.Context
+	// stop cancels the context of every net/http handler we serve (the
+	// scrape); Close calls it before stopping the server.
 	stop context.CancelFunc
 }
 
@@ -79,8 +78,9 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, ln: ln, metrics: m, done: make(chan error, 1)}
-	s.life, s.stop = context.WithCancel(context.Background())
-	s.prom = adapt(s.life, m.Handler())
+	var life context.Context
+	life, s.stop = context.WithCancel(context.Background())
+	s.prom = adapt(life, m.Handler())
 	s.checks = s.readyChecks()
 	s.srv = &fasthttp.Server{
 		Handler:      s.handle,
