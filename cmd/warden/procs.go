@@ -19,7 +19,7 @@ import (
 // thread, and the second thread spins looking for work on a budget that
 // has none to spare. With one P those hand-offs stay on one thread: on
 // 0.25-core nodes context switches per operation halved, operations per
-// Raft entry doubled and server CPU per operation fell by 7–15 %
+// Raft entry doubled and server CPU per operation fell by 6–9 %
 // (docs/bench/spread12-session12.md). So --procs auto gives such a node
 // one P, and leaves every other node to the runtime's default.
 
