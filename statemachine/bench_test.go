@@ -322,6 +322,49 @@ func BenchmarkApplyCycle(b *testing.B) { applyCycle(b, 256, 16, 4) }
 func BenchmarkApplyCycleWide(b *testing.B) { applyCycle(b, 1024, 16, 1024) }
 
 func applyCycle(b *testing.B, workers, paths, clients int) {
+	s, es, check := cycleOps(b, workers, paths, clients, b.N)
+	b.ReportAllocs()
+	timed(b, s, es)
+	check()
+}
+
+// BenchmarkApplyCycleShards8 is BenchmarkApplyCycleWide spread over eight
+// state machines, as a node applies it with eight data shards: every
+// session has its lease and client record in each of them, and their
+// entries interleave. Against BenchmarkApplyCycleShards1 (the same ops,
+// same entry size, one state machine) it shows what the larger working
+// set costs per op (docs/bench/spread12-session12.md).
+func BenchmarkApplyCycleShards8(b *testing.B) { applyShards(b, 8) }
+
+// BenchmarkApplyCycleShards1 is BenchmarkApplyCycleShards8's baseline.
+func BenchmarkApplyCycleShards1(b *testing.B) { applyShards(b, 1) }
+
+func applyShards(b *testing.B, n int) {
+	sms, ess, checks := make([]*StateMachine, n), make([][][]byte, n), make([]func(), n)
+	for i := range sms {
+		sms[i], ess[i], checks[i] = cycleOps(b, 1024, 16, 1024, (b.N+n-1)/n)
+	}
+	b.ReportAllocs()
+	cpu := cpuTime()
+	b.ResetTimer()
+	for j := 0; ; j++ {
+		k, e := j%n, j/n
+		if e >= len(ess[k]) {
+			break
+		}
+		sms[k].Update(sm.Entry{Index: uint64(e + 2 + 1024), Cmd: ess[k][e]})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	for _, c := range checks {
+		c()
+	}
+}
+
+// cycleOps builds a state machine whose workers each hold a lock and the
+// entries of n more ops (a release of a worker's path, then the acquire
+// of its next), and a check to run after they are applied.
+func cycleOps(b *testing.B, workers, paths, clients, n int) (*StateMachine, [][]byte, func()) {
 	s := benchSM(b)
 	type held struct {
 		path, owner string
@@ -347,7 +390,7 @@ func applyCycle(b *testing.B, workers, paths, clients int) {
 		last[w].token = s.fence - uint64(workers) + 1 + uint64(w)
 	}
 	base, acquires := s.fence+1, uint64(0)
-	es := entries(b.N, func(i int) *wire.Request {
+	es := entries(n, func(i int) *wire.Request {
 		p := i / 2
 		w := p % workers
 		if i%2 == 0 {
@@ -361,9 +404,9 @@ func applyCycle(b *testing.B, workers, paths, clients int) {
 		acquires++
 		return r
 	})
-	b.ReportAllocs()
-	timed(b, s, es)
-	if s.faults != 0 || s.nLocks != workers-b.N%2 || s.fence != base+acquires-1 {
-		b.Fatalf("%d faults, %d locks held, fence %d, want %d (%s)", s.faults, s.nLocks, s.fence, base+acquires-1, s.lastFault)
+	return s, es, func() {
+		if s.faults != 0 || s.nLocks != workers-n%2 || s.fence != base+acquires-1 {
+			b.Fatalf("%d faults, %d locks held, fence %d, want %d (%s)", s.faults, s.nLocks, s.fence, base+acquires-1, s.lastFault)
+		}
 	}
 }

@@ -43,6 +43,7 @@ type fileConfig struct {
 	NoLeaderBalance bool     `yaml:"no-leader-balance"`
 	LockDelay       string   `yaml:"lock-delay"`   // default lock-delay (a duration; the same on every node)
 	MemoryLimit     string   `yaml:"memory-limit"` // soft memory limit: auto, off or a size (memlimit.go)
+	Procs           string   `yaml:"procs"`        // GOMAXPROCS: auto, runtime or a count (procs.go)
 	MaxBatchOps     int      `yaml:"max-batch-ops"`
 	MaxInflight     int      `yaml:"max-inflight-entries"`
 	SnapshotEntries uint64   `yaml:"snapshot-entries"`
@@ -95,6 +96,11 @@ func serveCmd() *cobra.Command {
 				return &exitError{code: exitFailure, err: err}
 			}
 			cfg.Log.Info("soft memory limit", "bytes", limit)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if err := startProcs(ctx, fc.Procs, cfg.Log); err != nil {
+				return &exitError{code: exitFailure, err: err}
+			}
 			return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
 		},
 	}
@@ -129,6 +135,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.QueueHold, "queue-hold", "2ms", "longest a waiting acquire on a lock that already has waiters is held back to join the next operation's Raft entry (typically the holder's release), one entry per hand-off instead of two (0: never held)")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
+	f.StringVar(&fc.Procs, "procs", "auto", "Go Ps (GOMAXPROCS) the node runs: auto (one when its cgroup allows it at most one core, where Go's own default is two; else Go's default), runtime (always Go's default) or a count; GOMAXPROCS, if set, wins")
 	withObservability(cmd)
 	return cmd
 }
@@ -169,6 +176,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("snapshot-entries", func() { fc.SnapshotEntries = pick(fromFile.SnapshotEntries, fc.SnapshotEntries) })
 	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
 	set("memory-limit", func() { fc.MemoryLimit = pickS(fromFile.MemoryLimit, fc.MemoryLimit) })
+	set("procs", func() { fc.Procs = pickS(fromFile.Procs, fc.Procs) })
 	set("max-batch-ops", func() { fc.MaxBatchOps = int(pick(uint64(fromFile.MaxBatchOps), uint64(fc.MaxBatchOps))) })
 	set("max-inflight-entries", func() { fc.MaxInflight = int(pick(uint64(fromFile.MaxInflight), uint64(fc.MaxInflight))) })
 	set("node-inflight-entries", func() { fc.NodeInflight = int(pick(uint64(fromFile.NodeInflight), uint64(fc.NodeInflight))) })
