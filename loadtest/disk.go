@@ -23,12 +23,8 @@ import (
 type DiskFacts struct {
 	Dir     string  `json:"dir"`
 	Writers int     `json:"writers"`
-	Rate    float64 `json:"rate,omitempty"` // per writer; 0: flat out
-	Syncs   int     `json:"syncs"`
-	P50Us   float64 `json:"p50_us"`
-	P99Us   float64 `json:"p99_us"`
-	P999Us  float64 `json:"p999_us"`
-	MaxUs   float64 `json:"max_us"`
+	Paced   float64 `json:"paced_per_writer,omitempty"` // fdatasyncs/s per writer; 0: flat out
+	Syncs   Stats   `json:"syncs"`                      // the syncs' latencies (Rate: all writers together)
 	// SlowShare is the share of fdatasyncs that took over SlowSync.
 	SlowShare float64 `json:"slow_share"`
 }
@@ -57,65 +53,53 @@ type Stall struct {
 	At, Took time.Duration
 }
 
-// ProbeDisk runs the default probe in dir for about d. Its files are
-// removed after.
-func ProbeDisk(dir string, d time.Duration) (DiskFacts, error) {
-	facts, _, err := DiskProbe{Dir: dir, Duration: d}.Run()
-	return facts, err
-}
-
 // Run runs the probe and returns its figures and every stall, in order.
+// Its files are removed after.
 func (p DiskProbe) Run() (DiskFacts, []Stall, error) {
 	if p.Writers <= 0 {
 		p.Writers = probeWriters
 	}
-	facts := DiskFacts{Dir: p.Dir, Writers: p.Writers, Rate: p.Rate}
+	facts := DiskFacts{Dir: p.Dir, Writers: p.Writers, Paced: p.Rate}
 	tmp, err := os.MkdirTemp(p.Dir, "warden-disk-probe-")
 	if err != nil {
 		return facts, nil, err
 	}
 	defer os.RemoveAll(tmp)
-	type sample struct{ at, took time.Duration }
-	lat := make([][]sample, p.Writers)
+	hists := make([]*Hist, p.Writers)
+	stalls := make([][]Stall, p.Writers)
 	errs := make([]error, p.Writers)
 	start := time.Now()
 	deadline := start.Add(p.Duration)
 	var wg sync.WaitGroup
 	for w := range p.Writers {
+		hists[w] = NewHist()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			errs[w] = probeWriter(filepath.Join(tmp, fmt.Sprintf("w%d", w)), p.Rate, deadline, func(at time.Time, took time.Duration) {
-				lat[w] = append(lat[w], sample{at.Sub(start), took})
+				hists[w].Record(took)
+				if took > SlowSync {
+					stalls[w] = append(stalls[w], Stall{at.Sub(start), took})
+				}
 			})
 		}()
 	}
 	wg.Wait()
-	var all []time.Duration
-	var stalls []Stall
+	all, h := []Stall(nil), NewHist()
 	for w := range p.Writers {
 		if errs[w] != nil {
 			return facts, nil, errs[w]
 		}
-		for _, s := range lat[w] {
-			all = append(all, s.took)
-			if s.took > SlowSync {
-				stalls = append(stalls, Stall{s.at, s.took})
-			}
-		}
+		h.Merge(hists[w])
+		all = append(all, stalls[w]...)
 	}
-	if len(all) == 0 {
+	if h.Count() == 0 {
 		return facts, nil, fmt.Errorf("disk probe in %s: no fdatasync completed in %v", p.Dir, p.Duration)
 	}
-	slices.Sort(all)
-	slices.SortFunc(stalls, func(a, b Stall) int { return cmp.Compare(a.At, b.At) })
-	at := func(q float64) float64 { return float64(all[int(q*float64(len(all)-1))]) / 1e3 }
-	fast, _ := slices.BinarySearch(all, SlowSync+1)
-	facts.Syncs = len(all)
-	facts.P50Us, facts.P99Us, facts.P999Us = at(0.5), at(0.99), at(0.999)
-	facts.MaxUs = float64(all[len(all)-1]) / 1e3
-	facts.SlowShare = float64(len(all)-fast) / float64(len(all))
-	return facts, stalls, nil
+	slices.SortFunc(all, func(a, b Stall) int { return cmp.Compare(a.At, b.At) })
+	facts.Syncs = h.Stats(time.Since(start))
+	facts.SlowShare = float64(len(all)) / float64(h.Count())
+	return facts, all, nil
 }
 
 // probeWriter preallocates its file (so the probe's syncs carry no
@@ -164,21 +148,22 @@ func probeWriter(path string, rate float64, deadline time.Time, took func(time.T
 
 // String is the probe as one phrase for a report's machine line.
 func (f DiskFacts) String() string {
-	if f.Syncs == 0 {
+	if f.Syncs.Count == 0 {
 		return "disk not probed"
 	}
 	pace := "flat out"
-	if f.Rate > 0 {
-		pace = fmt.Sprintf("%.0f/s each", f.Rate)
+	if f.Paced > 0 {
+		pace = fmt.Sprintf("%.0f/s each", f.Paced)
 	}
-	return fmt.Sprintf("disk (%s): 4 KiB write + fdatasync from %d writers at once (%s), p50 %.0f µs, p99 %.2f ms, p99.9 %.1f ms, max %.1f ms, %.2f %% over %v (%d syncs)",
-		f.Dir, f.Writers, pace, f.P50Us, f.P99Us/1e3, f.P999Us/1e3, f.MaxUs/1e3, 100*f.SlowShare, SlowSync, f.Syncs)
+	return fmt.Sprintf("disk (%s): 4 KiB write + fdatasync from %d writers at once (%s), p50 %.2f ms, p99 %.2f ms, p99.9 %.1f ms, max %.1f ms, %.2f %% over %v (%d syncs)",
+		f.Dir, f.Writers, pace, f.Syncs.P50Ms, f.Syncs.P99Ms, f.Syncs.P999Ms, f.Syncs.MaxMs, 100*f.SlowShare, SlowSync, f.Syncs.Count)
 }
 
-// ProbeDisk probes the disk under dir for about d (see DiskFacts) and keeps
-// the result in m; a probe that fails is noted in the report instead.
+// ProbeDisk probes the disk under dir for about d with the default probe
+// (see DiskFacts) and keeps the result in m; a probe that fails is noted in
+// the report instead.
 func (m *Machine) ProbeDisk(dir string, d time.Duration) {
-	f, err := ProbeDisk(dir, d)
+	f, _, err := DiskProbe{Dir: dir, Duration: d}.Run()
 	if err != nil {
 		m.DiskError = err.Error()
 		return

@@ -15,11 +15,11 @@ func TestProbeDiskMeasuresSyncs(t *testing.T) {
 		t.Fatalf("probe failed: %s", m.DiskError)
 	}
 	f := *m.Disk
-	if f.Syncs < probeWriters {
-		t.Fatalf("%d syncs in 300 ms from %d writers", f.Syncs, probeWriters)
+	if f.Syncs.Count < probeWriters || f.Writers != probeWriters {
+		t.Fatalf("%d syncs in 300 ms from %d writers", f.Syncs.Count, f.Writers)
 	}
-	if !(0 < f.P50Us && f.P50Us <= f.P99Us && f.P99Us <= f.P999Us && f.P999Us <= f.MaxUs) {
-		t.Fatalf("percentiles out of order: %+v", f)
+	if s := f.Syncs; !(0 < s.P50Ms && s.P50Ms <= s.P99Ms && s.P99Ms <= s.P999Ms && s.P999Ms <= s.MaxMs) {
+		t.Fatalf("percentiles out of order: %+v", s)
 	}
 	if f.SlowShare < 0 || f.SlowShare > 1 {
 		t.Fatalf("slow share %v", f.SlowShare)
@@ -41,5 +41,25 @@ func TestProbeDiskReportsFailure(t *testing.T) {
 	}
 	if (Machine{}).DiskLine() != "" {
 		t.Fatal("a machine without a probe has a disk line")
+	}
+}
+
+func TestProbeDiskPaced(t *testing.T) {
+	p := DiskProbe{Dir: t.TempDir(), Writers: 2, Rate: 50, Duration: 300 * time.Millisecond}
+	f, stalls, err := p.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Paced at 50/s, a writer starts at most 1 + 50 × 0.3 syncs.
+	if most := int64(2 * (1 + 15)); f.Syncs.Count == 0 || f.Syncs.Count > most {
+		t.Fatalf("%d syncs from 2 writers paced at 50/s for 300 ms (at most %d)", f.Syncs.Count, most)
+	}
+	if f.Paced != 50 || !strings.Contains(f.String(), "50/s each") {
+		t.Fatalf("pace not reported: %s", f)
+	}
+	for i, s := range stalls {
+		if s.Took <= SlowSync || (i > 0 && s.At < stalls[i-1].At) {
+			t.Fatalf("stalls not over %v in start order: %v", SlowSync, stalls)
+		}
 	}
 }

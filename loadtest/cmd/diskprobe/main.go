@@ -30,30 +30,44 @@ func main() {
 	flag.IntVar(&busy, "busy", 0, "> 0: probe again beside this many busy-looping processes")
 	flag.BoolVar(&list, "list", false, "list every stalled sync (start from the probe's start, duration)")
 	flag.Parse()
-	run(p, "idle CPUs", list)
-	if busy > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), p.Duration+2*time.Second)
-		for range busy {
-			// A separate process, so the kernel schedules it against the
-			// probe's threads (busy goroutines would only compete for Ps).
-			cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
-			if err := cmd.Start(); err != nil {
-				fmt.Fprintln(os.Stderr, "diskprobe:", err)
-				os.Exit(1)
-			}
-			defer cmd.Wait() //nolint:errcheck // killed by the context
-		}
-		time.Sleep(300 * time.Millisecond)
-		run(p, fmt.Sprintf("%d busy processes", busy), list)
-		cancel()
+	err := run(p, "idle CPUs", list)
+	if err == nil && busy > 0 {
+		err = runBusy(p, busy, list)
 	}
-}
-
-func run(p loadtest.DiskProbe, label string, list bool) {
-	facts, stalls, err := p.Run()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "diskprobe:", err)
 		os.Exit(1)
+	}
+}
+
+// runBusy runs the probe beside busy processes, and stops them before it
+// returns, whatever happened.
+func runBusy(p loadtest.DiskProbe, busy int, list bool) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	var cmds []*exec.Cmd
+	defer func() {
+		cancel() // kills them
+		for _, cmd := range cmds {
+			_ = cmd.Wait()
+		}
+	}()
+	for range busy {
+		// A separate process, so the kernel schedules it against the
+		// probe's threads (busy goroutines would only compete for Ps).
+		cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		cmds = append(cmds, cmd)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return run(p, fmt.Sprintf("%d busy processes", busy), list)
+}
+
+func run(p loadtest.DiskProbe, label string, list bool) error {
+	facts, stalls, err := p.Run()
+	if err != nil {
+		return err
 	}
 	fmt.Printf("%s: %s\n", label, facts)
 	if list {
@@ -61,4 +75,5 @@ func run(p loadtest.DiskProbe, label string, list bool) {
 			fmt.Printf("  stall at %8.1f ms: %5.1f ms\n", float64(s.At.Microseconds())/1e3, float64(s.Took.Microseconds())/1e3)
 		}
 	}
+	return nil
 }
