@@ -8,8 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // DiskFacts is a short probe of the disk the servers keep their Raft logs
@@ -102,25 +100,16 @@ func (p DiskProbe) Run() (DiskFacts, []Stall, error) {
 	return facts, all, nil
 }
 
-// probeWriter preallocates its file (so the probe's syncs carry no
-// metadata, like the log store's preallocated segments) and then overwrites
-// it a block at a time, each write followed by an fdatasync, at rate per
-// second (0: back to back) until deadline, reporting each sync to took.
+// probeWriter appends to a preallocated file (syncLog: the probe's syncs
+// carry no metadata, like the log store's preallocated segments), a block
+// and an fdatasync at a time, at rate per second (0: back to back) until
+// deadline, reporting each sync to took.
 func probeWriter(path string, rate float64, deadline time.Time, took func(time.Time, time.Duration)) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	log, err := openSyncLog(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	block := make([]byte, probeBlock)
-	for i := range probeBlocks {
-		if _, err := f.WriteAt(block, int64(i*probeBlock)); err != nil {
-			return err
-		}
-	}
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return err
-	}
+	defer log.close()
 	var every time.Duration
 	if rate > 0 {
 		every = time.Duration(float64(time.Second) / rate)
@@ -135,11 +124,7 @@ func probeWriter(path string, rate float64, deadline time.Time, took func(time.T
 		if !start.Before(deadline) {
 			return nil
 		}
-		block[0] = byte(i)
-		if _, err := f.WriteAt(block, int64(i%probeBlocks*probeBlock)); err != nil {
-			return err
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		if err := log.append([]byte{byte(i)}); err != nil {
 			return err
 		}
 		took(start, time.Since(start))
