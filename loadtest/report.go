@@ -35,6 +35,10 @@ type Machine struct {
 	// (Machine.ProbeDisk); DiskError says why it failed.
 	Disk      *DiskFacts `json:"disk,omitempty"`
 	DiskError string     `json:"disk_error,omitempty"`
+	// Floor is the round probe's result when the benchmark ran one
+	// (Machine.ProbeFloor); FloorError says why it failed.
+	Floor      *RoundFacts `json:"round_floor,omitempty"`
+	FloorError string      `json:"round_floor_error,omitempty"`
 }
 
 // ThisMachine reads the machine's facts from /proc.

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,9 +31,10 @@ import (
 // the leader, commits, and the grant reaches the next holder) is one round
 // as well, so 1/round bounds hand-offs per second on one lock.
 //
-// Replicas run as separate processes (cmd/roundprobe) so that every hop
-// crosses processes as it does between a load generator and three servers;
-// ServeRoundReplica is one replica, RoundProbe the client.
+// Replicas run as separate processes (ProbeRounds starts them from the
+// running binary, which calls RoundReplicaMain first thing) so that every
+// hop crosses processes as it does between a load generator and three
+// servers; ServeRoundReplica is one replica, RoundProbe the client.
 
 const (
 	roundFrame = 64 // request and forwarded entry
@@ -270,4 +274,183 @@ func (l *syncLog) close() {
 	name := l.f.Name()
 	l.f.Close()
 	os.Remove(name)
+}
+
+// roundReplicaEnv, set in a process's environment, makes RoundReplicaMain
+// serve one replica ("dir|sync|follower,follower") instead of returning.
+const roundReplicaEnv = "WARDEN_ROUND_REPLICA"
+
+// roundReplicas is set once the binary called RoundReplicaMain: only then
+// can ProbeRounds start it as a replica.
+var roundReplicas bool
+
+// RoundReplicaMain must be the first call in main of a binary that uses
+// ProbeRounds. In a replica process started by ProbeRounds it serves,
+// printing its address on standard output, until its standard input closes
+// (its parent is gone) and then exits; otherwise it returns at once.
+func RoundReplicaMain() {
+	roundReplicas = true
+	spec, ok := os.LookupEnv(roundReplicaEnv)
+	if !ok {
+		return
+	}
+	if err := serveReplicaProcess(spec); err != nil {
+		fmt.Fprintln(os.Stderr, "round probe replica:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func serveReplicaProcess(spec string) error {
+	parts := strings.SplitN(spec, "|", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("bad %s %q", roundReplicaEnv, spec)
+	}
+	cfg := ReplicaConfig{Dir: parts[0], Sync: parts[1] == "sync"}
+	if parts[2] != "" {
+		cfg.Followers = strings.Split(parts[2], ",")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(ln.Addr())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	return ServeRoundReplica(ctx, ln, cfg)
+}
+
+// RoundFacts is one probe of rounds: with fdatasyncs (Sync) or the hops
+// between processes alone.
+type RoundFacts struct {
+	Sync   bool  `json:"sync"`
+	Rounds Stats `json:"rounds"`
+	// Ceiling is the hand-offs per second one lock could see if a hand-off
+	// cost exactly one of these rounds (1 / mean round).
+	Ceiling float64 `json:"ceiling_per_s"`
+}
+
+// ProbeRounds starts two followers and a leader as processes of this
+// binary (which must call RoundReplicaMain), measures rounds against the
+// leader for duration after warmup, and stops them.
+func ProbeRounds(ctx context.Context, dir string, sync bool, warmup, duration time.Duration) (RoundFacts, error) {
+	facts := RoundFacts{Sync: sync}
+	if !roundReplicas {
+		return facts, errors.New("round probe: this binary does not call loadtest.RoundReplicaMain")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return facts, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var cmds []*exec.Cmd
+	defer func() {
+		cancel() // kills the replicas
+		for _, c := range cmds {
+			_ = c.Wait()
+		}
+	}()
+	mode := "hops"
+	if sync {
+		mode = "sync"
+	}
+	start := func(followers []string) (string, error) {
+		c := exec.CommandContext(ctx, self)
+		c.Env = append(os.Environ(), roundReplicaEnv+"="+dir+"|"+mode+"|"+strings.Join(followers, ","))
+		c.Stderr = os.Stderr
+		// The replica lives while its standard input is open: if this
+		// process dies without killing it, it stops by itself.
+		if _, err := c.StdinPipe(); err != nil {
+			return "", err
+		}
+		out, err := c.StdoutPipe()
+		if err != nil {
+			return "", err
+		}
+		if err := c.Start(); err != nil {
+			return "", err
+		}
+		cmds = append(cmds, c)
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			return "", fmt.Errorf("round probe replica did not say where it listens: %w", err)
+		}
+		return strings.TrimSpace(line), nil
+	}
+	var followers []string
+	for range 2 {
+		addr, err := start(nil)
+		if err != nil {
+			return facts, err
+		}
+		followers = append(followers, addr)
+	}
+	leader, err := start(followers)
+	if err != nil {
+		return facts, err
+	}
+	if facts.Rounds, err = (RoundProbe{Leader: leader, Warmup: warmup, Duration: duration}).Run(ctx); err != nil {
+		return facts, err
+	}
+	if facts.Rounds.MeanMs > 0 {
+		facts.Ceiling = 1000 / facts.Rounds.MeanMs
+	}
+	return facts, nil
+}
+
+// String is the probe as one phrase for a report.
+func (f RoundFacts) String() string {
+	what := "network hops only"
+	if f.Sync {
+		what = "with an fdatasync on each replica"
+	}
+	s := f.Rounds
+	return fmt.Sprintf("one client, a leader and two followers as processes, %s: round p50 %.2f ms, p99 %.2f ms, p99.9 %.1f ms, mean %.2f ms (%d rounds), i.e. at most %.0f hand-offs/s on one lock",
+		what, s.P50Ms, s.P99Ms, s.P999Ms, s.MeanMs, s.Count, f.Ceiling)
+}
+
+// ProbeFloor measures the machine's floor under one replicated durable
+// write for about d (ProbeRounds with syncs, logs under dir) and keeps it
+// in m; a probe that fails is noted in the report instead.
+func (m *Machine) ProbeFloor(ctx context.Context, dir string, d time.Duration) {
+	f, err := ProbeRounds(ctx, dir, true, d/4, d)
+	if err != nil {
+		m.FloorError = err.Error()
+		return
+	}
+	m.Floor = &f
+}
+
+// FloorLine is the floor probe as a sentence for a report ("" if not run).
+func (m Machine) FloorLine() string {
+	switch {
+	case m.Floor != nil:
+		return "Floor of one replicated durable write on this machine (loadtest/cmd/roundprobe): " + m.Floor.String() + "."
+	case m.FloorError != "":
+		return "Floor probe failed: " + m.FloorError + "."
+	}
+	return ""
+}
+
+// FloorMultiple is how many of the floor's rounds a result spends on what it
+// is judged by: for a one-client run, the acquire p50 over the floor's round
+// p50; for a contended run, a hand-off's time (1 / hand-offs per second)
+// over the floor's mean round. 0 when the result is of another scenario or
+// there is nothing to divide.
+func (f RoundFacts) FloorMultiple(r *Result) float64 {
+	if r == nil || r.Unsupported != "" || f.Rounds.P50Ms <= 0 || f.Ceiling <= 0 {
+		return 0
+	}
+	switch {
+	case r.Scenario == "uncontended" && r.Clients == 1 && r.Rate == 0:
+		return r.Ops["acquire"].P50Ms / f.Rounds.P50Ms
+	case r.Scenario == "contended":
+		if v, _ := Headline(r); v > 0 {
+			return f.Ceiling / v
+		}
+	}
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,57 @@ func TestRoundProbeLeaderCannotReachFollower(t *testing.T) {
 	leader := startReplica(t, ReplicaConfig{Dir: t.TempDir(), Followers: []string{gone, gone}})
 	if _, err := (RoundProbe{Leader: leader, Duration: 50 * time.Millisecond, Timeout: 2 * time.Second}).Run(context.Background()); err == nil {
 		t.Fatal("a leader that cannot reach its followers answered")
+	}
+}
+
+// TestMain lets ProbeRounds start this test binary as a replica.
+func TestMain(m *testing.M) {
+	RoundReplicaMain()
+	os.Exit(m.Run())
+}
+
+func TestProbeRoundsAsProcesses(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		f, err := ProbeRounds(context.Background(), t.TempDir(), sync, 50*time.Millisecond, 300*time.Millisecond)
+		if err != nil {
+			t.Fatalf("sync=%v: %v", sync, err)
+		}
+		if f.Sync != sync || f.Rounds.Count < 10 || f.Ceiling <= 0 || f.Ceiling > 1e6 {
+			t.Fatalf("sync=%v: implausible %+v", sync, f)
+		}
+		if !strings.Contains(f.String(), "hand-offs/s") {
+			t.Fatalf("String() = %q", f.String())
+		}
+	}
+	var m Machine
+	m.ProbeFloor(context.Background(), t.TempDir(), 200*time.Millisecond)
+	if m.Floor == nil || !m.Floor.Sync || !strings.HasPrefix(m.FloorLine(), "Floor of one replicated durable write") {
+		t.Fatalf("ProbeFloor: %+v %q", m.Floor, m.FloorError)
+	}
+}
+
+func TestFloorMultiple(t *testing.T) {
+	f := RoundFacts{Sync: true, Rounds: Stats{P50Ms: 0.5, MeanMs: 0.6}, Ceiling: 1000 / 0.6}
+	one := &Result{Scenario: "uncontended", Clients: 1, Ops: map[string]Stats{"acquire": {P50Ms: 1.0}}}
+	if got := f.FloorMultiple(one); got != 2 {
+		t.Fatalf("one client: %v, want 2", got)
+	}
+	cont := &Result{Scenario: "contended", Clients: 32, Metrics: map[string]float64{"handoffs_per_s": 1000 / 1.2}}
+	if got := f.FloorMultiple(cont); got < 1.999 || got > 2.001 {
+		t.Fatalf("contended: %v, want 2", got)
+	}
+	for _, r := range []*Result{
+		nil,
+		{Scenario: "uncontended", Clients: 256, Ops: one.Ops},          // not one client
+		{Scenario: "uncontended", Clients: 1, Rate: 100, Ops: one.Ops}, // open loop
+		{Scenario: "contended", Metrics: map[string]float64{}},         // no hand-offs
+		{Scenario: "contended", Unsupported: "no", Metrics: cont.Metrics},
+	} {
+		if got := f.FloorMultiple(r); got != 0 {
+			t.Fatalf("%+v: %v, want 0", r, got)
+		}
+	}
+	if got := (RoundFacts{}).FloorMultiple(one); got != 0 {
+		t.Fatalf("no floor: %v, want 0", got)
 	}
 }

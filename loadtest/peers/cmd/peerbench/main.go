@@ -24,6 +24,7 @@ import (
 )
 
 func main() {
+	loadtest.RoundReplicaMain() // the floor probe starts this binary as its replicas
 	var (
 		bin     = flag.String("warden", "bin/warden", "warden binary")
 		systems = flag.String("systems", "warden,etcd,zookeeper,redis", "systems to run, in order")
@@ -54,6 +55,7 @@ func main() {
 	m.Versions["warden"] = gitRev()
 	peers.SetZooKeeperVersion(m.Versions["zookeeper"])
 	m.ProbeDisk(os.TempDir(), 2*time.Second) // every system's data dir is there
+	m.ProbeFloor(ctx, os.TempDir(), 4*time.Second)
 	var all []loadtest.Outcome
 	var problems []string
 	for i, sys := range strings.Split(*systems, ",") {
@@ -147,7 +149,7 @@ func runSystem(ctx context.Context, sys, bin string, shards, port int, steps []l
 
 func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems []string, dur time.Duration, repeat, shards int) error {
 	fmt.Fprintf(w, "# Warden and its peers on one machine\n\n")
-	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, %s. %s\n\n", m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date, m.DiskLine())
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, %s. %s %s\n\n", m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date, m.DiskLine(), m.FloorLine())
 	for _, k := range []string{"warden", "etcd", "zookeeper", "redis", "java"} {
 		fmt.Fprintf(w, "- %s: %s\n", k, m.Versions[k])
 	}
@@ -230,6 +232,7 @@ func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems
 	fmt.Fprintf(w, "| uncontended > Redis SET NX cycles (1,024 clients) | %s |\n", ratio("uncontended c=1024", "warden", "redis"))
 	fmt.Fprintf(w, "| contended ≥ 10× etcd's hand-offs | %s |\n", ratio("contended c=32, 1 hot lock", "warden", "etcd"))
 	fmt.Fprintf(w, "| contended ≥ 3× ZooKeeper's hand-offs | %s |\n", ratio("contended c=32, 1 hot lock", "warden", "zookeeper"))
+	floorTable(w, m.Floor, systems, cell)
 	if len(problems) > 0 {
 		fmt.Fprintf(w, "\nProblems during the run:\n\n")
 		for _, p := range problems {
@@ -237,6 +240,39 @@ func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems
 		}
 	}
 	return nil
+}
+
+// floorTable says how far each system is from the machine's floor: the
+// bare replicated durable round (Machine.ProbeFloor) that any replicated
+// lock service pays per commit before any work of its own.
+func floorTable(w io.Writer, floor *loadtest.RoundFacts, systems []string, cell map[[2]string]loadtest.Outcome) {
+	if floor == nil {
+		return
+	}
+	rows := [][2]string{
+		{"uncontended c=1", "one-client acquire p50 ÷ the floor's round p50"},
+		{"contended c=32, 1 hot lock", "contended hand-off time ÷ the floor's mean round"},
+	}
+	var lines []string
+	for _, row := range rows {
+		var vals []string
+		any := false
+		for _, s := range systems {
+			if v := floor.FloorMultiple(cell[[2]string{s, row[0]}].Median); v > 0 {
+				vals, any = append(vals, fmt.Sprintf("%.1f×", v)), true
+			} else {
+				vals = append(vals, "–")
+			}
+		}
+		if any {
+			lines = append(lines, fmt.Sprintf("| %s | %s |", row[1], strings.Join(vals, " | ")))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nDistance from the machine's floor (1.0× would be a system that does nothing but replicate and sync; Redis neither replicates nor syncs here, so it can go below):\n\n")
+	fmt.Fprintf(w, "| measure | %s |\n|---|%s\n%s\n", strings.Join(systems, " | "), strings.Repeat("---|", len(systems)), strings.Join(lines, "\n"))
 }
 
 func sumErrors(r *loadtest.Result) int64 {
