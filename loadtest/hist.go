@@ -45,6 +45,19 @@ func (h *Hist) Merge(o *Hist) {
 // Count is the number of recorded values.
 func (h *Hist) Count() int64 { return h.h.TotalCount() }
 
+// CountOver is the number of recorded values above d (to the histogram's
+// precision).
+func (h *Hist) CountOver(d time.Duration) int64 {
+	var n int64
+	limit := d.Microseconds()
+	for _, b := range h.h.Distribution() {
+		if b.From > limit {
+			n += b.Count
+		}
+	}
+	return n
+}
+
 // Reset empties the histogram.
 func (h *Hist) Reset() { h.h.Reset() }
 

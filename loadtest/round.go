@@ -191,12 +191,18 @@ type RoundProbe struct {
 // Run measures rounds for p.Duration after p.Warmup and returns their
 // latencies.
 func (p RoundProbe) Run(ctx context.Context) (Stats, error) {
+	s, _, err := p.run(ctx)
+	return s, err
+}
+
+// run is Run, and also counts the rounds that took over SlowSync.
+func (p RoundProbe) run(ctx context.Context) (Stats, int64, error) {
 	if p.Timeout <= 0 {
 		p.Timeout = time.Second
 	}
 	c, err := net.DialTimeout("tcp", p.Leader, 5*time.Second)
 	if err != nil {
-		return Stats{}, err
+		return Stats{}, 0, err
 	}
 	defer c.Close()
 	h := NewHist()
@@ -205,7 +211,7 @@ func (p RoundProbe) Run(ctx context.Context) (Stats, error) {
 	measureFrom, end := start.Add(p.Warmup), start.Add(p.Warmup+p.Duration)
 	for seq := uint64(1); ; seq++ {
 		if err := ctx.Err(); err != nil {
-			return Stats{}, err
+			return Stats{}, 0, err
 		}
 		t0 := time.Now()
 		if !t0.Before(end) {
@@ -214,22 +220,22 @@ func (p RoundProbe) Run(ctx context.Context) (Stats, error) {
 		binary.LittleEndian.PutUint64(frame, seq)
 		_ = c.SetDeadline(t0.Add(p.Timeout))
 		if _, err := c.Write(frame); err != nil {
-			return Stats{}, err
+			return Stats{}, 0, err
 		}
 		if _, err := io.ReadFull(c, ack); err != nil {
-			return Stats{}, fmt.Errorf("round %d: %w", seq, err)
+			return Stats{}, 0, fmt.Errorf("round %d: %w", seq, err)
 		}
 		if got := binary.LittleEndian.Uint64(ack); got != seq {
-			return Stats{}, fmt.Errorf("round %d answered as %d", seq, got)
+			return Stats{}, 0, fmt.Errorf("round %d answered as %d", seq, got)
 		}
 		if !t0.Before(measureFrom) {
 			h.Record(time.Since(t0))
 		}
 	}
 	if h.Count() == 0 {
-		return Stats{}, errors.New("round probe: no round measured")
+		return Stats{}, 0, errors.New("round probe: no round measured")
 	}
-	return h.Stats(p.Duration), nil
+	return h.Stats(p.Duration), h.CountOver(SlowSync), nil
 }
 
 // syncLog is a preallocated file overwritten a block at a time, each write
@@ -328,6 +334,9 @@ func serveReplicaProcess(spec string) error {
 type RoundFacts struct {
 	Sync   bool  `json:"sync"`
 	Rounds Stats `json:"rounds"`
+	// SlowPerSec is how many rounds a second took over SlowSync: the
+	// disk's stalls as a sequential writer meets them.
+	SlowPerSec float64 `json:"slow_per_s"`
 	// Ceiling is the hand-offs per second one lock could see if a hand-off
 	// cost exactly one of these rounds (1 / mean round).
 	Ceiling float64 `json:"ceiling_per_s"`
@@ -392,9 +401,11 @@ func ProbeRounds(ctx context.Context, dir string, sync bool, warmup, duration ti
 	if err != nil {
 		return facts, err
 	}
-	if facts.Rounds, err = (RoundProbe{Leader: leader, Warmup: warmup, Duration: duration}).Run(ctx); err != nil {
+	var slow int64
+	if facts.Rounds, slow, err = (RoundProbe{Leader: leader, Warmup: warmup, Duration: duration}).run(ctx); err != nil {
 		return facts, err
 	}
+	facts.SlowPerSec = float64(slow) / duration.Seconds()
 	if facts.Rounds.MeanMs > 0 {
 		facts.Ceiling = 1000 / facts.Rounds.MeanMs
 	}
@@ -408,8 +419,8 @@ func (f RoundFacts) String() string {
 		what = "with an fdatasync on each replica"
 	}
 	s := f.Rounds
-	return fmt.Sprintf("one client, a leader and two followers as processes, %s: round p50 %.2f ms, p99 %.2f ms, p99.9 %.1f ms, mean %.2f ms (%d rounds), i.e. at most %.0f hand-offs/s on one lock",
-		what, s.P50Ms, s.P99Ms, s.P999Ms, s.MeanMs, s.Count, f.Ceiling)
+	return fmt.Sprintf("one client, a leader and two followers as processes, %s: round p50 %.2f ms, p99 %.2f ms, p99.9 %.1f ms, mean %.2f ms (%d rounds, %.1f a second over %v), i.e. at most %.0f hand-offs/s on one lock",
+		what, s.P50Ms, s.P99Ms, s.P999Ms, s.MeanMs, s.Count, f.SlowPerSec, SlowSync, f.Ceiling)
 }
 
 // ProbeFloor measures the machine's floor under one replicated durable

@@ -146,3 +146,16 @@ func TestFloorMultiple(t *testing.T) {
 		t.Fatalf("no floor: %v, want 0", got)
 	}
 }
+
+func TestHistCountOver(t *testing.T) {
+	h := NewHist()
+	for _, d := range []time.Duration{time.Millisecond, 4 * time.Millisecond, 6 * time.Millisecond, 20 * time.Millisecond} {
+		h.Record(d)
+	}
+	if got := h.CountOver(5 * time.Millisecond); got != 2 {
+		t.Fatalf("CountOver(5ms) = %d, want 2", got)
+	}
+	if got := h.CountOver(time.Minute); got != 0 {
+		t.Fatalf("CountOver(1m) = %d, want 0", got)
+	}
+}
