@@ -32,8 +32,12 @@ vet: deps
 # chromium first: test-unit runs admin/'s status-page test (it skips without one).
 test: vet chromium test-unit test-cluster test-pg test-chaos-short
 
+# The peer drivers live in their own module (loadtest/peers, so the main
+# module does not depend on etcd's, ZooKeeper's and Redis's clients); their
+# report's goal ratios are tested here.
 test-unit: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(UNIT_PKGS)
+	cd loadtest/peers && $(GO) vet ./... && $(GO) test -count=1 ./cmd/peerbench/
 
 test-cluster: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./node/... ./cmd/... ./examples/...
@@ -92,8 +96,10 @@ BENCH_LOAD_FLAGS ?=
 bench-load: build
 	$(GO) run ./loadtest/cmd/benchload --warden $(BIN) --out $(BENCH_OUT) $(BENCH_LOAD_FLAGS)
 
-# Warden, etcd (3 members), ZooKeeper (3 servers) and Redis one after another;
-# installs the peers from Debian when missing. Writes $(BENCH_OUT)/peers.{md,json,html}.
+# Warden (at 1 and at 8 data shards: --shards), etcd (3 members), ZooKeeper
+# (3 servers) and Redis one after another, after a probe of the disk and of
+# the machine's floor (a bare replicated durable round); installs the peers
+# from Debian when missing. Writes $(BENCH_OUT)/peers.{md,json,html}.
 BENCH_PEERS_FLAGS ?=
 bench-peers: build
 	loadtest/peers/bench-peers.sh $(BIN) $(BENCH_OUT) $(BENCH_PEERS_FLAGS)

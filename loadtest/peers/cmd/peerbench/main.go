@@ -31,7 +31,7 @@ func main() {
 		out     = flag.String("out", "docs/bench", "output directory")
 		dur     = flag.Duration("duration", 5*time.Second, "measured time per run")
 		repeat  = flag.Int("repeat", 3, "runs per step (the median is reported)")
-		shards  = flag.Int("shards", 8, "Warden data shards")
+		shardsF = flag.String("shards", "1,8", "Warden data shard counts: Warden runs once per count (a column each, \"warden-N\", when there are several)")
 		maxTime = flag.Duration("max-time", 30*time.Minute, "hard bound on the whole run")
 		watch   = flag.Int("watchers", 1000, "watch fan-out: watchers")
 		only    = flag.String("only", "", "comma-separated step label prefixes to run, e.g. contended (empty: all)")
@@ -58,11 +58,13 @@ func main() {
 	m.ProbeFloor(ctx, os.TempDir(), 4*time.Second)
 	var all []loadtest.Outcome
 	var problems []string
-	for i, sys := range strings.Split(*systems, ",") {
-		outs, err := runSystem(ctx, sys, *bin, *shards, 30000+500*i, steps, *repeat)
+	shards, err := shardCounts(*shardsF)
+	must(err)
+	for i, sys := range expand(strings.Split(*systems, ","), shards) {
+		outs, err := runSystem(ctx, sys, *bin, 30000+500*i, steps, *repeat)
 		all = append(all, outs...)
 		if err != nil {
-			msg := fmt.Sprintf("%s: %v", sys, err)
+			msg := fmt.Sprintf("%s: %v", sys.name, err)
 			fmt.Fprintln(os.Stderr, "peerbench:", msg)
 			problems = append(problems, msg)
 		}
@@ -83,7 +85,7 @@ func main() {
 		}{m, problems, all})
 	})
 	writeFile(filepath.Join(*out, *name+".html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
-	writeFile(filepath.Join(*out, *name+".md"), func(w io.Writer) error { return markdown(w, m, all, problems, *dur, *repeat, *shards) })
+	writeFile(filepath.Join(*out, *name+".md"), func(w io.Writer) error { return markdown(w, m, all, problems, *dur, *repeat, shards) })
 	fmt.Println("wrote", filepath.Join(*out, *name+".{md,json,html}"))
 }
 
@@ -108,16 +110,56 @@ func plan(dur time.Duration, watchers int) []loadtest.Step {
 	}
 }
 
-func runSystem(ctx context.Context, sys, bin string, shards, port int, steps []loadtest.Step, repeat int) ([]loadtest.Outcome, error) {
+// system is one column of the report: a peer, or Warden at one shard count.
+type system struct {
+	name   string // the column: "warden", "warden-8", "etcd", ...
+	kind   string // "warden", "etcd", "zookeeper" or "redis"
+	shards int    // Warden's data shards
+}
+
+// shardCounts parses --shards.
+func shardCounts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--shards %q: want shard counts of 1 or more, comma-separated", list)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// expand gives Warden one column per shard count (named warden-N when there
+// are several), in --shards order, where --systems names it.
+func expand(names []string, shards []int) []system {
+	var out []system
+	for _, n := range names {
+		if n != "warden" {
+			out = append(out, system{name: n, kind: n})
+			continue
+		}
+		for _, s := range shards {
+			name := "warden"
+			if len(shards) > 1 {
+				name = fmt.Sprintf("warden-%d", s)
+			}
+			out = append(out, system{name: name, kind: n, shards: s})
+		}
+	}
+	return out
+}
+
+func runSystem(ctx context.Context, sys system, bin string, port int, steps []loadtest.Step, repeat int) ([]loadtest.Outcome, error) {
 	var (
 		g   *harness.Group
 		mk  func() loadtest.Driver
 		err error
 	)
-	switch sys {
+	switch sys.kind {
 	case "warden":
 		var eps []string
-		g, eps, err = harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: shards, BasePort: port})
+		g, eps, err = harness.StartWarden(ctx, harness.WardenOptions{Binary: bin, Shards: sys.shards, BasePort: port})
 		mk = func() loadtest.Driver { return loadtest.NewWarden(loadtest.WardenOptions{Endpoints: eps}) }
 	case "etcd":
 		var eps []string
@@ -132,7 +174,7 @@ func runSystem(ctx context.Context, sys, bin string, shards, port int, steps []l
 		g, addr, err = peers.StartRedis(ctx, port)
 		mk = func() loadtest.Driver { return &peers.Redis{Addr: addr, TTL: 30 * time.Second, Conns: 256} }
 	default:
-		return nil, fmt.Errorf("unknown system %q", sys)
+		return nil, fmt.Errorf("unknown system %q", sys.name)
 	}
 	if err != nil {
 		return nil, err
@@ -144,16 +186,16 @@ func runSystem(ctx context.Context, sys, bin string, shards, port int, steps []l
 	if err != nil {
 		return nil, err
 	}
-	return loadtest.RunSteps(ctx, sys, mk, steps, repeat, g.PIDs(), os.Stderr)
+	return loadtest.RunSteps(ctx, sys.name, mk, steps, repeat, g.PIDs(), os.Stderr)
 }
 
-func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems []string, dur time.Duration, repeat, shards int) error {
+func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems []string, dur time.Duration, repeat int, shards []int) error {
 	fmt.Fprintf(w, "# Warden and its peers on one machine\n\n")
 	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB RAM, Linux %s, %s, %s. %s %s\n\n", m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Date, m.DiskLine(), m.FloorLine())
 	for _, k := range []string{"warden", "etcd", "zookeeper", "redis", "java"} {
 		fmt.Fprintf(w, "- %s: %s\n", k, m.Versions[k])
 	}
-	fmt.Fprintf(w, "\nAll on 127.0.0.1, load generator on the same machine, systems run one after another. Warden: 3 replicas in 3 `warden serve` processes, %d data shards. etcd: 3 members (concurrency.Mutex / Election, one session per worker). ZooKeeper: 3 servers (go-zookeeper lock recipe). Redis: one server, SET NX PX + compare-and-delete Lua release, retry every 1–4 ms when taken; no replication and no fsync (Redis defaults minus RDB snapshots), so it is not a like-for-like durability comparison. Each cell is the median of %d runs of %s after a 2 s warm-up; every run is listed in peers.json. A lock op is one acquire or one release; a cycle is both.\n\n", shards, repeat, dur)
+	fmt.Fprintf(w, "\nAll on 127.0.0.1, load generator on the same machine, systems run one after another. Warden: 3 replicas in 3 `warden serve` processes, %s. etcd: 3 members (concurrency.Mutex / Election, one session per worker). ZooKeeper: 3 servers (go-zookeeper lock recipe). Redis: one server, SET NX PX + compare-and-delete Lua release, retry every 1–4 ms when taken; no replication and no fsync (Redis defaults minus RDB snapshots), so it is not a like-for-like durability comparison. Each cell is the median of %d runs of %s after a 2 s warm-up; every run is listed in peers.json. A lock op is one acquire or one release; a cycle is both.\n\n", shardWords(shards), repeat, dur)
 	systems := []string{}
 	seen := map[string]bool{}
 	cell := map[[2]string]loadtest.Outcome{}
@@ -225,13 +267,28 @@ func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems
 		}
 		return fmt.Sprintf("%.2f×", va/vb)
 	}
-	fmt.Fprintf(w, "\nGoals (issue 6):\n\n| goal | measured |\n|---|---|\n")
-	fmt.Fprintf(w, "| uncontended ≥ 25× etcd's lock cycles (256 clients) | %s |\n", ratio("uncontended c=256", "warden", "etcd"))
-	fmt.Fprintf(w, "| uncontended > Redis SET NX cycles (256 clients) | %s |\n", ratio("uncontended c=256", "warden", "redis"))
-	fmt.Fprintf(w, "| uncontended ≥ 25× etcd's lock cycles (1,024 clients) | %s |\n", ratio("uncontended c=1024", "warden", "etcd"))
-	fmt.Fprintf(w, "| uncontended > Redis SET NX cycles (1,024 clients) | %s |\n", ratio("uncontended c=1024", "warden", "redis"))
-	fmt.Fprintf(w, "| contended ≥ 10× etcd's hand-offs | %s |\n", ratio("contended c=32, 1 hot lock", "warden", "etcd"))
-	fmt.Fprintf(w, "| contended ≥ 3× ZooKeeper's hand-offs | %s |\n", ratio("contended c=32, 1 hot lock", "warden", "zookeeper"))
+	var wardens []string
+	for _, s := range systems {
+		if strings.HasPrefix(s, "warden") {
+			wardens = append(wardens, s)
+		}
+	}
+	goals := []struct{ goal, label, peer string }{
+		{"uncontended ≥ 25× etcd's lock cycles (256 clients)", "uncontended c=256", "etcd"},
+		{"uncontended > Redis SET NX cycles (256 clients)", "uncontended c=256", "redis"},
+		{"uncontended ≥ 25× etcd's lock cycles (1,024 clients)", "uncontended c=1024", "etcd"},
+		{"uncontended > Redis SET NX cycles (1,024 clients)", "uncontended c=1024", "redis"},
+		{"contended ≥ 10× etcd's hand-offs", "contended c=32, 1 hot lock", "etcd"},
+		{"contended ≥ 3× ZooKeeper's hand-offs", "contended c=32, 1 hot lock", "zookeeper"},
+	}
+	fmt.Fprintf(w, "\nGoals (issue 6):\n\n| goal | %s |\n|---|%s\n", strings.Join(wardens, " | "), strings.Repeat("---|", len(wardens)))
+	for _, g := range goals {
+		var vals []string
+		for _, wd := range wardens {
+			vals = append(vals, ratio(g.label, wd, g.peer))
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", g.goal, strings.Join(vals, " | "))
+	}
 	floorTable(w, m.Floor, systems, cell)
 	if len(problems) > 0 {
 		fmt.Fprintf(w, "\nProblems during the run:\n\n")
@@ -273,6 +330,18 @@ func floorTable(w io.Writer, floor *loadtest.RoundFacts, systems []string, cell 
 	}
 	fmt.Fprintf(w, "\nDistance from the machine's floor (1.0× would be a system that does nothing but replicate and sync; Redis neither replicates nor syncs here, so it can go below):\n\n")
 	fmt.Fprintf(w, "| measure | %s |\n|---|%s\n%s\n", strings.Join(systems, " | "), strings.Repeat("---|", len(systems)), strings.Join(lines, "\n"))
+}
+
+// shardWords names Warden's shard counts for the report's setup sentence.
+func shardWords(shards []int) string {
+	if len(shards) == 1 {
+		return fmt.Sprintf("%d data shards", shards[0])
+	}
+	var parts []string
+	for _, s := range shards {
+		parts = append(parts, fmt.Sprintf("%d data shards (column warden-%d)", s, s))
+	}
+	return "run once per shard count: " + strings.Join(parts, ", ")
 }
 
 func sumErrors(r *loadtest.Result) int64 {
