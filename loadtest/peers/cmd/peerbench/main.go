@@ -186,7 +186,15 @@ func runSystem(ctx context.Context, sys system, bin string, port int, steps []lo
 	if err != nil {
 		return nil, err
 	}
-	return loadtest.RunSteps(ctx, sys.name, mk, steps, repeat, g.PIDs(), os.Stderr)
+	outs, err := loadtest.RunSteps(ctx, sys.name, mk, steps, repeat, g.PIDs(), os.Stderr)
+	// The HTML report names a run by its driver: Warden's columns
+	// (warden-1, warden-8) must stay apart there too.
+	for _, o := range outs {
+		for _, r := range o.Runs {
+			r.Driver = sys.name
+		}
+	}
+	return outs, err
 }
 
 func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems []string, dur time.Duration, repeat int, shards []int) error {
