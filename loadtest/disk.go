@@ -105,11 +105,11 @@ func (p DiskProbe) Run() (DiskFacts, []Stall, error) {
 // and an fdatasync at a time, at rate per second (0: back to back) until
 // deadline, reporting each sync to took.
 func probeWriter(path string, rate float64, deadline time.Time, took func(time.Time, time.Duration)) error {
-	log, err := openSyncLog(path)
+	wal, err := openSyncLog(path)
 	if err != nil {
 		return err
 	}
-	defer log.close()
+	defer wal.close()
 	var every time.Duration
 	if rate > 0 {
 		every = time.Duration(float64(time.Second) / rate)
@@ -124,7 +124,7 @@ func probeWriter(path string, rate float64, deadline time.Time, took func(time.T
 		if !start.Before(deadline) {
 			return nil
 		}
-		if err := log.append([]byte{byte(i)}); err != nil {
+		if err := wal.append([]byte{byte(i)}); err != nil {
 			return err
 		}
 		took(start, time.Since(start))

@@ -53,7 +53,10 @@ type ReplicaConfig struct {
 // one frame at a time. On the leader, every client connection dials the
 // followers afresh.
 func ServeRoundReplica(ctx context.Context, ln net.Listener, cfg ReplicaConfig) error {
-	wal, err := openSyncLog(filepath.Join(cfg.Dir, fmt.Sprintf("round-%d.log", os.Getpid())))
+	// Named after the listener: replicas may share a process (tests) and a
+	// directory.
+	name := "round-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(ln.Addr().String()) + ".log"
+	wal, err := openSyncLog(filepath.Join(cfg.Dir, name))
 	if err != nil {
 		return err
 	}
@@ -61,16 +64,17 @@ func ServeRoundReplica(ctx context.Context, ln net.Listener, cfg ReplicaConfig) 
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex // one append at a time on the shared log
-		conns = map[net.Conn]bool{}
+		wg     sync.WaitGroup
+		logMu  sync.Mutex // one append at a time on the shared log
+		connMu sync.Mutex // guards conns
+		conns  = map[net.Conn]bool{}
 	)
 	defer func() {
-		mu.Lock()
+		connMu.Lock()
 		for c := range conns {
 			c.Close()
 		}
-		mu.Unlock()
+		connMu.Unlock()
 		wg.Wait()
 	}()
 	for {
@@ -81,23 +85,24 @@ func ServeRoundReplica(ctx context.Context, ln net.Listener, cfg ReplicaConfig) 
 			}
 			return err
 		}
-		mu.Lock()
+		connMu.Lock()
 		conns[c] = true
-		mu.Unlock()
+		connMu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { mu.Lock(); delete(conns, c); mu.Unlock(); c.Close() }()
+			defer func() { connMu.Lock(); delete(conns, c); connMu.Unlock(); c.Close() }()
 			if len(cfg.Followers) == 0 {
-				_ = serveFollower(c, wal, cfg.Sync, &mu)
+				_ = serveFollower(c, wal, cfg.Sync, &logMu)
 			} else {
-				_ = serveLeader(ctx, c, wal, cfg, &mu)
+				_ = serveLeader(ctx, c, wal, cfg, &logMu)
 			}
 		}()
 	}
 }
 
-// append writes one entry and, when sync is set, waits for the disk.
+// appendEntry writes one entry to the log and waits for the disk, when
+// durable is set (the hops-only probe writes nothing).
 func appendEntry(wal *syncLog, durable bool, mu *sync.Mutex, frame []byte) error {
 	if !durable {
 		return nil
@@ -107,13 +112,13 @@ func appendEntry(wal *syncLog, durable bool, mu *sync.Mutex, frame []byte) error
 	return wal.append(frame)
 }
 
-func serveFollower(c net.Conn, wal *syncLog, sync bool, mu *sync.Mutex) error {
+func serveFollower(c net.Conn, wal *syncLog, durable bool, mu *sync.Mutex) error {
 	frame := make([]byte, roundFrame)
 	for {
 		if _, err := io.ReadFull(c, frame); err != nil {
 			return err
 		}
-		if err := appendEntry(wal, sync, mu, frame); err != nil {
+		if err := appendEntry(wal, durable, mu, frame); err != nil {
 			return err
 		}
 		if _, err := c.Write(frame[:roundAck]); err != nil {
@@ -188,21 +193,16 @@ type RoundProbe struct {
 	Timeout  time.Duration // per round (default 1 s): a round not answered by then fails the probe
 }
 
-// Run measures rounds for p.Duration after p.Warmup and returns their
-// latencies.
-func (p RoundProbe) Run(ctx context.Context) (Stats, error) {
-	s, _, err := p.run(ctx)
-	return s, err
-}
-
-// run is Run, and also counts the rounds that took over SlowSync.
-func (p RoundProbe) run(ctx context.Context) (Stats, int64, error) {
+// Run measures rounds for p.Duration after p.Warmup: their latencies, the
+// stalls met and the ceiling they set (Sync is the caller's to fill in).
+func (p RoundProbe) Run(ctx context.Context) (RoundFacts, error) {
+	var facts RoundFacts
 	if p.Timeout <= 0 {
 		p.Timeout = time.Second
 	}
 	c, err := net.DialTimeout("tcp", p.Leader, 5*time.Second)
 	if err != nil {
-		return Stats{}, 0, err
+		return facts, err
 	}
 	defer c.Close()
 	h := NewHist()
@@ -211,7 +211,7 @@ func (p RoundProbe) run(ctx context.Context) (Stats, int64, error) {
 	measureFrom, end := start.Add(p.Warmup), start.Add(p.Warmup+p.Duration)
 	for seq := uint64(1); ; seq++ {
 		if err := ctx.Err(); err != nil {
-			return Stats{}, 0, err
+			return facts, err
 		}
 		t0 := time.Now()
 		if !t0.Before(end) {
@@ -220,22 +220,27 @@ func (p RoundProbe) run(ctx context.Context) (Stats, int64, error) {
 		binary.LittleEndian.PutUint64(frame, seq)
 		_ = c.SetDeadline(t0.Add(p.Timeout))
 		if _, err := c.Write(frame); err != nil {
-			return Stats{}, 0, err
+			return facts, err
 		}
 		if _, err := io.ReadFull(c, ack); err != nil {
-			return Stats{}, 0, fmt.Errorf("round %d: %w", seq, err)
+			return facts, fmt.Errorf("round %d: %w", seq, err)
 		}
 		if got := binary.LittleEndian.Uint64(ack); got != seq {
-			return Stats{}, 0, fmt.Errorf("round %d answered as %d", seq, got)
+			return facts, fmt.Errorf("round %d answered as %d", seq, got)
 		}
 		if !t0.Before(measureFrom) {
 			h.Record(time.Since(t0))
 		}
 	}
 	if h.Count() == 0 {
-		return Stats{}, 0, errors.New("round probe: no round measured")
+		return facts, errors.New("round probe: no round measured")
 	}
-	return h.Stats(p.Duration), h.CountOver(SlowSync), nil
+	facts.Rounds = h.Stats(p.Duration)
+	facts.SlowPerSec = float64(h.CountOver(SlowSync)) / p.Duration.Seconds()
+	if facts.Rounds.MeanMs > 0 {
+		facts.Ceiling = 1000 / facts.Rounds.MeanMs
+	}
+	return facts, nil
 }
 
 // syncLog is a preallocated file overwritten a block at a time, each write
@@ -345,14 +350,13 @@ type RoundFacts struct {
 // ProbeRounds starts two followers and a leader as processes of this
 // binary (which must call RoundReplicaMain), measures rounds against the
 // leader for duration after warmup, and stops them.
-func ProbeRounds(ctx context.Context, dir string, sync bool, warmup, duration time.Duration) (RoundFacts, error) {
-	facts := RoundFacts{Sync: sync}
+func ProbeRounds(ctx context.Context, dir string, durable bool, warmup, duration time.Duration) (RoundFacts, error) {
 	if !roundReplicas {
-		return facts, errors.New("round probe: this binary does not call loadtest.RoundReplicaMain")
+		return RoundFacts{}, errors.New("round probe: this binary does not call loadtest.RoundReplicaMain")
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return facts, err
+		return RoundFacts{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var cmds []*exec.Cmd
@@ -363,7 +367,7 @@ func ProbeRounds(ctx context.Context, dir string, sync bool, warmup, duration ti
 		}
 	}()
 	mode := "hops"
-	if sync {
+	if durable {
 		mode = "sync"
 	}
 	start := func(followers []string) (string, error) {
@@ -393,23 +397,17 @@ func ProbeRounds(ctx context.Context, dir string, sync bool, warmup, duration ti
 	for range 2 {
 		addr, err := start(nil)
 		if err != nil {
-			return facts, err
+			return RoundFacts{}, err
 		}
 		followers = append(followers, addr)
 	}
 	leader, err := start(followers)
 	if err != nil {
-		return facts, err
+		return RoundFacts{}, err
 	}
-	var slow int64
-	if facts.Rounds, slow, err = (RoundProbe{Leader: leader, Warmup: warmup, Duration: duration}).run(ctx); err != nil {
-		return facts, err
-	}
-	facts.SlowPerSec = float64(slow) / duration.Seconds()
-	if facts.Rounds.MeanMs > 0 {
-		facts.Ceiling = 1000 / facts.Rounds.MeanMs
-	}
-	return facts, nil
+	facts, err := RoundProbe{Leader: leader, Warmup: warmup, Duration: duration}.Run(ctx)
+	facts.Sync = durable
+	return facts, err
 }
 
 // String is the probe as one phrase for a report.

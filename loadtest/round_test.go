@@ -36,12 +36,13 @@ func TestRoundProbeMeasuresQuorumRounds(t *testing.T) {
 		f1 := startReplica(t, ReplicaConfig{Dir: dir, Sync: sync})
 		f2 := startReplica(t, ReplicaConfig{Dir: dir, Sync: sync})
 		leader := startReplica(t, ReplicaConfig{Dir: dir, Sync: sync, Followers: []string{f1, f2}})
-		s, err := RoundProbe{Leader: leader, Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}.Run(context.Background())
+		f, err := RoundProbe{Leader: leader, Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond}.Run(context.Background())
 		if err != nil {
 			t.Fatalf("sync=%v: %v", sync, err)
 		}
-		if s.Count < 10 || s.P50Ms <= 0 || s.MaxMs < s.P50Ms || s.Rate <= 0 {
-			t.Fatalf("sync=%v: implausible rounds %+v", sync, s)
+		s := f.Rounds
+		if s.Count < 10 || s.P50Ms <= 0 || s.MaxMs < s.P50Ms || s.Rate <= 0 || f.Ceiling <= 0 || f.SlowPerSec < 0 {
+			t.Fatalf("sync=%v: implausible rounds %+v", sync, f)
 		}
 	}
 }

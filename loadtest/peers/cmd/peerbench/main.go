@@ -321,15 +321,15 @@ func floorTable(w io.Writer, floor *loadtest.RoundFacts, systems []string, cell 
 	var lines []string
 	for _, row := range rows {
 		var vals []string
-		any := false
+		some := false
 		for _, s := range systems {
 			if v := floor.FloorMultiple(cell[[2]string{s, row[0]}].Median); v > 0 {
-				vals, any = append(vals, fmt.Sprintf("%.1f×", v)), true
+				vals, some = append(vals, fmt.Sprintf("%.1f×", v)), true
 			} else {
 				vals = append(vals, "–")
 			}
 		}
-		if any {
+		if some {
 			lines = append(lines, fmt.Sprintf("| %s | %s |", row[1], strings.Join(vals, " | ")))
 		}
 	}
