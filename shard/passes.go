@@ -24,6 +24,7 @@ var passes struct {
 	sentShards       atomic.Uint64 // distinct shards in each sent batch, summed
 	recvBatches      atomic.Uint64 // message batches received
 	recvMessages     atomic.Uint64 // Raft messages in them
+	sendFirstYields  atomic.Uint64 // saves that yielded for their Replicate first (sendfirst.go)
 }
 
 // holdCounts counts what the transport did with commit-only Replicates
@@ -49,6 +50,7 @@ type PassCounts struct {
 	DroppedCommits   uint64 `json:"dropped_commits"`
 	ReleasedCommits  uint64 `json:"released_commits"`
 	DiscardedCommits uint64 `json:"discarded_commits"`
+	SendFirstYields  uint64 `json:"send_first_yields"`
 }
 
 // Passes reads the process's Raft pass counters.
@@ -68,6 +70,7 @@ func Passes() PassCounts {
 		DroppedCommits:   holdCounts.dropped.Load(),
 		ReleasedCommits:  holdCounts.released.Load(),
 		DiscardedCommits: holdCounts.discarded.Load(),
+		SendFirstYields:  passes.sendFirstYields.Load(),
 	}
 }
 
@@ -111,5 +114,8 @@ func (c countingLogDB) SaveRaftState(updates []pb.Update, shardID uint64) error 
 	passes.savedShards.Add(uint64(len(updates)))
 	passes.savedEntryShards.Add(withEntries)
 	passes.savedEntries.Add(entries)
+	if withEntries > 0 && sendFirst(updates) {
+		passes.sendFirstYields.Add(1)
+	}
 	return c.ILogDB.SaveRaftState(updates, shardID)
 }
