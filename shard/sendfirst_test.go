@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 
@@ -98,12 +97,7 @@ func TestTransportNotesReplicates(t *testing.T) {
 	shard := freshShard()
 	rec := &recorder{got: make(chan struct{}, 1)}
 	_, addr := startTransport(t, rec)
-	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
-	conn, err := sender.GetConnection(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connectTo(t, addr)
 	b := batchWith([]byte("x"))
 	b.Requests[0] = replicate(shard, 41, 41, 2)
 	if err := conn.SendMessageBatch(b); err != nil {

@@ -53,18 +53,26 @@ func batchWith(cmd []byte) pb.MessageBatch {
 			Entries: []pb.Entry{{Index: 9, Term: 4, Cmd: cmd}}}}}
 }
 
+// connectTo starts a sending transport and returns its connection to
+// addr, closed when the test ends.
+func connectTo(t *testing.T, addr string) raftio.IConnection {
+	t.Helper()
+	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
+	conn, err := sender.GetConnection(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
 // Batches arrive whole and in order, including one larger than the read
 // buffer, and an earlier batch is not overwritten when the receive buffer
 // is reused for the next one.
 func TestTransportDeliversBatches(t *testing.T) {
 	rec := &recorder{got: make(chan struct{}, 8)}
 	_, addr := startTransport(t, rec)
-	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
-	conn, err := sender.GetConnection(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connectTo(t, addr)
 	small := []byte("acquire /locks/a")
 	large := bytes.Repeat([]byte("x"), 300<<10)
 	for _, cmd := range [][]byte{small, large, small} {
@@ -179,12 +187,7 @@ func TestTransportValidate(t *testing.T) {
 func TestTransportReplacesConnectionThePeerClosed(t *testing.T) {
 	rec := &recorder{got: make(chan struct{}, 8)}
 	first, addr := startTransport(t, rec)
-	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
-	conn, err := sender.GetConnection(context.Background(), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connectTo(t, addr)
 	if err := conn.SendMessageBatch(batchWith([]byte("before"))); err != nil {
 		t.Fatal(err)
 	}
