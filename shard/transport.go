@@ -390,11 +390,12 @@ func (b *batchConn) Close() {
 // does not yield first: with one stream per peer (streams.go) no other
 // stream of the same step round is there to wait for, and the yield only
 // delayed the write (one-client operations per second 1.00–1.17× without
-// it, median 1.07× in 7 pairs; docs/performance.md, session 14). Frames
+// it, median 1.07× in 7 pairs; docs/bench/handoff-session14.md). Frames
 // that arrive during a write (the commit-hold timer's, a second host's in
-// tests) still share the next one. Each stream gets the result of the write that
-// carried its frame, so dragonboat's error handling (circuit breaker,
-// unreachable reports) sees what it saw with a connection per stream.
+// tests) still share the next one. Each stream gets the result of the
+// write that carried its frame, so dragonboat's error handling (circuit
+// breaker, unreachable reports) sees what it saw with a connection per
+// stream.
 //
 // It replaces a connection the peer has closed before using it again.
 // dragonboat keeps its streams open for as long as messages flow, up to a
