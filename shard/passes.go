@@ -88,7 +88,10 @@ func batchShards(reqs []pb.Message) uint64 {
 }
 
 // countingLogDBFactory wraps a LogDB factory so that its store counts the
-// shards each SaveRaftState call carries.
+// shards each SaveRaftState call carries, and lets a leader's Replicate go
+// out before the save of an idle pipeline's entries (sendfirst.go): the
+// step worker calls SaveRaftState right after handing its Replicates to
+// the send goroutines, so this is the one place to order the two.
 type countingLogDBFactory struct{ config.LogDBFactory }
 
 func (f countingLogDBFactory) Create(nhc config.NodeHostConfig, cb config.LogDBCallback,

@@ -31,7 +31,9 @@ import (
 
 // sentEntries records, per shard, the highest log index a send goroutine
 // of this process has framed for a peer in a Replicate: the goroutine that
-// framed it writes it next.
+// framed it writes it next. It only steers a yield: where several hosts of
+// one process (tests) lead the same shard id, a mix-up costs a yield more
+// or less, never a message.
 var sentEntries sync.Map // shard id → *atomic.Uint64
 
 // noteSent records the Replicates of a batch about to be written.
