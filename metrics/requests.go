@@ -21,36 +21,28 @@ const (
 
 // requestMetrics counts the requests the router answers.
 type requestMetrics struct {
-	requests   metric.Int64Counter
+	requests   *tally // slot op*maxCode+code; otherSlot for ops and codes the protocol does not define
 	duration   metric.Float64Histogram
-	keepalives metric.Int64Counter
+	keepalives *tally // slot code
 	slow       metric.Int64Counter
 
-	byOpCode [maxOp][maxCode][]metric.AddOption // nil: use other
 	byOp     [maxOp][]metric.RecordOption
-	kaCode   [maxCode][]metric.AddOption
-	other    []metric.AddOption
 	otherRec []metric.RecordOption
 }
+
+// otherSlot is the requests tally's slot for ops and codes without a name.
+const otherSlot = maxOp * maxCode
 
 // latencyBuckets span 100 µs .. 10 s (a blocking acquire may wait longer; it
 // lands in +Inf).
 var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 func newRequestMetrics(m metric.Meter) (*requestMetrics, error) {
-	r := &requestMetrics{}
+	r := &requestMetrics{requests: newTally(otherSlot + 1), keepalives: newTally(maxCode)}
 	var err error
-	if r.requests, err = m.Int64Counter("warden.requests", metric.WithUnit("{request}"),
-		metric.WithDescription("Client requests answered by this node's router, by op and result code.")); err != nil {
-		return nil, err
-	}
 	if r.duration, err = m.Float64Histogram("warden.request.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a request's arrival to its answer, by op (a blocking acquire includes its wait)."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...)); err != nil {
-		return nil, err
-	}
-	if r.keepalives, err = m.Int64Counter("warden.lease.keepalives", metric.WithUnit("{keepalive}"),
-		metric.WithDescription("Session keepalives answered, by result code.")); err != nil {
 		return nil, err
 	}
 	if r.slow, err = m.Int64Counter("warden.watch.slow_consumers", metric.WithUnit("{watch}"),
@@ -68,16 +60,24 @@ func newRequestMetrics(m metric.Meter) (*requestMetrics, error) {
 			if !known(cn) {
 				continue
 			}
-			r.byOpCode[op][code] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrString("op", name), attrString("code", codeLabel(cn))))}
+			r.requests.sets[op*maxCode+code] = metric.WithAttributeSet(attribute.NewSet(attrString("op", name), attrString("code", codeLabel(cn))))
 		}
 	}
 	for code := 0; code < maxCode; code++ {
 		if cn := wire.Code(code).String(); known(cn) {
-			r.kaCode[code] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrString("code", codeLabel(cn))))}
+			r.keepalives.sets[code] = metric.WithAttributeSet(attribute.NewSet(attrString("code", codeLabel(cn))))
 		}
 	}
-	r.other = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attrString("op", "other"), attrString("code", "other")))}
+	r.requests.sets[otherSlot] = metric.WithAttributeSet(attribute.NewSet(attrString("op", "other"), attrString("code", "other")))
 	r.otherRec = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrString("op", "other")))}
+	if err := r.requests.register(m, "warden.requests", "{request}",
+		"Client requests answered by this node's router, by op and result code."); err != nil {
+		return nil, err
+	}
+	if err := r.keepalives.register(m, "warden.lease.keepalives", "{keepalive}",
+		"Session keepalives answered, by result code."); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -97,15 +97,14 @@ func codeLabel(s string) string {
 }
 
 func (r *requestMetrics) observe(op wire.Op, code wire.Code, elapsed time.Duration) {
-	ctx := context.Background()
-	add, rec := r.other, r.otherRec
-	if int(op) < maxOp && int(code) < maxCode && r.byOpCode[op][code] != nil {
-		add, rec = r.byOpCode[op][code], r.byOp[op]
+	slot, rec := otherSlot, r.otherRec
+	if int(op) < maxOp && int(code) < maxCode && r.requests.sets[int(op)*maxCode+int(code)] != nil {
+		slot, rec = int(op)*maxCode+int(code), r.byOp[op]
 	}
-	r.requests.Add(ctx, 1, add...)
-	r.duration.Record(ctx, elapsed.Seconds(), rec...)
-	if op == wire.OpKeepAlive && int(code) < maxCode && r.kaCode[code] != nil {
-		r.keepalives.Add(ctx, 1, r.kaCode[code]...)
+	r.requests.add(slot, 1)
+	r.duration.Record(context.Background(), elapsed.Seconds(), rec...)
+	if op == wire.OpKeepAlive && int(code) < maxCode && r.keepalives.sets[code] != nil {
+		r.keepalives.add(int(code), 1)
 	}
 }
 

@@ -230,49 +230,57 @@ func (sm *shardMetrics) termsSeen(id, term uint64) uint64 {
 
 // eventCounters count what applied entries did, by cause.
 type eventCounters struct {
-	granted, released, leaseCreated, leaseEnded, electionChanges metric.Int64Counter
-	apply                                                        metric.Float64Histogram
+	granted, released, leaseEnded *tally // slot: the cause, or otherCause
+	leaseCreated, electionChanges *tally // one slot
+	apply                         metric.Float64Histogram
 
-	causes     map[wire.Cause][]metric.AddOption
-	noCause    []metric.AddOption
 	applyShard map[uint64][]metric.RecordOption
 }
+
+// otherCause is the cause tallies' slot for causes without a name.
+const otherCause = int(wire.CauseMoved) + 1
 
 // applyBuckets span 100 µs (a quiet local commit) to 5 s.
 var applyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
 func newEventCounters(m metric.Meter, shards []uint64) (eventCounters, error) {
-	var e eventCounters
-	var err error
-	mk := func(name, unit, desc string) metric.Int64Counter {
-		c, cerr := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		if cerr != nil && err == nil {
-			err = cerr
+	byCause := func() *tally {
+		t := newTally(otherCause + 1)
+		for c := wire.CauseNone; c <= wire.CauseMoved; c++ {
+			if name := c.String(); known(name) {
+				t.sets[c] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", codeLabel(name))))
+			}
 		}
-		return c
+		t.sets[otherCause] = metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "other")))
+		return t
 	}
-	e.granted = mk("warden.locks.granted", "{grant}", "Lock grants applied, by cause (direct, handoff).")
-	e.released = mk("warden.locks.released", "{release}", "Lock grants ended, by cause (released, expired, revoked, ...).")
-	e.leaseCreated = mk("warden.lease.created", "{lease}", "Leases created.")
-	e.leaseEnded = mk("warden.lease.ended", "{lease}", "Leases ended, by cause (expired, revoked).")
-	e.electionChanges = mk("warden.election.leader_changes", "{change}", "Election leaders changed.")
-	if err != nil {
-		return e, err
+	plain := func() *tally {
+		t := newTally(1)
+		t.sets[0] = metric.WithAttributeSet(attribute.NewSet())
+		return t
 	}
+	e := eventCounters{granted: byCause(), released: byCause(), leaseEnded: byCause(),
+		leaseCreated: plain(), electionChanges: plain()}
+	for _, c := range []struct {
+		t                *tally
+		name, unit, desc string
+	}{
+		{e.granted, "warden.locks.granted", "{grant}", "Lock grants applied, by cause (direct, handoff)."},
+		{e.released, "warden.locks.released", "{release}", "Lock grants ended, by cause (released, expired, revoked, ...)."},
+		{e.leaseCreated, "warden.lease.created", "{lease}", "Leases created."},
+		{e.leaseEnded, "warden.lease.ended", "{lease}", "Leases ended, by cause (expired, revoked)."},
+		{e.electionChanges, "warden.election.leader_changes", "{change}", "Election leaders changed."},
+	} {
+		if err := c.t.register(m, c.name, c.unit, c.desc); err != nil {
+			return e, err
+		}
+	}
+	var err error
 	if e.apply, err = m.Float64Histogram("warden.raft.apply.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from the leader proposing an entry to its own replica having applied it (measured on the leader's monotonic clock)."),
 		metric.WithExplicitBucketBoundaries(applyBuckets...)); err != nil {
 		return e, err
 	}
-	e.causes = map[wire.Cause][]metric.AddOption{}
-	for c := wire.CauseNone; c <= wire.CauseMoved; c++ {
-		name := c.String()
-		if !known(name) {
-			continue
-		}
-		e.causes[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", codeLabel(name))))}
-	}
-	e.noCause = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("cause", "other")))}
 	e.applyShard = map[uint64][]metric.RecordOption{}
 	for _, id := range shards {
 		e.applyShard[id] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("shard", strconv.FormatUint(id, 10))))}
@@ -280,11 +288,12 @@ func newEventCounters(m metric.Meter, shards []uint64) (eventCounters, error) {
 	return e, nil
 }
 
-func (e *eventCounters) cause(c wire.Cause) []metric.AddOption {
-	if o, ok := e.causes[c]; ok {
-		return o
+// causeSlot is c's slot in a cause tally.
+func causeSlot(t *tally, c wire.Cause) int {
+	if int(c) < otherCause && t.sets[c] != nil {
+		return int(c)
 	}
-	return e.noCause
+	return otherCause
 }
 
 // eventSub receives a replica's applied events. Send runs inside the
@@ -300,20 +309,19 @@ func (es *eventSub) Send(events []wire.Event) bool {
 		return true
 	}
 	e := &es.sm.ev
-	ctx := context.Background()
 	for i := range events {
 		ev := &events[i]
 		switch ev.Kind {
 		case wire.EvAcquired:
-			e.granted.Add(ctx, 1, e.cause(ev.Cause)...)
+			e.granted.add(causeSlot(e.granted, ev.Cause), 1)
 		case wire.EvReleased:
-			e.released.Add(ctx, 1, e.cause(ev.Cause)...)
+			e.released.add(causeSlot(e.released, ev.Cause), 1)
 		case wire.EvLease:
-			e.leaseCreated.Add(ctx, 1)
+			e.leaseCreated.add(0, 1)
 		case wire.EvLeaseEnd:
-			e.leaseEnded.Add(ctx, 1, e.cause(ev.Cause)...)
+			e.leaseEnded.add(causeSlot(e.leaseEnded, ev.Cause), 1)
 		case wire.EvLeader:
-			e.electionChanges.Add(ctx, 1)
+			e.electionChanges.add(0, 1)
 		}
 	}
 	return true

@@ -14,8 +14,10 @@ import (
 // blocks the apply path: a subscriber whose queue is full is dropped with
 // an error it can resume from (slow consumer).
 
-// Subscriber receives events; Send must not block. It returns false when the
-// subscriber can take no more (it is then removed).
+// Subscriber receives events; Send must not block, and must not keep the
+// slice after it returns (the feed reuses it; the events themselves may be
+// copied). It returns false when the subscriber can take no more (it is
+// then removed).
 type Subscriber interface {
 	Send(events []wire.Event) bool
 }
@@ -23,6 +25,7 @@ type Subscriber interface {
 type subscription struct {
 	path   string
 	prefix bool
+	all    bool // prefix "/": every event matches
 	sub    Subscriber
 }
 
@@ -57,6 +60,7 @@ type feed struct {
 	subs     map[uint64]*subscription
 	arena    eventArena
 	fresh    []wire.Event // the events of one append, copied (reused)
+	matched  []wire.Event // the part of fresh one subscriber matches (reused)
 }
 
 // newFeed makes a feed retaining up to capacity events and maxBytes of
@@ -120,11 +124,15 @@ func (f *feed) append(events []wire.Event) {
 		return
 	}
 	for id, s := range f.subs {
-		var out []wire.Event
-		for i := range f.fresh {
-			if s.matches(&f.fresh[i]) {
-				out = append(out, f.fresh[i])
+		out := f.fresh
+		if !s.all {
+			f.matched = f.matched[:0]
+			for i := range f.fresh {
+				if s.matches(&f.fresh[i]) {
+					f.matched = append(f.matched, f.fresh[i])
+				}
 			}
+			out = f.matched
 		}
 		if len(out) > 0 && !s.sub.Send(out) {
 			delete(f.subs, id)
@@ -143,7 +151,7 @@ func (f *feed) revAt(i int) uint64 { return f.ring[(f.start+i)%len(f.ring)].rev 
 func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &subscription{path: path, prefix: prefix, sub: sub}
+	s := &subscription{path: path, prefix: prefix, all: prefix && path == "/", sub: sub}
 	if rev != 0 && f.history != nil && (f.n == 0 || rev < f.revAt(0)) {
 		last, err := f.replayHistory(s, rev)
 		if err != nil {

@@ -279,3 +279,44 @@ func BenchmarkFeedAppend(b *testing.B) {
 type discardSub struct{}
 
 func (discardSub) Send([]wire.Event) bool { return true }
+
+// TestFeedDeliveryReusesItsSlices: fanning an append out to a prefix watch
+// and to a watch of everything allocates nothing per append (the matched
+// events go out in a reused slice, and a watch of "/" gets the appended
+// batch itself), and each subscriber still gets exactly its events.
+func TestFeedDeliveryReusesItsSlices(t *testing.T) {
+	f := newFeed(1<<16, 1<<30)
+	under, all := &recordingSub{room: -1}, &recordingSub{room: -1}
+	for _, s := range []struct {
+		path string
+		sub  *recordingSub
+	}{{"/a", under}, {"/", all}} {
+		if _, _, err := f.subscribe(s.path, true, 0, s.sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev := uint64(0)
+	batch := func() []wire.Event {
+		rev += 2
+		return []wire.Event{{Rev: rev - 1, Kind: wire.EvKVPut, Path: "/a/x"}, {Rev: rev, Kind: wire.EvKVPut, Path: "/b/y"}}
+	}
+	f.append(batch())
+	f.append(batch())
+	if len(under.got) != 2 || under.got[0].Rev != 1 || under.got[1].Rev != 3 || under.got[1].Path != "/a/x" {
+		t.Fatalf("the /a watch got %+v, want revisions 1 and 3 on /a/x", under.got)
+	}
+	if len(all.got) != 4 || all.got[3].Rev != 4 || all.got[3].Path != "/b/y" {
+		t.Fatalf("the / watch got %+v, want revisions 1 to 4", all.got)
+	}
+	g := newFeed(1<<16, 1<<30)
+	for _, path := range []string{"/a", "/"} {
+		if _, _, err := g.subscribe(path, true, 0, discardSub{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := batch()
+	g.append(b)
+	if n := testing.AllocsPerRun(200, func() { g.append(b) }); n >= 1 {
+		t.Fatalf("%.1f allocations per append with two watches, want none", n)
+	}
+}
