@@ -98,8 +98,10 @@ func codeLabel(s string) string {
 
 func (r *requestMetrics) observe(op wire.Op, code wire.Code, elapsed time.Duration) {
 	slot, rec := otherSlot, r.otherRec
-	if int(op) < maxOp && int(code) < maxCode && r.requests.sets[int(op)*maxCode+int(code)] != nil {
-		slot, rec = int(op)*maxCode+int(code), r.byOp[op]
+	if int(op) < maxOp && int(code) < maxCode {
+		if i := int(op)*maxCode + int(code); r.requests.sets[i] != nil {
+			slot, rec = i, r.byOp[op]
+		}
 	}
 	r.requests.add(slot, 1)
 	r.duration.Record(context.Background(), elapsed.Seconds(), rec...)

@@ -25,15 +25,17 @@ type Subscriber interface {
 type subscription struct {
 	path   string
 	prefix bool
-	all    bool // prefix "/": every event matches
 	sub    Subscriber
 }
+
+// all reports whether every event matches (a watch of "/").
+func (s *subscription) all() bool { return s.prefix && s.path == "/" }
 
 func (s *subscription) matches(ev *wire.Event) bool {
 	if !s.prefix {
 		return ev.Path == s.path
 	}
-	if s.path == "/" {
+	if s.all() {
 		return true
 	}
 	return ev.Path == s.path || strings.HasPrefix(ev.Path, s.path) && ev.Path[len(s.path)] == '/'
@@ -125,7 +127,7 @@ func (f *feed) append(events []wire.Event) {
 	}
 	for id, s := range f.subs {
 		out := f.fresh
-		if !s.all {
+		if !s.all() {
 			f.matched = f.matched[:0]
 			for i := range f.fresh {
 				if s.matches(&f.fresh[i]) {
@@ -151,7 +153,7 @@ func (f *feed) revAt(i int) uint64 { return f.ring[(f.start+i)%len(f.ring)].rev 
 func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &subscription{path: path, prefix: prefix, all: prefix && path == "/", sub: sub}
+	s := &subscription{path: path, prefix: prefix, sub: sub}
 	if rev != 0 && f.history != nil && (f.n == 0 || rev < f.revAt(0)) {
 		last, err := f.replayHistory(s, rev)
 		if err != nil {
