@@ -7,6 +7,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	rpprof "runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ func benchCmd() *cobra.Command {
 		htmlOut, jsonOut, csvO string
 		title                  string
 		noProgress             bool
+		cpuProfile             string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
@@ -55,6 +57,13 @@ stdout, plus --html/--json/--csv files.`,
 			sweep, err := parseInts(clients)
 			if err != nil || len(sweep) == 0 {
 				return &exitError{code: exitFailure, err: fmt.Errorf("--clients: want a list of numbers")}
+			}
+			if cpuProfile != "" {
+				stopProfile, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return &exitError{code: exitFailure, err: err}
+				}
+				defer stopProfile()
 			}
 			if !noProgress && isTerminal(os.Stderr) {
 				cfg.Progress = os.Stderr
@@ -117,6 +126,7 @@ stdout, plus --html/--json/--csv files.`,
 	f.StringVar(&csvO, "csv", "", "write CSV to this file")
 	f.StringVar(&title, "title", "Warden load test", "report title")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar even on a terminal")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile (warmup included) to this file")
 	cmd.AddCommand(benchNodeCmd())
 	return cmd
 }
@@ -147,6 +157,20 @@ func benchNodeCmd() *cobra.Command {
 		return run(c, args)
 	}
 	return cmd
+}
+
+// startCPUProfile profiles this process into path until the returned
+// function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := rpprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { rpprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func writeReportFiles(rep *loadtest.Report, htmlOut, jsonOut, csvOut string) error {
