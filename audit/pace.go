@@ -60,14 +60,6 @@ func (fs *pacedFS) Create(name string) (vfs.File, error) {
 // write still sleeps its share, at most paceBurst at the old rate).
 func (fs *pacedFS) unpace() { fs.lim.SetLimit(rate.Inf) }
 
-// unpacedDuring runs f with the pace lifted, and puts the pace back after.
-func (fs *pacedFS) unpacedDuring(f func() error) error {
-	was := fs.lim.Limit()
-	fs.unpace()
-	defer fs.lim.SetLimit(was)
-	return f()
-}
-
 type pacedFile struct {
 	vfs.File
 	lim *rate.Limiter

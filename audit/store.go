@@ -290,6 +290,10 @@ func (s *Store) checkFormat() error {
 // nothing; Record after Close drops (and counts) what it is given.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		// pebble's Close waits for a running flush or compaction, and a
+		// Durable's flush may hold durableMu: let them finish at full
+		// speed rather than hold a shutdown for seconds.
+		s.pace.unpace()
 		close(s.stopc)
 		s.wg.Wait()
 		if s.batch != nil {
@@ -298,9 +302,6 @@ func (s *Store) Close() error {
 		s.durableMu.Lock()
 		defer s.durableMu.Unlock()
 		s.closed = true
-		// pebble's Close waits for a running flush or compaction: let it
-		// finish at full speed rather than hold a shutdown for seconds.
-		s.pace.unpace()
 		// No log: the memtable must reach a table, or a clean stop would
 		// lose what a replay might no longer bring back.
 		s.closeErr = s.db.Flush()
@@ -414,8 +415,10 @@ func (s *Store) Sync() {
 // records only in memory; they survive a crash because a restarting
 // replica applies (and records) again every entry after its latest
 // snapshot, so the records of the entries a snapshot covers must be on
-// disk before that snapshot exists. The flush is not paced: the shard
-// applies nothing meanwhile. No flush is forced when a flush that ended
+// disk before that snapshot exists. The flush is paced like the store's
+// own: the shard saves its snapshot beside its applies (shard/durable.go),
+// so a flush at full speed would only put a burst of writes and CPU on
+// every node at the same entry. No flush is forced when a flush that ended
 // since has already written every record to synced tables.
 func (s *Store) Durable() error {
 	s.Sync()
@@ -434,7 +437,7 @@ func (s *Store) Durable() error {
 		s.durableAt = written
 		return nil
 	}
-	if err := s.pace.unpacedDuring(s.db.Flush); err != nil {
+	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("audit: flush: %w", err)
 	}
 	s.durableFlushes.Add(1)

@@ -393,18 +393,19 @@ func (h *Host) startData(r localReplica, members map[uint64]dragonboat.Target, j
 	s := newShard(h, r.Shard)
 	smCfg := h.cfg.SM
 	smCfg.ShardID = r.Shard
-	create := func(shardID, replicaID uint64) sm.IStateMachine {
+	create := func(shardID, replicaID uint64) sm.IConcurrentStateMachine {
 		m := statemachine.New(smCfg)
 		m.SetObserver(s)
 		s.sm.Store(m)
+		c := &concurrentSM{sm: m, log: s.log}
 		if d, ok := h.cfg.Recorder.(Durabler); ok {
-			return durableSM{m, d, s.log}
+			c.rec = d
 		}
-		return m
+		return c
 	}
 	cfg := h.raftConfig(r.Shard, r.RID)
 	cfg.IsNonVoting = r.NonVoting
-	if err := h.nh.StartReplica(members, join, create, cfg); err != nil {
+	if err := h.nh.StartConcurrentReplica(members, join, create, cfg); err != nil {
 		return fmt.Errorf("shard: start replica of shard %d: %w", r.Shard, err)
 	}
 	s.rid = r.RID
