@@ -468,14 +468,13 @@ func (h *Host) raftConfig(shardID, rid uint64) config.Config {
 }
 
 // DefaultSnapshotEntries is how many entries a replica applies between
-// snapshots. With the regular state machine interface a replica applies
-// nothing while dragonboat saves a snapshot, and that save is dominated by
-// its nine fsyncs, not by the state's size (docs/bench/route-session4.md:
-// 15–65 ms for a 74 KB state, of which our encoding is about 2 ms). At
-// 20000 a leader at 15k ops/s (1,300 entries/s) stalled every 15 s; at
-// 100000 every 75 s. The price: up to 125,000 entries (with the compaction
-// overhead of a quarter) kept in the log, about 95 MB at 11 operations per
-// entry, and replayed on restart (about 1.4 M operations, 1–2 s of CPU).
+// snapshots. Sessions 4–15 ran the regular state machine interface, under
+// which a replica applies nothing while dragonboat saves a snapshot, and
+// chose 100000 over 20000 to make those stalls rarer. A data shard now
+// saves beside its applies (durable.go), pausing only to encode its state;
+// the value still sets the log kept: up to 125,000 entries (with the
+// compaction overhead of a quarter), about 95 MB at 11 operations per
+// entry, replayed on restart (about 1.4 M operations, 1–2 s of CPU).
 const DefaultSnapshotEntries = 100000
 
 // LeaderUpdated implements raftio.IRaftEventListener (one host goroutine;

@@ -2,7 +2,9 @@
 Package statemachine is the deterministic state machine of one Warden shard:
 hierarchical locks, leases, fair wait queues with direct hand-off, fencing
 tokens, elections, a small KV store, and the key ranges the shard owns. It
-implements dragonboat's IStateMachine (and IHash); the shard layer proposes
+implements dragonboat's IStateMachine (and IHash), and Image encodes its
+state in memory so that the shard layer can run it as a concurrent state
+machine (snapshots written beside the applies); the shard layer proposes
 entries made by EncodeCommand and reads results with DecodeResults.
 
 # Entries
