@@ -88,7 +88,7 @@ func (c *concurrentSM) SaveSnapshot(ctx any, w io.Writer, _ sm.ISnapshotFileColl
 			return fmt.Errorf("%w: %v", sm.ErrSnapshotAborted, err)
 		}
 	}
-	_, err := im.WriteTo(w, stop)
+	_, err := im.CopyTo(w, stop)
 	return err
 }
 

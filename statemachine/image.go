@@ -40,9 +40,9 @@ func (im *Image) Write(p []byte) (int, error) {
 // Len is the image's size in bytes.
 func (im *Image) Len() int { return im.size }
 
-// WriteTo writes the image to w, stopping early with sm.ErrSnapshotStopped
+// CopyTo writes the image to w, stopping early with sm.ErrSnapshotStopped
 // once stop is closed (nil: never).
-func (im *Image) WriteTo(w io.Writer, stop <-chan struct{}) (int64, error) {
+func (im *Image) CopyTo(w io.Writer, stop <-chan struct{}) (int64, error) {
 	var n int64
 	for _, c := range im.chunks {
 		if stopped(stop) {

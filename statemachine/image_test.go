@@ -26,16 +26,16 @@ func TestImageIsTheSnapshot(t *testing.T) {
 		t.Fatalf("image of %d bytes in %d chunks, snapshot %d bytes", im.Len(), len(im.chunks), len(want))
 	}
 	var got bytes.Buffer
-	if n, err := im.WriteTo(&got, nil); err != nil || n != int64(len(want)) {
-		t.Fatalf("WriteTo: %d, %v", n, err)
+	if n, err := im.CopyTo(&got, nil); err != nil || n != int64(len(want)) {
+		t.Fatalf("CopyTo: %d, %v", n, err)
 	}
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Fatal("the image differs from the snapshot")
 	}
 	stop := make(chan struct{})
 	close(stop)
-	if _, err := im.WriteTo(&got, stop); err != sm.ErrSnapshotStopped {
-		t.Fatalf("WriteTo with a closed stop channel: %v", err)
+	if _, err := im.CopyTo(&got, stop); err != sm.ErrSnapshotStopped {
+		t.Fatalf("CopyTo with a closed stop channel: %v", err)
 	}
 }
 
@@ -61,7 +61,7 @@ func TestImageWritesAcrossChunks(t *testing.T) {
 		}
 	}
 	var got bytes.Buffer
-	if _, err := im.WriteTo(&got, nil); err != nil {
+	if _, err := im.CopyTo(&got, nil); err != nil {
 		t.Fatal(err)
 	}
 	if im.Len() != len(want) || !bytes.Equal(got.Bytes(), want) {
