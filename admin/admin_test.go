@@ -162,16 +162,20 @@ func TestAdminAPI(t *testing.T) {
 	})
 
 	t.Run("status", func(t *testing.T) {
-		// A leader being moved (the host balances leaders) is briefly unknown.
+		// A leader being moved (the host balances leaders) is briefly unknown,
+		// and node 1's replicas, if followers, may not have applied the
+		// fixture's entries yet (Raft commits on a quorum).
 		var st admin.Status
 		waitFor(t, func() bool {
 			getJSON(t, base+"/v1/status", &st)
+			locks := 0
 			for _, sh := range st.Shards {
-				if sh.Leader == 0 {
+				if sh.Leader == 0 || sh.Applied == 0 {
 					return false
 				}
+				locks += sh.Locks
 			}
-			return true
+			return locks == 3
 		})
 		if st.Node != 1 || len(st.Nodes) != 3 || len(st.Shards) != 2 || len(st.Ranges) == 0 {
 			t.Fatalf("status: %+v", st)
@@ -255,24 +259,46 @@ func TestAdminAPI(t *testing.T) {
 	})
 
 	t.Run("shards", func(t *testing.T) {
+		// Raft commits on a quorum, so a follower may not have applied the
+		// fixture's entries when the view is first taken. Poll until every
+		// replica reports at least what the leader had applied at the first
+		// look; a replica that never catches up fails the test.
 		var ss []router.ShardView
-		getJSON(t, base+"/v1/shards", &ss)
-		if len(ss) != 2 {
-			t.Fatalf("shards %+v: want 2", ss)
+		target := map[uint64]uint64{}
+		problem := func() string {
+			ss = nil
+			getJSON(t, base+"/v1/shards", &ss)
+			if len(ss) != 2 {
+				return fmt.Sprintf("shards %+v: want 2", ss)
+			}
+			for _, s := range ss {
+				leaders := 0
+				for _, r := range s.Replicas {
+					if r.Role == "leader" {
+						leaders++
+						if target[s.ID] == 0 {
+							target[s.ID] = r.Applied
+						}
+					}
+				}
+				if len(s.Replicas) != 3 || leaders != 1 || s.Leader == 0 {
+					return fmt.Sprintf("shard %d: %+v, want 3 replicas and one leader", s.ID, s)
+				}
+				for _, r := range s.Replicas {
+					if r.Error != "" || r.Applied == 0 || r.Applied < target[s.ID] {
+						return fmt.Sprintf("shard %d replica on node %d: applied %d (leader had %d), error %q",
+							s.ID, r.Node, r.Applied, target[s.ID], r.Error)
+					}
+				}
+			}
+			return ""
 		}
-		for _, s := range ss {
-			leaders := 0
-			for _, r := range s.Replicas {
-				if r.Role == "leader" {
-					leaders++
-				}
-				if r.Applied == 0 || r.Error != "" {
-					t.Errorf("shard %d replica on node %d: applied %d, error %q", s.ID, r.Node, r.Applied, r.Error)
-				}
+		deadline := time.Now().Add(15 * time.Second)
+		for p := problem(); p != ""; p = problem() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 15s: %s", p)
 			}
-			if len(s.Replicas) != 3 || leaders != 1 || s.Leader == 0 {
-				t.Errorf("shard %d: %+v, want 3 replicas and one leader", s.ID, s)
-			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	})
 
