@@ -263,13 +263,12 @@ func TestAdminAPI(t *testing.T) {
 		// fixture's entries when the view is first taken. Poll until every
 		// replica reports at least what the leader had applied at the first
 		// look; a replica that never catches up fails the test.
-		var ss []router.ShardView
 		target := map[uint64]uint64{}
-		problem := func() string {
-			ss = nil
+		nodetest.WaitFor(t, 15*time.Second, "every replica applying", func() error {
+			var ss []router.ShardView
 			getJSON(t, base+"/v1/shards", &ss)
 			if len(ss) != 2 {
-				return fmt.Sprintf("shards %+v: want 2", ss)
+				return fmt.Errorf("shards %+v: want 2", ss)
 			}
 			for _, s := range ss {
 				leaders := 0
@@ -282,24 +281,17 @@ func TestAdminAPI(t *testing.T) {
 					}
 				}
 				if len(s.Replicas) != 3 || leaders != 1 || s.Leader == 0 {
-					return fmt.Sprintf("shard %d: %+v, want 3 replicas and one leader", s.ID, s)
+					return fmt.Errorf("shard %d: %+v, want 3 replicas and one leader", s.ID, s)
 				}
 				for _, r := range s.Replicas {
 					if r.Error != "" || r.Applied == 0 || r.Applied < target[s.ID] {
-						return fmt.Sprintf("shard %d replica on node %d: applied %d (leader had %d), error %q",
+						return fmt.Errorf("shard %d replica on node %d: applied %d (leader had %d), error %q",
 							s.ID, r.Node, r.Applied, target[s.ID], r.Error)
 					}
 				}
 			}
-			return ""
-		}
-		deadline := time.Now().Add(15 * time.Second)
-		for p := problem(); p != ""; p = problem() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after 15s: %s", p)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	})
 
 	t.Run("page", func(t *testing.T) {

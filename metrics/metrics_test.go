@@ -191,35 +191,27 @@ func knownTraffic(t *testing.T, ctx context.Context, c *nodetest.Cluster, cl *cl
 		t.Fatal("second acquire of a held lock was granted")
 	}
 	expired := series(before, "warden_lease_ended_total", `cause="expired"`)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	c.WaitFor(15*time.Second, "the 1 s lease's expiry in the metrics", func() error {
 		after, perNode = scrape(t, c)
-		if series(after, "warden_lease_ended_total", `cause="expired"`) >= expired+1 && series(after, "warden_locks_held") == 1 {
-			return before, after, perNode, locks[1]
+		ended, locksHeld := series(after, "warden_lease_ended_total", `cause="expired"`), series(after, "warden_locks_held")
+		if ended < expired+1 || locksHeld != 1 {
+			return fmt.Errorf("expired leases %v (were %v), locks held %v", ended, expired, locksHeld)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the 1 s lease did not expire in the metrics: ended=%v held=%v",
-				series(after, "warden_lease_ended_total"), series(after, "warden_locks_held"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	return before, after, perNode, locks[1]
 }
 
 // waitSeries waits until a metric summed over the nodes is want.
 func waitSeries(t *testing.T, c *nodetest.Cluster, name string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	c.WaitFor(15*time.Second, name, func() error {
 		m, _ := scrape(t, c)
-		got := series(m, name)
-		if got == want {
-			return
+		if got := series(m, name); got != want {
+			return fmt.Errorf("%v, want %v", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v, want %v", name, got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // stableLeaders waits until the shards' leaders have not changed for d.

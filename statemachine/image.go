@@ -1,7 +1,6 @@
 package statemachine
 
 import (
-	"bufio"
 	"io"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -63,13 +62,7 @@ func (im *Image) CopyTo(w io.Writer, stop <-chan struct{}) (int64, error) {
 // updates held); writing the image out may.
 func (s *StateMachine) Image() (*Image, error) {
 	im := &Image{}
-	bw := bufio.NewWriterSize(im, 64<<10)
-	sw := &snapWriter{w: bw}
-	s.writeState(sw)
-	if sw.err != nil {
-		return nil, sw.err
-	}
-	if err := bw.Flush(); err != nil {
+	if err := s.encodeState(im, nil); err != nil {
 		return nil, err
 	}
 	return im, nil

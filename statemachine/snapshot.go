@@ -16,6 +16,12 @@ import (
 // with the same state write the same bytes, and a replica recovered from
 // them writes them again.
 func (s *StateMachine) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, stop <-chan struct{}) error {
+	return s.encodeState(w, stop)
+}
+
+// encodeState writes the whole replicated state to w (SaveSnapshot, Image),
+// stopping early once stop is closed (nil: never).
+func (s *StateMachine) encodeState(w io.Writer, stop <-chan struct{}) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	sw := &snapWriter{w: bw, stop: stop}
 	s.writeState(sw)

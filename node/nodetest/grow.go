@@ -3,6 +3,7 @@ package nodetest
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/wardenlock/warden/node"
@@ -58,6 +59,13 @@ func (c *Cluster) Forget(i int) {
 // with cond's last error. (A liveness wait, not a timing assertion.)
 func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() error) {
 	c.t.Helper()
+	WaitFor(c.t, timeout, what, cond)
+}
+
+// WaitFor is Cluster.WaitFor for any test, such as a subtest, which must
+// fail itself rather than the test that started the cluster.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()
@@ -65,7 +73,7 @@ func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() error)
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: not reached after %v: %v", what, timeout, err)
+			t.Fatalf("%s: not reached after %v: %v", what, timeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
