@@ -25,6 +25,9 @@ type Status struct {
 	Checks   []CheckResult `json:"checks"`
 	// LogStore is the node's Raft log store (the wal store only).
 	LogStore *LogStoreInfo `json:"log_store,omitempty"`
+	// AdminConnsRefused: connections to this admin port reset by its
+	// per-address and total limits since the node started.
+	AdminConnsRefused int64 `json:"admin_conns_refused"`
 }
 
 // LogStoreInfo: the Raft log store's segment syncs and rotations. A
@@ -86,7 +89,7 @@ type CheckResult struct {
 
 func (s *Server) status() Status {
 	rs := s.cfg.Router.Status()
-	st := Status{Node: rs.Node, TableGen: rs.TableGen, Conns: rs.Conns}
+	st := Status{Node: rs.Node, TableGen: rs.TableGen, Conns: rs.Conns, AdminConnsRefused: s.ConnsRefused()}
 	t := s.cfg.Host.Table()
 	if t != nil {
 		for _, n := range t.Nodes {

@@ -42,7 +42,11 @@ func (s *Server) readyChecks() []check {
 	}
 }
 
-func (s *Server) health(ctx *fasthttp.RequestCtx, checks []check, only string) {
+// health runs checks (or the one named only) and answers 200 or 503. With
+// detail (a caller with the read role) the body is the per-check list and
+// its reasons when verbose or failed; without, "ok" or "check failed" only,
+// so an unauthenticated probe learns nothing about the node.
+func (s *Server) health(ctx *fasthttp.RequestCtx, checks []check, only string, detail bool) {
 	args := ctx.QueryArgs()
 	excluded := map[string]bool{}
 	for _, v := range args.PeekMulti("exclude") {
@@ -73,11 +77,14 @@ func (s *Server) health(ctx *fasthttp.RequestCtx, checks []check, only string) {
 	ctx.SetContentType("text/plain; charset=utf-8")
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	switch {
+	case failed && !detail:
+		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
+		ctx.SetBodyString("check failed\n")
 	case failed:
 		ctx.SetStatusCode(fasthttp.StatusServiceUnavailable)
 		b.WriteString("check failed\n")
 		ctx.SetBodyString(b.String())
-	case args.Has("verbose"):
+	case args.Has("verbose") && detail:
 		b.WriteString("check passed\n")
 		ctx.SetBodyString(b.String())
 	default:

@@ -23,23 +23,32 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 
 type pageData struct {
 	Status
-	Prefix   string
-	Locks    []Lock
-	LockErr  string
-	Rendered string
+	Scheme    string // of the links to other nodes' admin ports
+	ShowLocks bool   // the lock browser (owners, leases): the admin role only
+	Prefix    string
+	Locks     []Lock
+	LockErr   string
+	Rendered  string
 }
 
-// page renders the status page: the cluster overview and the locks held
-// under ?prefix= (default /). Plain server-side HTML; no scripts.
-func (s *Server) page(ctx *fasthttp.RequestCtx) {
-	d := pageData{Status: s.status(), Prefix: queryPrefix(ctx), Rendered: time.Now().UTC().Format(time.RFC3339)}
-	qctx, cancel := s.queryCtx()
-	defer cancel()
-	locks, err := s.locks(qctx, d.Prefix, queryLimit(ctx))
-	if err != nil {
-		d.LockErr = err.Error()
+// page renders the status page: the cluster overview and, for a caller with
+// the admin role, the locks held under ?prefix= (default /). Plain
+// server-side HTML; no scripts.
+func (s *Server) page(ctx *fasthttp.RequestCtx, showLocks bool) {
+	d := pageData{Status: s.status(), Scheme: "http", ShowLocks: showLocks, Prefix: queryPrefix(ctx),
+		Rendered: time.Now().UTC().Format(time.RFC3339)}
+	if s.cfg.TLS != nil {
+		d.Scheme = "https"
 	}
-	d.Locks = locks
+	if showLocks {
+		qctx, cancel := s.queryCtx()
+		defer cancel()
+		locks, err := s.locks(qctx, d.Prefix, queryLimit(ctx))
+		if err != nil {
+			d.LockErr = err.Error()
+		}
+		d.Locks = locks
+	}
 	var b bytes.Buffer
 	if err := pageTmpl.Execute(&b, d); err != nil {
 		ctx.Error(err.Error(), fasthttp.StatusInternalServerError)

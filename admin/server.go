@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,12 +34,22 @@ type Config struct {
 	MaxApplyLag uint64
 	// QueryTimeout bounds one API call's reads (default 5 s).
 	QueryTimeout time.Duration
+
+	// TLS serves HTTPS; a client certificate is verified when given and
+	// proves an identity (see role). nil: plaintext, which Start refuses on
+	// a non-loopback address unless PlaintextAnywhere (CheckExposure).
+	TLS               *tls.Config
+	PlaintextAnywhere bool
+	// Limits bound connections per address and in all, and how long a
+	// connection may take to send a request (zero: the defaults).
+	Limits Limits
 }
 
 // Server is a running admin server.
 type Server struct {
 	cfg     Config
 	ln      net.Listener
+	gate    *gate
 	srv     *fasthttp.Server
 	metrics *metrics.Metrics
 	prom    fasthttp.RequestHandler
@@ -73,28 +84,73 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 5 * time.Second
 	}
+	if err := CheckExposure(ln.Addr().String(), cfg.TLS != nil, cfg.PlaintextAnywhere); err != nil {
+		return nil, err
+	}
+	cfg.Limits.fill()
+	warnExposure(cfg, ln.Addr().String())
 	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Version: cfg.Version, Audit: cfg.Audit})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, ln: ln, metrics: m, done: make(chan error, 1)}
+	s := &Server{cfg: cfg, ln: ln, metrics: m, done: make(chan error, 1), gate: newGate(ln, cfg.Limits, cfg.Log)}
+	var serve net.Listener = s.gate
+	if cfg.TLS != nil {
+		serve = tls.NewListener(serve, cfg.TLS)
+	}
 	var life context.Context
 	life, s.stop = context.WithCancel(context.Background())
 	s.prom = adapt(life, m.Handler())
 	s.checks = s.readyChecks()
 	s.srv = &fasthttp.Server{
-		Handler:      s.handle,
-		Name:         "warden",
-		ReadTimeout:  10 * time.Second,
+		Handler: s.handle,
+		Name:    "warden",
+		// fasthttp sets ReadTimeout as the deadline of the TLS handshake
+		// and of a new connection's first request, and of the rest of a
+		// kept-alive connection's request once its first byte arrived.
+		ReadTimeout:  cfg.Limits.HeaderTimeout,
 		WriteTimeout: 30 * time.Second,
-		IdleTimeout:  time.Minute,
+		IdleTimeout:  cfg.Limits.IdleTimeout,
 		// The admin API takes no bodies.
 		MaxRequestBodySize: 4 << 10,
-		Concurrency:        256,
+		Concurrency:        workers(cfg.Limits),
 		Logger:             discardLogger{},
 	}
-	go func() { s.done <- s.srv.Serve(ln) }()
+	go func() { s.done <- s.srv.Serve(serve) }()
 	return s, nil
+}
+
+// workers is fasthttp's Concurrency (one worker per open connection): twice
+// the gate's limit, so that fasthttp never refuses a connection the gate
+// let in (its refusal is written from the accept loop, where a TLS client
+// that never handshakes would hold it), even while a closed connection's
+// worker is still on its way back to the pool.
+func workers(l Limits) int {
+	if l.MaxConns <= 0 {
+		return 0 // fasthttp's default, 256 Ki
+	}
+	return 2 * l.MaxConns
+}
+
+// ConnsRefused counts the connections the per-address and total limits
+// reset since Start.
+func (s *Server) ConnsRefused() int64 { return s.gate.refused.Load() }
+
+// warnExposure logs, once at start, the ways an exposed admin port is open
+// to whoever reaches it: served in clear by the operator's choice, or over
+// TLS with authentication off.
+func warnExposure(cfg Config, addr string) {
+	host, _, _ := net.SplitHostPort(addr)
+	if loopbackHost(host) {
+		return
+	}
+	switch {
+	case cfg.TLS == nil:
+		cfg.Log.Warn("admin: serving the admin port WITHOUT TLS on a non-loopback address (--insecure-plaintext-admin): "+
+			"anyone who reaches it reads every key, lock and session, in clear", "addr", addr)
+	case cfg.Router.Policy() == nil:
+		cfg.Log.Warn("admin: authentication is off (no --auth-config): anyone who reaches the admin port reads every key, lock and session", "addr", addr)
+	}
 }
 
 type discardLogger struct{}
@@ -130,42 +186,53 @@ func (s *Server) Close() error {
 	return err
 }
 
+// handle routes a request to its endpoint, which it serves if the caller
+// has the role the endpoint needs (guard.go).
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if !ctx.IsGet() && !ctx.IsHead() {
 		ctx.Error("method not allowed", fasthttp.StatusMethodNotAllowed)
 		return
 	}
 	path := string(ctx.Path())
+	c := s.caller(ctx)
+	detail := c.role >= roleRead
+	need, serve := roleAdmin, func() {}
 	switch {
-	case path == "/":
-		s.page(ctx)
-	case path == "/metrics":
-		s.prom(ctx)
 	case path == "/livez":
-		s.health(ctx, s.liveChecks(), "")
+		need, serve = roleAnyone, func() { s.health(ctx, s.liveChecks(), "", detail) }
 	case path == "/readyz", path == "/healthz":
-		s.health(ctx, s.checks, "")
+		need, serve = roleAnyone, func() { s.health(ctx, s.checks, "", detail) }
 	case strings.HasPrefix(path, "/readyz/"):
-		s.health(ctx, s.checks, strings.TrimPrefix(path, "/readyz/"))
+		need, serve = roleAnyone, func() { s.health(ctx, s.checks, strings.TrimPrefix(path, "/readyz/"), detail) }
+	case path == "/":
+		need, serve = roleRead, func() { s.page(ctx, c.role >= roleAdmin) }
+	case path == "/metrics":
+		need, serve = roleRead, func() { s.prom(ctx) }
 	case path == "/v1/status":
-		s.apiStatus(ctx)
-	case path == "/v1/locks":
-		s.apiLocks(ctx)
-	case path == "/v1/sessions":
-		s.apiSessions(ctx)
-	case path == "/v1/elections":
-		s.apiElections(ctx)
+		need, serve = roleRead, func() { s.apiStatus(ctx) }
 	case path == "/v1/shards":
-		s.apiShards(ctx)
+		need, serve = roleRead, func() { s.apiShards(ctx) }
+	case path == "/v1/locks":
+		serve = func() { s.apiLocks(ctx) }
+	case path == "/v1/sessions":
+		serve = func() { s.apiSessions(ctx) }
+	case path == "/v1/elections":
+		serve = func() { s.apiElections(ctx) }
 	case path == "/v1/audit":
-		s.apiAudit(ctx)
+		serve = func() { s.apiAudit(ctx) }
 	case path == "/v1/backup/table":
-		s.apiBackupTable(ctx)
+		serve = func() { s.apiBackupTable(ctx) }
 	case strings.HasPrefix(path, "/v1/backup/shards/"):
-		s.apiBackupShard(ctx, path)
+		serve = func() { s.apiBackupShard(ctx, path) }
 	default:
 		ctx.Error("not found", fasthttp.StatusNotFound)
+		return
 	}
+	if c.role < need {
+		refuse(ctx, c, need, path)
+		return
+	}
+	serve()
 }
 
 // queryCtx bounds the reads of one API call. (A fasthttp RequestCtx has no

@@ -175,6 +175,34 @@ func (p *Policy) Token(tok string) (string, bool) {
 	return id, ok
 }
 
+// Errors of Identify: the caller proved no identity the policy knows.
+var (
+	ErrNoCredentials = errors.New("auth: credentials required: a client certificate or a token")
+	ErrUnknownToken  = errors.New("auth: unknown token")
+	ErrNoRoles       = errors.New("auth: identity has no roles")
+)
+
+// Identify is the identity a caller proves, the same way on every port: the
+// one its bearer token names when it sends a token (an unknown token is
+// refused, whatever certificate comes with it), else the identity of its
+// verified client certificate (IdentityFromCert), which must have roles.
+func (p *Policy) Identify(token, certIdentity string) (string, error) {
+	switch {
+	case token != "":
+		id, ok := p.Token(token)
+		if !ok {
+			return "", ErrUnknownToken
+		}
+		return id, nil
+	case certIdentity != "":
+		if !p.Known(certIdentity) {
+			return "", fmt.Errorf("%w: certificate identity %q", ErrNoRoles, certIdentity)
+		}
+		return certIdentity, nil
+	}
+	return "", ErrNoCredentials
+}
+
 // Known reports whether identity is named in the policy (has roles).
 func (p *Policy) Known(identity string) bool {
 	if p == nil {

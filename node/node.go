@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"crypto/tls"
 	"fmt"
@@ -65,6 +66,16 @@ type Config struct {
 	Auth       *auth.Policy  // nil = no authentication (everyone may do everything)
 	PeerSecret string        // authenticates node-to-node forwarding without mTLS (needed for auth over plaintext)
 	liveTLS    *auth.LiveTLS // TLS's material, read again by Reload (set by security)
+
+	// AdminPlaintextAnywhere lets the admin port serve without TLS on a
+	// non-loopback address (refused otherwise: admin.CheckExposure).
+	AdminPlaintextAnywhere bool
+	AdminLimits            admin.Limits // the admin port's connection limits and timeouts
+	// ClientAdvertise is the client address other nodes and clients dial,
+	// when it differs from the address ClientAddr binds: a DNS name that
+	// the node certificate covers, where the bound IP changes (Kubernetes).
+	// "" = the bound address.
+	ClientAdvertise string
 
 	// SigningKey is the cluster's Ed25519 key for signed fencing tokens
 	// (nil: grants are never signed).
@@ -160,18 +171,18 @@ func Start(cfg Config) (*Node, error) {
 	}
 	var adminLn net.Listener
 	if cfg.AdminAddr != "" {
-		if adminLn, err = admin.Listen(cfg.AdminAddr); err != nil {
+		if err = admin.CheckExposure(cfg.AdminAddr, cfg.AdminTLS != nil, cfg.AdminPlaintextAnywhere); err == nil {
+			adminLn, err = admin.Listen(cfg.AdminAddr)
+		}
+		if err != nil {
 			ln.Close()
 			closeStore()
 			return nil, err
 		}
 		cfg.AdminAddr = adminLn.Addr().String()
-		if cfg.AdminTLS != nil {
-			adminLn = tls.NewListener(adminLn, cfg.AdminTLS)
-		}
 	}
 	host, err := shard.NewHost(shard.HostConfig{
-		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: ln.Addr().String(), AdminAddr: cfg.AdminAddr,
+		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: cmp.Or(cfg.ClientAdvertise, ln.Addr().String()), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT, SnapshotEntries: cfg.SnapshotEntries,
 		StepWorkers: cfg.StepWorkers, SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
@@ -202,7 +213,8 @@ func Start(cfg Config) (*Node, error) {
 		go func() { n.joinDone <- n.join() }()
 	}
 	if adminLn != nil {
-		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, DataDir: cfg.DataDir, Log: cfg.Log})
+		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, DataDir: cfg.DataDir, Log: cfg.Log,
+			TLS: cfg.AdminTLS, PlaintextAnywhere: cfg.AdminPlaintextAnywhere, Limits: cfg.AdminLimits})
 		if err != nil {
 			adminLn.Close()
 			n.Close()

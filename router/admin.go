@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 
+	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/hierarchy"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/wire"
@@ -41,3 +42,7 @@ func (s *Server) Query(ctx context.Context, req *wire.Request) (*wire.Response, 
 
 // Table returns the range table this router routes by (nil until loaded).
 func (s *Server) Table() *placement.Table { return s.cache.table() }
+
+// Policy is the auth policy in use (nil: authentication is off). It changes
+// when SetPolicy puts a reloaded one in place, so read it per request.
+func (s *Server) Policy() *auth.Policy { return s.policy() }

@@ -399,22 +399,14 @@ func (c *conn) authenticate(req *wire.Request) error {
 		c.sec.identity = certID
 		return nil
 	}
-	var id string
-	switch {
-	case req.Auth != "":
-		var ok bool
-		if id, ok = pol.Token(req.Auth); !ok {
-			return wire.Errorf(wire.Unauthorized, "unknown token")
+	id, err := pol.Identify(req.Auth, certID)
+	if err != nil {
+		if errors.Is(err, auth.ErrNoCredentials) {
+			return wire.Errorf(wire.Unauthorized, "%v in Hello.Auth", err)
 		}
-		c.sec.token = req.Auth
-	case certID != "":
-		if !pol.Known(certID) {
-			return wire.Errorf(wire.Unauthorized, "certificate identity %q has no roles", certID)
-		}
-		id = certID
-	default:
-		return wire.Errorf(wire.Unauthorized, "credentials required: a client certificate or a token in Hello.Auth")
+		return wire.Errorf(wire.Unauthorized, "%v", err)
 	}
+	c.sec.token = req.Auth
 	c.sec.identity, c.sec.rateKey, c.sec.pol = id, id, pol
 	return nil
 }

@@ -20,12 +20,17 @@ import (
 const defaultAdmin = "http://127.0.0.1:7270"
 
 // adminHTTP is an HTTP client for a node's admin port, with TLS from the
-// client security flags when the URL is https.
+// client security flags when the URL is https, and the --token as a bearer
+// token (the admin port knows the client port's identities).
 func adminHTTP(base string) (*http.Client, string, error) {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	c := &http.Client{Timeout: 5 * time.Minute}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	c := &http.Client{Timeout: 5 * time.Minute, Transport: tr}
+	if cliSec.token != "" {
+		c.Transport = bearerAuth{token: cliSec.token, next: tr}
+	}
 	if strings.HasPrefix(base, "https://") {
 		ca, cert, key := cliSec.caFile, cliSec.cert, cliSec.key
 		if cliSec.tlsDir != "" {
@@ -38,9 +43,21 @@ func adminHTTP(base string) (*http.Client, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		c.Transport = &http.Transport{TLSClientConfig: tc}
+		tr.TLSClientConfig = tc
 	}
 	return c, base, nil
+}
+
+// bearerAuth sends a bearer token with every request.
+type bearerAuth struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 func adminFlag(cmd *cobra.Command, v *string) {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -52,6 +53,15 @@ type fileConfig struct {
 	QueueHold       string   `yaml:"queue-hold"`
 	StepWorkers     int      `yaml:"step-workers"`
 	LogStore        string   `yaml:"log-store"`
+
+	Advertise string `yaml:"advertise"` // client address others dial ("": the bound --listen address)
+
+	// The admin port's guard (admin.Limits, admin.CheckExposure).
+	InsecurePlaintextAdmin bool   `yaml:"insecure-plaintext-admin"`
+	AdminMaxConnsPerAddr   int    `yaml:"admin-max-conns-per-addr"`
+	AdminMaxConns          int    `yaml:"admin-max-conns"`
+	AdminHeaderTimeout     string `yaml:"admin-header-timeout"`
+	AdminIdleTimeout       string `yaml:"admin-idle-timeout"`
 }
 
 func serveCmd() *cobra.Command {
@@ -110,9 +120,15 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.DataDir, "data-dir", "./data/node1", "where Raft logs and snapshots live")
 	f.StringVar(&fc.Listen, "listen", "127.0.0.1:7070", "client address")
 	f.StringVar(&fc.Raft, "raft", "127.0.0.1:7170", "Raft address other nodes dial")
+	f.StringVar(&fc.Advertise, "advertise", "", "client address other nodes and clients dial, when it is not the address --listen binds (a DNS name the node certificate covers)")
 	f.StringVar(&fc.SigningKey, "signing-key", "", "cluster Ed25519 key that signs fencing tokens on request (warden signing-key)")
 	f.StringVar(&fc.RaftListen, "raft-listen", "", "address Raft listens on when it differs from --raft (a proxy in front)")
-	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off)")
+	f.StringVar(&fc.Admin, "admin", "", "admin HTTP address (empty: off); without TLS it must be a loopback address")
+	f.BoolVar(&fc.InsecurePlaintextAdmin, "insecure-plaintext-admin", false, "serve the admin port without TLS on a non-loopback address: whoever reaches it reads every key, lock and session, in clear (development networks only)")
+	f.IntVar(&fc.AdminMaxConnsPerAddr, "admin-max-conns-per-addr", admin.DefaultLimits.MaxConnsPerAddr, "open admin connections per client IP; more are reset at accept (-1: unlimited)")
+	f.IntVar(&fc.AdminMaxConns, "admin-max-conns", admin.DefaultLimits.MaxConns, "open admin connections, all addresses (-1: unlimited)")
+	f.StringVar(&fc.AdminHeaderTimeout, "admin-header-timeout", admin.DefaultLimits.HeaderTimeout.String(), "an admin connection must finish its TLS handshake and send a whole request within it")
+	f.StringVar(&fc.AdminIdleTimeout, "admin-idle-timeout", admin.DefaultLimits.IdleTimeout.String(), "a kept-alive admin connection without a next request is closed after it")
 	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
 	f.StringVar(&join, "join", "", "join a running cluster through these node client addresses (host:port,...) instead of creating one")
 	sec.register(f)
@@ -159,9 +175,15 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("data-dir", func() { fc.DataDir = pickS(fromFile.DataDir, fc.DataDir) })
 	set("listen", func() { fc.Listen = pickS(fromFile.Listen, fc.Listen) })
 	set("raft", func() { fc.Raft = pickS(fromFile.Raft, fc.Raft) })
+	set("advertise", func() { fc.Advertise = pickS(fromFile.Advertise, fc.Advertise) })
 	set("raft-listen", func() { fc.RaftListen = pickS(fromFile.RaftListen, fc.RaftListen) })
 	set("signing-key", func() { fc.SigningKey = pickS(fromFile.SigningKey, fc.SigningKey) })
 	set("admin", func() { fc.Admin = pickS(fromFile.Admin, fc.Admin) })
+	set("insecure-plaintext-admin", func() { fc.InsecurePlaintextAdmin = fc.InsecurePlaintextAdmin || fromFile.InsecurePlaintextAdmin })
+	set("admin-max-conns-per-addr", func() { fc.AdminMaxConnsPerAddr = pickInt(fromFile.AdminMaxConnsPerAddr, fc.AdminMaxConnsPerAddr) })
+	set("admin-max-conns", func() { fc.AdminMaxConns = pickInt(fromFile.AdminMaxConns, fc.AdminMaxConns) })
+	set("admin-header-timeout", func() { fc.AdminHeaderTimeout = pickS(fromFile.AdminHeaderTimeout, fc.AdminHeaderTimeout) })
+	set("admin-idle-timeout", func() { fc.AdminIdleTimeout = pickS(fromFile.AdminIdleTimeout, fc.AdminIdleTimeout) })
 	set("members", func() { fc.Members = fromFile.Members })
 	set("join", func() { fc.Join = fromFile.Join })
 	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
@@ -192,6 +214,13 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 const maxStepWorkers = 256
 
 func pick(v, def uint64) uint64 {
+	if v != 0 {
+		return v
+	}
+	return def
+}
+
+func pickInt(v, def int) int {
 	if v != 0 {
 		return v
 	}
@@ -247,6 +276,15 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 			cfg.Shard.QueueHold = -1 // the shard's "off"; its 0 means the default
 		}
 	}
+	if fc.Advertise != "" {
+		if _, _, err := net.SplitHostPort(fc.Advertise); err != nil {
+			return cfg, fmt.Errorf("advertise %q: %w", fc.Advertise, err)
+		}
+		cfg.ClientAdvertise = fc.Advertise
+	}
+	if err := adminLimits(fc, &cfg); err != nil {
+		return cfg, err
+	}
 	if fc.AuditRetention != "" {
 		d, err := time.ParseDuration(fc.AuditRetention)
 		if err != nil || d <= 0 {
@@ -288,6 +326,29 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// adminLimits fills the admin port's guard from the flags.
+func adminLimits(fc fileConfig, cfg *node.Config) error {
+	cfg.AdminPlaintextAnywhere = fc.InsecurePlaintextAdmin
+	cfg.AdminLimits.MaxConnsPerAddr, cfg.AdminLimits.MaxConns = fc.AdminMaxConnsPerAddr, fc.AdminMaxConns
+	for _, d := range []struct {
+		flag, v string
+		to      *time.Duration
+	}{
+		{"admin-header-timeout", fc.AdminHeaderTimeout, &cfg.AdminLimits.HeaderTimeout},
+		{"admin-idle-timeout", fc.AdminIdleTimeout, &cfg.AdminLimits.IdleTimeout},
+	} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("%s %q: want a positive duration such as 5s", d.flag, d.v)
+		}
+		*d.to = v
+	}
+	return nil
 }
 
 func newLogger(level string) *slog.Logger {
