@@ -3,6 +3,7 @@ package auth
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -133,5 +134,28 @@ func TestPermNames(t *testing.T) {
 	}
 	if p, err := ParsePerm(" KV-Write "); err != nil || p != KVWrite {
 		t.Fatalf("kv-write = %v, %v", p, err)
+	}
+}
+
+// TestIdentify: the one way every port turns credentials into an identity.
+func TestIdentify(t *testing.T) {
+	p := mustParse(t, examplePolicyText())
+	for _, tc := range []struct {
+		name, token, cert, want string
+		err                     error
+	}{
+		{"token", "alice-token", "", "alice", nil},
+		{"certificate", "", "root", "root", nil},
+		{"a token wins over the certificate", "ci-token", "root", "ci", nil},
+		{"an unknown token is refused whatever the certificate", "guess", "root", "", ErrUnknownToken},
+		{"certificate identity without roles", "", "mallory", "", ErrNoRoles},
+		{"nothing", "", "", "", ErrNoCredentials},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := p.Identify(tc.token, tc.cert)
+			if got != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("Identify(%q, %q) = %q, %v; want %q, %v", tc.token, tc.cert, got, err, tc.want, tc.err)
+			}
+		})
 	}
 }
