@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +59,9 @@ func startTLS(t *testing.T, nodes int, edit func(*node.Config)) *tlsFixture {
 	c := nodetest.Start(t, nodetest.Options{Nodes: nodes, Edit: func(cfg *node.Config) {
 		files := auth.DirFiles(dir)
 		cfg.TLS, cfg.Auth, cfg.AdminAddr = &files, pol, "127.0.0.1:0"
+		// Advertised by name, as in Kubernetes: peers verify it against
+		// the node certificate (which covers localhost).
+		cfg.ClientAdvertise = strings.Replace(cfg.ClientAddr, "127.0.0.1", "localhost", 1)
 		if edit != nil {
 			edit(cfg)
 		}
@@ -198,6 +202,19 @@ func TestAdminPortRoles(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("nodes advertise their client addresses by name", func(t *testing.T) {
+		var st admin.Status
+		code, body := httpsGet(t, f.clientTLS(t, "monitor"), "", base+"/v1/status")
+		if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil {
+			t.Fatalf("status: %d %v", code, err)
+		}
+		for _, n := range st.Nodes {
+			if !strings.HasPrefix(n.ClientAddr, "localhost:") {
+				t.Errorf("node %d advertises %q, want its ClientAdvertise", n.ID, n.ClientAddr)
+			}
+		}
+	})
 
 	t.Run("the backup holds the data the roles protect", func(t *testing.T) {
 		found := false

@@ -64,7 +64,12 @@ type fileConfig struct {
 	AdminIdleTimeout       string `yaml:"admin-idle-timeout"`
 }
 
-func serveCmd() *cobra.Command {
+func serveCmd() *cobra.Command { return newServeCmd(serveNode) }
+
+// newServeCmd is `warden serve`, which builds a node's config from the
+// config file and the flags and hands it to run (serveNode; the tests of
+// the ops/ files capture it instead).
+func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) error) *cobra.Command {
 	var (
 		cfgPath string
 		fc      fileConfig
@@ -101,17 +106,7 @@ func serveCmd() *cobra.Command {
 			if err := sec.apply(&cfg); err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
-			limit, err := applyMemoryLimit(fc.MemoryLimit)
-			if err != nil {
-				return &exitError{code: exitFailure, err: err}
-			}
-			cfg.Log.Info("soft memory limit", "bytes", limit)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if err := startProcs(ctx, fc.Procs, cfg.Log); err != nil {
-				return &exitError{code: exitFailure, err: err}
-			}
-			return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
+			return run(cfg, fc, &sec)
 		},
 	}
 	f := cmd.Flags()
@@ -154,6 +149,21 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&fc.Procs, "procs", "auto", "Go Ps (GOMAXPROCS) the node runs: auto (one when its cgroup allows it at most one core, where Go's own default is two; else Go's default), runtime (always Go's default) or a count; GOMAXPROCS, if set, wins")
 	withObservability(cmd)
 	return cmd
+}
+
+// serveNode runs the node of `warden serve` until SIGINT or SIGTERM.
+func serveNode(cfg node.Config, fc fileConfig, sec *serveSecurity) error {
+	limit, err := applyMemoryLimit(fc.MemoryLimit)
+	if err != nil {
+		return &exitError{code: exitFailure, err: err}
+	}
+	cfg.Log.Info("soft memory limit", "bytes", limit)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := startProcs(ctx, fc.Procs, cfg.Log); err != nil {
+		return &exitError{code: exitFailure, err: err}
+	}
+	return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
 }
 
 func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
