@@ -12,7 +12,7 @@ UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./cli
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
-.PHONY: all build run test test-unit test-cluster test-pg vet bench bench-cluster bench-load bench-peers bench-scaling fuzz clean deps chaos chaos-short test-chaos-short
+.PHONY: all build run test test-unit test-cluster test-pg vet bench bench-cluster bench-load bench-flood bench-peers bench-scaling fuzz clean deps chaos chaos-short test-chaos-short
 
 all: build
 
@@ -95,6 +95,11 @@ bench-scaling: build
 BENCH_LOAD_FLAGS ?=
 bench-load: build
 	$(GO) run ./loadtest/cmd/benchload --warden $(BIN) --out $(BENCH_OUT) $(BENCH_LOAD_FLAGS)
+
+# A flooded admin port and one identity's lease flood against a well-behaved
+# client and the probes (TLS, auth on); figures in build/bench/flood.{md,json}.
+bench-flood: build
+	$(GO) run ./loadtest/cmd/benchflood --warden $(BIN) --out build/bench $(BENCH_FLOOD_FLAGS)
 
 # Warden (at 1 and at 8 data shards: --shards), etcd (3 members), ZooKeeper
 # (3 servers) and Redis one after another, after a probe of the disk and of

@@ -161,6 +161,7 @@ type WardenOptions struct {
 	BasePort int      // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
 	Verb     string   // "serve" (default) or "bench node" (adds pprof)
 	Args     []string // more flags for every node (e.g. --no-audit)
+	TLSDir   string   // --tls-dir for every node (a `warden certs` directory); "" = --plaintext
 	Env      []string // more environment for every node (e.g. GODEBUG=gctrace=1)
 	// NodeArgs, when set, gives flags for node i (from 0) only, e.g. its
 	// own admin port.
@@ -202,7 +203,12 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 		argv := append([]string{o.Binary}, verb...)
 		argv = append(argv, "--id", fmt.Sprint(i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
 			"--listen", clients[i], "--raft", raft[i], "--members", strings.Join(members, ","),
-			"--shards", fmt.Sprint(o.Shards), "--plaintext")
+			"--shards", fmt.Sprint(o.Shards))
+		if o.TLSDir != "" {
+			argv = append(argv, "--tls-dir", o.TLSDir)
+		} else {
+			argv = append(argv, "--plaintext")
+		}
 		if o.Replicas > 0 {
 			argv = append(argv, "--replicas", fmt.Sprint(o.Replicas))
 		}
