@@ -40,7 +40,7 @@ roles:
 // KV value (in every backup).
 type tlsFixture struct {
 	c      *nodetest.Cluster
-	dir    string
+	certs  auth.DevCerts
 	admin  string // node 1's admin address
 	secret []byte
 	shards []uint64
@@ -48,8 +48,8 @@ type tlsFixture struct {
 
 func startTLS(t *testing.T, nodes int, edit func(*node.Config)) *tlsFixture {
 	t.Helper()
-	dir := t.TempDir()
-	if err := (auth.DevCerts{Dir: dir, Clients: []string{"root", "monitor", "billing", "stranger"}}).Generate(); err != nil {
+	certs := auth.DevCerts{Dir: t.TempDir(), Clients: []string{"root", "monitor", "billing", "stranger"}}
+	if err := certs.Generate(); err != nil {
 		t.Fatal(err)
 	}
 	pol, err := auth.Parse([]byte(guardPolicy))
@@ -57,7 +57,7 @@ func startTLS(t *testing.T, nodes int, edit func(*node.Config)) *tlsFixture {
 		t.Fatal(err)
 	}
 	c := nodetest.Start(t, nodetest.Options{Nodes: nodes, Edit: func(cfg *node.Config) {
-		files := auth.DirFiles(dir)
+		files := auth.DirFiles(certs.Dir)
 		cfg.TLS, cfg.Auth, cfg.AdminAddr = &files, pol, "127.0.0.1:0"
 		// Advertised by name, as in Kubernetes: peers verify it against
 		// the node certificate (which covers localhost).
@@ -66,7 +66,7 @@ func startTLS(t *testing.T, nodes int, edit func(*node.Config)) *tlsFixture {
 			edit(cfg)
 		}
 	}})
-	f := &tlsFixture{c: c, dir: dir, admin: c.Nodes[0].Admin.Addr(), secret: []byte("db-password-7c1f"), shards: c.ShardIDs()}
+	f := &tlsFixture{c: c, certs: certs, admin: c.Nodes[0].Admin.Addr(), secret: []byte("db-password-7c1f"), shards: c.ShardIDs()}
 	ctx := ctxT(t, 30*time.Second)
 	cl, err := client.New(ctx, c.Endpoints(), client.WithTLS(f.clientTLS(t, "root")))
 	if err != nil {
@@ -90,14 +90,10 @@ func startTLS(t *testing.T, nodes int, edit func(*node.Config)) *tlsFixture {
 func (f *tlsFixture) clientTLS(t *testing.T, identity string) *tls.Config {
 	t.Helper()
 	cert, key := "", ""
-	switch identity {
-	case "":
-	case "root":
-		cert, key = filepath.Join(f.dir, auth.ClientCert), filepath.Join(f.dir, auth.ClientKeyFile)
-	default:
-		cert, key = filepath.Join(f.dir, "client-"+identity+".pem"), filepath.Join(f.dir, "client-"+identity+"-key.pem")
+	if identity != "" {
+		cert, key = f.certs.ClientFiles(identity)
 	}
-	tc, err := auth.ClientConfig(filepath.Join(f.dir, auth.CAFile), cert, key)
+	tc, err := auth.ClientConfig(filepath.Join(f.certs.Dir, auth.CAFile), cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +105,12 @@ func httpsGet(t *testing.T, tc *tls.Config, token, url string) (int, []byte) {
 	t.Helper()
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	defer hc.CloseIdleConnections()
+	return fetch(t, hc, token, url)
+}
+
+// fetch GETs url with hc and a bearer token (when not "").
+func fetch(t *testing.T, hc *http.Client, token, url string) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)

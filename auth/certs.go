@@ -70,16 +70,28 @@ func (d DevCerts) Generate() error {
 		return err
 	}
 	client := func(t *x509.Certificate) { t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth} }
-	for i, name := range d.Clients {
-		certF, keyF := "client-"+name+".pem", "client-"+name+"-key.pem"
-		if i == 0 {
-			certF, keyF = ClientCert, ClientKeyFile
-		}
-		if _, _, err := d.issue(pkix.Name{CommonName: name}, clientCA, clientCAKey, notAfter, client, certF, keyF); err != nil {
+	for _, name := range d.Clients {
+		certF, keyF := d.ClientFiles(name)
+		if _, _, err := d.issue(pkix.Name{CommonName: name}, clientCA, clientCAKey, notAfter, client, filepath.Base(certF), filepath.Base(keyF)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ClientFiles are the certificate and key Generate writes for the client
+// identity name, in Dir: client.pem and client-key.pem for the first of
+// Clients (default "admin"), client-<name>.pem and client-<name>-key.pem
+// for the others.
+func (d DevCerts) ClientFiles(name string) (cert, key string) {
+	first := "admin"
+	if len(d.Clients) > 0 {
+		first = d.Clients[0]
+	}
+	if name == first {
+		return filepath.Join(d.Dir, ClientCert), filepath.Join(d.Dir, ClientKeyFile)
+	}
+	return filepath.Join(d.Dir, "client-"+name+".pem"), filepath.Join(d.Dir, "client-"+name+"-key.pem")
 }
 
 func caTemplate(t *x509.Certificate) {

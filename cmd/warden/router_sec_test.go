@@ -121,12 +121,8 @@ func (sc *secCluster) startRouter(t *testing.T, name string, flags ...string) (s
 func (sc *secCluster) tlsAs(t *testing.T, name string) *tls.Config {
 	t.Helper()
 	cert, key := "", ""
-	switch name {
-	case "":
-	case "admin":
-		cert, key = filepath.Join(sc.certs, auth.ClientCert), filepath.Join(sc.certs, auth.ClientKeyFile)
-	default:
-		cert, key = filepath.Join(sc.certs, "client-"+name+".pem"), filepath.Join(sc.certs, "client-"+name+"-key.pem")
+	if name != "" {
+		cert, key = auth.DevCerts{Dir: sc.certs}.ClientFiles(name) // made with --clients admin,...: admin is client.pem
 	}
 	tc, err := auth.ClientConfig(filepath.Join(sc.certs, auth.CAFile), cert, key)
 	if err != nil {

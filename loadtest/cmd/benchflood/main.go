@@ -94,8 +94,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	certs := filepath.Join(dir, "certs")
-	if err := (auth.DevCerts{Dir: certs, Clients: []string{"root", "worker", "flooder"}}).Generate(); err != nil {
+	certs := auth.DevCerts{Dir: filepath.Join(dir, "certs"), Clients: []string{"root", "worker", "flooder"}}
+	if err := certs.Generate(); err != nil {
 		return err
 	}
 	polFile := filepath.Join(dir, "policy.yaml")
@@ -104,7 +104,7 @@ func run(ctx context.Context, o options) error {
 	}
 	adminAddr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", o.port+250+i) }
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Shards: o.shards, BasePort: o.port,
-		TLSDir: certs, Args: []string{"--auth-config", polFile, "--log-level", "warn"},
+		TLSDir: certs.Dir, Args: []string{"--auth-config", polFile, "--log-level", "warn"},
 		NodeArgs: func(i int) []string { return []string{"--admin", adminAddr(i)} }})
 	if err != nil {
 		return err
@@ -129,21 +129,18 @@ func run(ctx context.Context, o options) error {
 
 type bench struct {
 	o         options
-	certs     string
+	certs     auth.DevCerts
 	endpoints []string
 	admin     string
 	worker    *client.Client
 }
 
 func (b *bench) tlsAs(identity string) *tls.Config {
-	cert, key := filepath.Join(b.certs, "client-"+identity+".pem"), filepath.Join(b.certs, "client-"+identity+"-key.pem")
-	if identity == "root" {
-		cert, key = filepath.Join(b.certs, auth.ClientCert), filepath.Join(b.certs, auth.ClientKeyFile)
+	cert, key := "", ""
+	if identity != "" {
+		cert, key = b.certs.ClientFiles(identity)
 	}
-	if identity == "" {
-		cert, key = "", ""
-	}
-	tc, err := auth.ClientConfig(filepath.Join(b.certs, auth.CAFile), cert, key)
+	tc, err := auth.ClientConfig(filepath.Join(b.certs.Dir, auth.CAFile), cert, key)
 	if err != nil {
 		panic(err) // the files were just written
 	}
