@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -79,15 +80,47 @@ func strs(v any) []string {
 // start.
 func serveConfig(t *testing.T, args []string) node.Config {
 	t.Helper()
-	var got *node.Config
-	cmd := newServeCmd(func(cfg node.Config, _ fileConfig, _ *serveSecurity) error { got = &cfg; return nil })
+	cfg, err := tryServeConfig(args)
+	if err != nil {
+		t.Fatalf("warden serve %s: %v", strings.Join(args, " "), err)
+	}
+	return cfg
+}
+
+func tryServeConfig(args []string) (node.Config, error) {
+	var got node.Config
+	cmd := newServeCmd(func(cfg node.Config, _ fileConfig, _ *serveSecurity) error { got = cfg; return nil })
 	cmd.SetArgs(args)
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("warden %s: %v", strings.Join(args, " "), err)
+	return got, cmd.Execute()
+}
+
+// TestServeAdminFlags: the admin port's flags and config keys reach the
+// node config; bad values are refused.
+func TestServeAdminFlags(t *testing.T) {
+	cfg := serveConfig(t, []string{"--plaintext", "--admin", "127.0.0.1:0", "--admin-max-conns-per-addr", "8",
+		"--admin-max-conns", "-1", "--admin-header-timeout", "2s", "--admin-idle-timeout", "90s", "--advertise", "node-1.example:7070"})
+	want := admin.Limits{MaxConnsPerAddr: 8, MaxConns: -1, HeaderTimeout: 2 * time.Second, IdleTimeout: 90 * time.Second}
+	if cfg.AdminLimits != want || cfg.AdminPlaintextAnywhere || cfg.ClientAdvertise != "node-1.example:7070" {
+		t.Errorf("limits %+v, plaintext anywhere %v, advertise %q", cfg.AdminLimits, cfg.AdminPlaintextAnywhere, cfg.ClientAdvertise)
 	}
-	return *got
+	file := filepath.Join(t.TempDir(), "warden.yaml")
+	os.WriteFile(file, []byte("admin: 10.0.0.1:7270\ninsecure-plaintext-admin: true\nadmin-max-conns: 7\nadmin-header-timeout: 3s\n"), 0o644)
+	cfg = serveConfig(t, []string{"--plaintext", "--config", file})
+	if !cfg.AdminPlaintextAnywhere || cfg.AdminLimits.MaxConns != 7 || cfg.AdminLimits.HeaderTimeout != 3*time.Second ||
+		cfg.AdminLimits.MaxConnsPerAddr != admin.DefaultLimits.MaxConnsPerAddr {
+		t.Errorf("from the config file: plaintext anywhere %v, limits %+v", cfg.AdminPlaintextAnywhere, cfg.AdminLimits)
+	}
+	for _, bad := range [][]string{
+		{"--admin-header-timeout", "0s"},
+		{"--admin-idle-timeout", "soon"},
+		{"--advertise", "no-port"},
+	} {
+		if _, err := tryServeConfig(append([]string{"--plaintext"}, bad...)); err == nil {
+			t.Errorf("warden serve %v: no error", bad)
+		}
+	}
 }
 
 // TestKubernetesManifest: ops/k8s/warden.yaml parses; its nodes' arguments
