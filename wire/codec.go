@@ -2,8 +2,11 @@ package wire
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // Request and Response are encoded as msgpack maps from small integer field
@@ -372,13 +375,64 @@ func decodeList[T any](dec *msgpack.Decoder, out *[]T) error {
 		return fmt.Errorf("list of %d elements exceeds the limit of %d", n, MaxListLen)
 	}
 	list := make([]T, 0, min(n, 64))
+	known := recordFields(reflect.TypeFor[T]())
 	for i := 0; i < n; i++ {
 		var v T
-		if err := dec.Decode(&v); err != nil {
+		if err := decodeElem(dec, &v, known); err != nil {
 			return err
 		}
 		list = append(list, v)
 	}
 	*out = list
 	return nil
+}
+
+// decodeElem decodes one list element. A record (an as_array struct of
+// known fields) written by a newer peer may carry more elements than this
+// version knows: they are skipped (docs/protocol.md §3.3), where the
+// library alone refuses any count but its own.
+func decodeElem(dec *msgpack.Decoder, v any, known int) error {
+	if known == 0 {
+		return dec.Decode(v)
+	}
+	c, err := dec.PeekCode()
+	if err != nil {
+		return err
+	}
+	if msgpcode.IsFixedArray(c) && int(c&0x0f) <= known {
+		return dec.Decode(v)
+	}
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return nil
+	}
+	keep := min(n, known)
+	b := AppendArrayLen(nil, keep)
+	for i := 0; i < n; i++ {
+		if i >= keep {
+			if err := dec.Skip(); err != nil {
+				return err
+			}
+			continue
+		}
+		raw, err := dec.DecodeRaw()
+		if err != nil {
+			return err
+		}
+		b = append(b, raw...)
+	}
+	return msgpack.Unmarshal(b, v)
+}
+
+// recordFields is the number of fields of an as_array struct type (0 for
+// any other type).
+func recordFields(t reflect.Type) int {
+	if t.Kind() != reflect.Struct || t.NumField() == 0 || t.Field(0).Name != "_msgpack" ||
+		!strings.Contains(t.Field(0).Tag.Get("msgpack"), "as_array") {
+		return 0
+	}
+	return t.NumField() - 1
 }
