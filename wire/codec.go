@@ -399,8 +399,9 @@ func decodeElem(dec *msgpack.Decoder, v any, known int) error {
 	if err != nil {
 		return err
 	}
-	if msgpcode.IsFixedArray(c) && int(c&0x0f) <= known {
-		return dec.Decode(v)
+	longer := msgpcode.IsFixedArray(c) && int(c&0x0f) > known || c == msgpcode.Array16 || c == msgpcode.Array32
+	if !longer {
+		return dec.Decode(v) // the record's own length, or another form the library reads (a map, nil)
 	}
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
