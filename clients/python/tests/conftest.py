@@ -155,6 +155,7 @@ class Proxy:
         self._open = threading.Event()
         self._open.set()
         self._closed = False
+        self.drop_answers = False  # forward requests, discard what the server sends back
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -181,16 +182,28 @@ class Proxy:
             c.close()
             return
         self._socks.append(u)
-        for a, b in ((c, u), (u, c)):
-            threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+        for a, b, answers in ((c, u, False), (u, c, True)):
+            threading.Thread(target=self._pump, args=(a, b, answers), daemon=True).start()
 
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+    def sever(self) -> None:
+        """Closes every connection made so far (new ones are served)."""
+        socks, self._socks = self._socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def _pump(self, a: socket.socket, b: socket.socket, answers: bool) -> None:
         try:
             while True:
                 data = a.recv(65536)
                 self._open.wait()
                 if not data:
                     break
+                if answers and self.drop_answers:
+                    continue
                 b.sendall(data)
         except OSError:
             pass

@@ -297,3 +297,52 @@ def test_typed_errors(client):
     with pytest.raises(warden.InvalidArgument):
         client.session(ttl=0.5).lock("/locks/x").acquire(timeout=0)
     assert warden.is_retryable(warden.Unavailable("x")) and not warden.is_retryable(warden.Conflict("x"))
+
+
+def _wait_for(check, timeout: float = 30):
+    end_at = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < end_at, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_retries_after_lost_answers_apply_once(cluster, client):
+    """Answers lost on a connection that then breaks: the client sends the
+    same requests again, with the same Seq, on a new connection, and gets the
+    first outcome: the put's version stays 1, the lock has one hold."""
+    proxy = Proxy(cluster.addrs[1])
+    try:
+        with warden.Client(proxy.addr, direct_routing=False, attempt_timeout=30, pool_size=1) as c, \
+                c.session(ttl=10) as s:  # one connection, open before answers are dropped
+            proxy.drop_answers = True
+            done = []
+            t = threading.Thread(target=lambda: done.append(c.put("/kv/once/x", "1")))
+            t.start()
+            _wait_for(lambda: client.get("/kv/once/x") is not None)  # applied, answer dropped
+            proxy.drop_answers = False
+            proxy.sever()
+            t.join(30)
+            assert done == [1] and client.get("/kv/once/x").version == 1
+
+            lock = s.lock("/locks/once/x")
+            proxy.drop_answers = True
+            t = threading.Thread(target=lock.acquire)
+            t.start()
+            _wait_for(lambda: client.lock_info("/locks/once/x").holders if _exists(client, "/locks/once/x") else [])
+            proxy.drop_answers = False
+            proxy.sever()
+            t.join(30)
+            holders = client.lock_info("/locks/once/x").holders
+            assert lock.held and lock.count == 1
+            assert [(h.token, h.count) for h in holders] == [(lock.token, 1)]
+            lock.release()
+    finally:
+        proxy.close()
+
+
+def _exists(client, path) -> bool:
+    try:
+        client.lock_info(path)
+        return True
+    except warden.NotFound:
+        return False

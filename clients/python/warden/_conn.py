@@ -155,9 +155,12 @@ class Connection:
             self.hello = self._handshake(token, client_id)
             sock.settimeout(None)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        except WardenError:  # the service's answer (some codes are OSError subclasses too)
+            sock.close()
+            raise
         except ssl.SSLError as e:
             sock.close()
-            raise WardenError(f"TLS handshake with {addr}: {e}", code=wire.Code.UNAUTHORIZED) from None
+            raise error_for(wire.Code.UNAUTHORIZED, f"TLS handshake with {addr}: {e}") from None
         except (OSError, wire.DecodeError) as e:
             sock.close()
             raise Broken(f"handshake with {addr}: {e}") from None
