@@ -12,7 +12,9 @@ UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./cli
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
-.PHONY: all build run test test-unit test-cluster test-pg vet bench bench-cluster bench-load bench-flood bench-peers bench-scaling fuzz clean deps chaos chaos-short test-chaos-short
+PYTHON    ?= /usr/bin/python3
+
+.PHONY: all build run test test-unit test-cluster test-pg test-python vet bench bench-cluster bench-load bench-flood bench-peers bench-scaling fuzz clean deps chaos chaos-short test-chaos-short
 
 all: build
 
@@ -30,7 +32,7 @@ vet: deps
 	$(GO) vet $(PKGS)
 
 # chromium first: test-unit runs admin/'s status-page test (it skips without one).
-test: vet chromium test-unit test-cluster test-pg test-chaos-short
+test: vet chromium test-unit test-cluster test-pg test-python test-chaos-short
 
 # The peer drivers live in their own module (loadtest/peers, so the main
 # module does not depend on etcd's, ZooKeeper's and Redis's clients); their
@@ -57,6 +59,18 @@ chaos: deps
 # (installed from Debian when missing, started on 127.0.0.1, removed after).
 test-pg: deps
 	./scripts/with-postgres.sh $(GO) test -count=1 -timeout 5m ./fence/
+
+# The Python client (clients/python) against `warden serve` processes its
+# pytest fixtures start from bin/warden, with the Go CLI as the other
+# client. Runs under Debian's interpreter; installs python3-msgpack,
+# python3-pytest and python3-pip (for the offline install test) when missing.
+test-python: build
+	@$(PYTHON) -c 'import msgpack, pytest, pip' 2>/dev/null || { \
+		echo "test-python: installing python3-msgpack python3-pytest python3-pip (Debian packages)" >&2; \
+		if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq python3-msgpack python3-pytest python3-pip >/dev/null; }
+	WARDEN_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider clients/python/tests
 
 bench: deps
 	@mkdir -p $(BENCH_OUT)
