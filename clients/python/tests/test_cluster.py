@@ -346,3 +346,40 @@ def _exists(client, path) -> bool:
         return True
     except warden.NotFound:
         return False
+
+
+def test_giving_up_a_wait_never_leaves_a_hold(client):
+    """Withdrawing a parked acquire (what a caller that gives up does): a wait
+    still queued is cancelled; one granted meanwhile is given back, so
+    nothing stays held by a caller that gave up."""
+    from warden import wire
+    path = "/locks/giveup/x"
+    with client.session(ttl=10) as s:
+        holder = s.lock(path)
+        holder.acquire()
+        released = []
+
+        def park(owner: str):
+            req = s._fields(wire.Request(op=wire.Op.ACQUIRE, path=path, owner=owner, wait=wire.WAIT_FOREVER))
+            req.client, req.seq = client.id, client._seqs.take()
+            conn, _ = client._conn_for(path, time.monotonic() + 5)
+            call = conn.send(req)
+            _wait_for(lambda: any(w.owner == owner for w in client.lock_info(path).waiters))
+            return req, call
+
+        def give_back(owner):
+            return lambda token: released.append(client.release(path, token, lease=s.lease, owner=owner))
+
+        req, call = park("queued")
+        assert client._withdraw(req, give_back("queued"))
+        assert call.wait(10).code == wire.Code.CANCELLED
+        assert not client.lock_info(path).waiters and released == []
+
+        req, call = park("granted")
+        holder.release()
+        granted = call.wait(10)
+        assert granted.code == wire.Code.OK and granted.token > holder.token
+        assert client._withdraw(req, give_back("granted"))
+        assert released == [0]
+        with pytest.raises(warden.NotFound):
+            client.lock_info(path)
