@@ -13,6 +13,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Language-neutral wire vectors: testdata/vectors/*.json hold frames as
@@ -493,9 +495,9 @@ func TestVectors(t *testing.T) {
 					t.Fatalf("ReadFrame: %v", err)
 				}
 				if isReq {
-					checkRequestVector(t, v, body)
+					checkVector(t, v, body, requestCodec)
 				} else {
-					checkResponseVector(t, v, body)
+					checkVector(t, v, body, responseCodec)
 				}
 			})
 		}
@@ -515,75 +517,50 @@ func TestVectors(t *testing.T) {
 	}
 }
 
-func checkRequestVector(t *testing.T, v vectorEntry, body []byte) {
-	var want Request
+// vectorCodec is one message type's encoders and decoders, which must all
+// agree with the vectors.
+type vectorCodec[M any] struct {
+	appendTo func([]byte, *M) []byte
+	decode   func([]byte, *M) error
+	read     func(*Reader, *M) bool
+	// readsCanonical: whether the hand-written Reader must take m's canonical encoding.
+	readsCanonical func(m *M) bool
+}
+
+var (
+	requestCodec = vectorCodec[Request]{AppendRequest, DecodeRequest, (*Reader).Request,
+		func(*Request) bool { return true }}
+	responseCodec = vectorCodec[Response]{AppendResponse, DecodeResponse, (*Reader).Response,
+		(*Response).hasHandWrittenForm}
+)
+
+func checkVector[M any](t *testing.T, v vectorEntry, body []byte, c vectorCodec[M]) {
+	var want M
 	fromJSON(t, v.Fields, reflect.ValueOf(&want).Elem())
 	if !v.DecodeOnly {
-		if got := AppendRequest(nil, &want); !bytes.Equal(got, body) {
+		if got := c.appendTo(nil, &want); !bytes.Equal(got, body) {
 			t.Fatalf("hand-written encoder:\n got %x\nwant %x", got, body)
 		}
-		if got := libraryEncode(t, &want); !bytes.Equal(got, body) {
+		if got := libraryEncode(t, any(&want).(msgpack.CustomEncoder)); !bytes.Equal(got, body) {
 			t.Fatalf("library encoder:\n got %x\nwant %x", got, body)
 		}
 	}
-	var lib, fast Request
-	if err := decode(body, &lib); err != nil {
+	var lib, fast, rd M
+	if err := decode(body, any(&lib).(msgpack.CustomDecoder)); err != nil {
 		t.Fatalf("library decoder: %v", err)
 	}
 	if !reflect.DeepEqual(lib, want) {
 		t.Fatalf("library decoder:\n got %+v\nwant %+v", lib, want)
 	}
-	if err := DecodeRequest(body, &fast); err != nil || !reflect.DeepEqual(fast, want) {
-		t.Fatalf("DecodeRequest: %v\n got %+v\nwant %+v", err, fast, want)
+	if err := c.decode(body, &fast); err != nil || !reflect.DeepEqual(fast, want) {
+		t.Fatalf("fast decoder: %v\n got %+v\nwant %+v", err, fast, want)
 	}
-	var rd Request
 	r := NewReader(body, false)
-	if r.Request(&rd) && r.Len() == 0 && !reflect.DeepEqual(rd, want) {
+	took := c.read(&r, &rd) && r.Len() == 0
+	if took && !reflect.DeepEqual(rd, want) {
 		t.Fatalf("hand-written Reader:\n got %+v\nwant %+v", rd, want)
 	}
-	if !v.DecodeOnly && !readerTakesRequest(body) {
+	if !took && !v.DecodeOnly && c.readsCanonical(&want) {
 		t.Fatalf("the hand-written Reader refused the canonical encoding")
 	}
-}
-
-func checkResponseVector(t *testing.T, v vectorEntry, body []byte) {
-	var want Response
-	fromJSON(t, v.Fields, reflect.ValueOf(&want).Elem())
-	if !v.DecodeOnly {
-		if got := AppendResponse(nil, &want); !bytes.Equal(got, body) {
-			t.Fatalf("hand-written encoder:\n got %x\nwant %x", got, body)
-		}
-		if got := libraryEncode(t, &want); !bytes.Equal(got, body) {
-			t.Fatalf("library encoder:\n got %x\nwant %x", got, body)
-		}
-	}
-	var lib, fast Response
-	if err := decode(body, &lib); err != nil {
-		t.Fatalf("library decoder: %v", err)
-	}
-	if !reflect.DeepEqual(lib, want) {
-		t.Fatalf("library decoder:\n got %+v\nwant %+v", lib, want)
-	}
-	if err := DecodeResponse(body, &fast); err != nil || !reflect.DeepEqual(fast, want) {
-		t.Fatalf("DecodeResponse: %v\n got %+v\nwant %+v", err, fast, want)
-	}
-	var rd Response
-	r := NewReader(body, false)
-	if r.Response(&rd) && r.Len() == 0 && !reflect.DeepEqual(rd, want) {
-		t.Fatalf("hand-written Reader:\n got %+v\nwant %+v", rd, want)
-	}
-	if !v.DecodeOnly && want.hasHandWrittenForm() {
-		r := NewReader(body, false)
-		var again Response
-		if !r.Response(&again) || r.Len() != 0 {
-			t.Fatalf("the hand-written Reader refused the canonical encoding")
-		}
-	}
-}
-
-// readerTakesRequest reports whether the hand-written Reader takes all of body as a request.
-func readerTakesRequest(body []byte) bool {
-	var q Request
-	r := NewReader(body, false)
-	return r.Request(&q) && r.Len() == 0
 }
