@@ -139,7 +139,6 @@ class Connection:
         self._next_id = 1
         self._closed = False
         self.broken_reason = ""
-        self.on_close: list[Callable[["Connection"], None]] = []
         host, _, port = addr.rpartition(":")
         host = host.strip("[]")
         deadline = time.monotonic() + connect_timeout
@@ -283,8 +282,6 @@ class Connection:
             call.complete(err=err)
         for handler in streams.values():
             handler(None)  # the stream ended with its connection
-        for cb in self.on_close:
-            cb(self)
 
     def close(self) -> None:
         self._break("connection closed by the client")
