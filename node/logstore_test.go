@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -11,17 +10,13 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
-	"github.com/wardenlock/warden/shard"
 )
 
-// TestWALStoreKeepsLocksThroughSnapshotsAndRestart runs a cluster on
-// Warden's own Raft log store with snapshots every few entries, so that the
-// engine saves snapshots, compacts the log and the store drops segments;
-// then restarts every node. A data dir keeps the store it was created
-// with: asking for the other one is refused with ErrLogStoreMismatch.
+// TestWALStoreKeepsLocksThroughSnapshotsAndRestart runs a cluster with
+// snapshots every few entries, so that the engine saves snapshots, compacts
+// the log and the Raft log store drops segments; then restarts every node.
 func TestWALStoreKeepsLocksThroughSnapshotsAndRestart(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) {
-		cfg.LogStore = shard.LogStoreWAL
 		cfg.SnapshotEntries = 20
 	}})
 	ctx := ctxT(t, 120*time.Second)
@@ -47,16 +42,7 @@ func TestWALStoreKeepsLocksThroughSnapshotsAndRestart(t *testing.T) {
 			t.Fatalf("node %d: no wardenwal dir under %s", i+1, cfg.DataDir)
 		}
 	}
-	wrong := c.Cfgs[0]
-	wrong.LogStore = shard.LogStorePebble
-	if n, err := node.Start(wrong); !errors.Is(err, shard.ErrLogStoreMismatch) {
-		if n != nil {
-			n.Close()
-		}
-		t.Fatalf("pebble on a wal data dir: got %v, want ErrLogStoreMismatch", err)
-	}
 	for i := range c.Cfgs {
-		c.Cfgs[i].LogStore = "" // the data dir's own
 		c.StartNode(i)
 	}
 	c.WaitReady(60 * time.Second)

@@ -55,9 +55,6 @@ type Config struct {
 	// one). Each steps its share of the node's shards in one pass and waits
 	// for that pass's WAL sync.
 	StepWorkers uint64
-	// LogStore is the Raft log store, shard.LogStoreWAL or
-	// shard.LogStorePebble ("": the data dir's, or the default for a new one).
-	LogStore string
 
 	// Security (security.go). TLS nil = plaintext on the client, Raft and
 	// admin ports; otherwise TLS 1.3 on all three, mutual TLS for Raft.
@@ -188,7 +185,7 @@ func Start(cfg Config) (*Node, error) {
 		StepWorkers: cfg.StepWorkers, SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
-		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas, LogStore: cfg.LogStore,
+		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas,
 	})
 	if err != nil {
 		ln.Close()

@@ -50,13 +50,8 @@ type HostConfig struct {
 	// on this node; stop is closed when the host is closing.
 	MoveHook func(move uint64, step placement.RangeStep, stop <-chan struct{})
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
-	LogDBShards  uint64 // write-ahead logs per node (default 1)
 	StepWorkers  uint64 // Raft step and commit workers (0: the data dir's, or DefaultStepWorkers for a new dir)
 	ApplyWorkers uint64 // state machine apply workers (default 4)
-	// LogStore is the Raft log store: LogStoreWAL or LogStorePebble; ""
-	// keeps the data dir's, or DefaultLogStore for a new dir
-	// (LogStoreFromEnv in tests). Fixed when a data dir is created.
-	LogStore string
 
 	SM    statemachine.Config
 	Shard Config
@@ -131,14 +126,8 @@ func (c *HostConfig) fill() error {
 		// One election timeout (elections are randomized in [E, 2E) ticks).
 		c.Shard.LeaseAllowance = time.Duration(c.ElectionRTT) * c.RTT
 	}
-	if c.LogDBShards == 0 {
-		c.LogDBShards = 1
-	}
 	if c.ApplyWorkers == 0 {
 		c.ApplyWorkers = 4
-	}
-	if c.LogStore == "" {
-		c.LogStore = LogStoreFromEnv()
 	}
 	if c.SnapshotEntries == 0 {
 		c.SnapshotEntries = DefaultSnapshotEntries
@@ -198,7 +187,7 @@ type Host struct {
 	rangeMoves     atomic.Uint64
 	forward        atomic.Pointer[Forwarder] // set by the router: reaches shards with no local replica
 	slots          chan struct{}             // entries in flight on this node, all shards (Config.NodeInflight; nil: no bound)
-	walStats       *raftwal.Stats            // the wal log store's syncs (nil with pebble)
+	walStats       *raftwal.Stats            // the Raft log store's syncs and rotations
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -223,27 +212,23 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := resolveLogStore(cfg.DataDir, cfg.LogStore)
-	if err != nil {
-		return nil, err
-	}
-	h.cfg.LogStore = store
 	if h.cfg.StepWorkers, err = resolveStepWorkers(cfg.DataDir, cfg.StepWorkers); err != nil {
 		return nil, err
 	}
 	cfg.StepWorkers = h.cfg.StepWorkers
 	expert := config.GetDefaultExpertConfig()
+	// The Raft log is Warden's own store (internal/raftwal): one log per
+	// node. dragonboat still records its LogDB settings among the data
+	// dir's hard settings, so they stay fixed at one small shard.
+	h.walStats = &raftwal.Stats{}
+	expert.LogDBFactory = countingLogDBFactory{raftwal.Factory{Options: raftwal.Options{Stats: h.walStats}}}
 	expert.LogDB = config.GetTinyMemLogDBConfig()
-	if store == LogStoreWAL {
-		h.walStats = &raftwal.Stats{}
-	}
-	expert.LogDBFactory = logDBFactory(store, h.walStats)
-	// One write-ahead log per node, and few step workers: each worker saves
-	// the Raft updates of all its shards in one batch and one fsync, so a
-	// node group-commits across shards. With dragonboat's defaults (16
-	// LogDB shards, 16 step workers) every shard syncs its own small
-	// batches and throughput falls as shards are added.
-	expert.LogDB.Shards = cfg.LogDBShards
+	expert.LogDB.Shards = 1
+	// Few step workers: each worker saves the Raft updates of all its
+	// shards in one call and at most one fdatasync, so a node
+	// group-commits across shards. With dragonboat's default (16 step
+	// workers) every shard syncs its own small batches and throughput
+	// falls as shards are added.
 	expert.Engine.ExecShards = cfg.StepWorkers
 	expert.Engine.CommitShards = cfg.StepWorkers
 	expert.Engine.ApplyShards = cfg.ApplyWorkers
@@ -295,6 +280,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	go func() { defer h.wg.Done(); h.lessorLoop() }()
 	return h, nil
 }
+
+// WALStats returns the node's Raft log store statistics (segment syncs and
+// rotations).
+func (h *Host) WALStats() *raftwal.Stats { return h.walStats }
 
 // bootstrap starts the replicas of a new cluster: the meta group and every
 // data shard on every initial member, replica id = node id.

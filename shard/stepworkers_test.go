@@ -55,3 +55,9 @@ func writeSW(t *testing.T, dir, s string) {
 		t.Fatal(err)
 	}
 }
+
+func mkRaft(t *testing.T, dir string) {
+	if err := os.MkdirAll(filepath.Join(dir, "raft", "host"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}

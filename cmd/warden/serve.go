@@ -19,7 +19,6 @@ import (
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/router"
-	"github.com/wardenlock/warden/shard"
 )
 
 // fileConfig is the YAML config file; flags override it.
@@ -52,7 +51,6 @@ type fileConfig struct {
 	EntryLinger     string   `yaml:"entry-linger"`
 	QueueHold       string   `yaml:"queue-hold"`
 	StepWorkers     int      `yaml:"step-workers"`
-	LogStore        string   `yaml:"log-store"`
 
 	Advertise string `yaml:"advertise"` // client address others dial ("": the bound --listen address)
 
@@ -138,7 +136,6 @@ func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) er
 	f.BoolVar(&fc.NoLeaderBalance, "no-leader-balance", false, "leave shard leaders where elections and warden shards transfer put them (every node: the meta leader balances)")
 	f.IntVar(&fc.MaxBatchOps, "max-batch-ops", 0, "client operations per Raft entry, per shard leader (0: 2048)")
 	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
-	f.StringVar(&fc.LogStore, "log-store", "", "Raft log store of a new data dir: wal (the default: Warden's own log, one write and at most one fdatasync per Raft round, none for a commit-only change) or pebble (dragonboat's LogDB). An existing data dir keeps its store; asking for the other one is an error")
 	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica pauses its applies while it encodes one in memory, and keeps and replays up to 1.25× this many entries")
 	f.IntVar(&fc.NodeInflight, "node-inflight-entries", 0, "> 0: Raft entries all of the node's shard leaders have in flight together before a new one waits (up to --entry-linger) and gathers more operations (0: no bound)")
 	f.IntVar(&fc.StepWorkers, "step-workers", 0, "Raft step workers per node, fixed when the data dir is created (0: the data dir's, 1 for a new one); each steps its share of the node's shards in one pass with one WAL sync and one message batch per peer: 1 batches every shard together, 2 or more let one shard's sync overlap another's")
@@ -215,7 +212,6 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("entry-linger", func() { fc.EntryLinger = pickS(fromFile.EntryLinger, fc.EntryLinger) })
 	set("queue-hold", func() { fc.QueueHold = pickS(fromFile.QueueHold, fc.QueueHold) })
 	set("step-workers", func() { fc.StepWorkers = int(pick(uint64(fromFile.StepWorkers), uint64(fc.StepWorkers))) })
-	set("log-store", func() { fc.LogStore = pickS(fromFile.LogStore, fc.LogStore) })
 	return nil
 }
 
@@ -253,10 +249,6 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
 	cfg.NoLeaderBalance = fc.NoLeaderBalance
 	cfg.SnapshotEntries = fc.SnapshotEntries
-	if err := shard.CheckLogStore(fc.LogStore); err != nil {
-		return cfg, err
-	}
-	cfg.LogStore = fc.LogStore
 	if fc.MaxBatchOps < 0 || fc.MaxInflight < 0 {
 		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
 	}

@@ -35,7 +35,6 @@ func TestServeBatchKnobs(t *testing.T) {
 		{name: "bad queue hold", in: fileConfig{QueueHold: "brief"}, wantErr: "queue-hold"},
 		{name: "bad linger", in: fileConfig{EntryLinger: "soon"}, wantErr: "entry-linger"},
 		{name: "zero linger", in: fileConfig{EntryLinger: "0s"}, wantErr: "entry-linger"},
-		{name: "unknown log store", in: fileConfig{LogStore: "rocksdb"}, wantErr: "log store \"rocksdb\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.ID, tc.in.Raft = 1, "127.0.0.1:7170"
