@@ -24,8 +24,6 @@ import (
 //	                     history, for watches and audit queries
 //	'm' shard          → lowest revision still kept (after retention)
 //	'v'                → the store's format (storeFormat)
-//	'w'                → present after an older store was wiped: a shard
-//	                     with no history yet starts it at its first batch
 //
 // Every replica applies the same log, so every node records the same
 // events (grouped into values as its writer happened to take them); a
@@ -119,7 +117,6 @@ type Store struct {
 	mu     sync.Mutex
 	oldest map[uint64]uint64 // shard → lowest rev kept (0 = from the start)
 	newest map[uint64]uint64 // shard → highest rev written
-	wiped  bool              // an older store was wiped: see key 'w'
 
 	dropped atomic.Uint64
 	written atomic.Uint64
@@ -174,9 +171,7 @@ func (l quietLogger) Infof(string, ...any)              {}
 func (l quietLogger) Fatalf(format string, args ...any) { l.log.Error(fmt.Sprintf(format, args...)) }
 
 // Open opens (or creates) the store in o.Dir and starts its writer. A store
-// written by an older version (one key per event, format 1) is wiped, with
-// a log line: its history is lost, and watches resuming from before the
-// wipe are told Compacted.
+// of another format is refused (ErrFormat).
 func Open(o Options) (*Store, error) {
 	o.fill()
 	cache := pebble.NewCache(8 << 20)
@@ -242,46 +237,29 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
-// checkFormat stamps a new store with storeFormat and wipes one of an
-// older format.
+// ErrFormat: the store's directory holds a store of another format.
+var ErrFormat = errors.New("audit: the store has another format")
+
+// checkFormat stamps a new store with storeFormat and refuses one of
+// another format.
 func (s *Store) checkFormat() error {
 	v, closer, err := s.db.Get([]byte{'v'})
 	if err == nil {
 		ok := len(v) == 1 && v[0] == storeFormat
 		closer.Close()
-		if ok {
-			_, closer, err := s.db.Get([]byte{'w'})
-			if err == nil {
-				closer.Close()
-				s.wiped = true
-			}
-			return nil
+		if !ok {
+			return fmt.Errorf("%w: %x in %s, this build reads %d", ErrFormat, v, s.o.Dir, storeFormat)
 		}
-	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("audit: %w", err)
 	}
-	it := s.db.NewIter(nil)
-	empty := !it.First()
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	b := s.db.NewBatch()
-	defer b.Close()
-	if !empty {
-		s.o.Log.Warn("audit store has an older format: wiped (its history is lost)", "dir", s.o.Dir)
-		b.DeleteRange([]byte{0}, []byte{0xff}, nil)
-		b.Set([]byte{'w'}, nil, nil)
-		s.wiped = true
-	}
-	b.Set([]byte{'v'}, []byte{storeFormat}, nil)
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := s.db.Set([]byte{'v'}, []byte{storeFormat}, pebble.NoSync); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	if err := s.db.Flush(); err != nil {
 		return fmt.Errorf("audit: %w", err)
-	}
-	if !empty {
-		return s.db.Compact([]byte{0}, []byte{0xff}, true)
 	}
 	return nil
 }
@@ -544,11 +522,6 @@ func (s *Store) write(st *stage, runs []*run) {
 		copy(op.Key, appendBatchKey(key[:0], shard, r.first))
 		copy(op.Value[copy(op.Value, h):], r.body)
 		op.Finish()
-		if s.wiped && s.newest[shard] == 0 && s.oldest[shard] == 0 {
-			// History before the wipe is gone: say where it starts.
-			s.oldest[shard] = r.first
-			b.Set(markKey(shard), binary.BigEndian.AppendUint64(nil, r.first), nil)
-		}
 		s.newest[shard] = max(s.newest[shard], r.last)
 		s.pendingEvents += uint64(r.n)
 		entries += r.entries

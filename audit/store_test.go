@@ -218,32 +218,23 @@ func TestHistoryAcrossBatches(t *testing.T) {
 	}
 }
 
-func TestOlderFormatIsWipedAndResumesCompacted(t *testing.T) {
+// A directory holding a store of another format is refused with
+// ErrFormat, not read as this one.
+func TestOtherFormatIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	db, err := pebble.Open(dir, &pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A format-1 store: one 'h' key per event (and index keys).
-	db.Set(append([]byte{'h'}, make([]byte, 16)...), []byte{1}, nil)
+	if err := db.Set([]byte{'v'}, []byte{storeFormat + 1}, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
 	db.Close()
-	s := open(t, Options{Dir: dir})
-	if s.Newest(2) != 0 {
-		t.Fatal("old history survived")
-	}
-	s.Record(2, []wire.Event{ev(2, 50, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
-	s.Sync()
-	var we *wire.Error
-	if _, err := s.History(2, 10, 50, 0); !errors.As(err, &we) || we.Code != wire.Compacted {
-		t.Fatalf("history from before the wipe: %v", err)
-	}
-	s.Close()
-	s = open(t, Options{Dir: dir}) // reopened: not wiped again, the floor stays
-	if evs, err := s.History(2, 50, 50, 0); err != nil || len(evs) != 1 {
-		t.Fatalf("history after reopening: %d %v", len(evs), err)
-	}
-	if _, err := s.History(2, 10, 50, 0); !errors.As(err, &we) || we.Code != wire.Compacted {
-		t.Fatalf("history from before the wipe, reopened: %v", err)
+	if s, err := Open(Options{Dir: dir}); !errors.Is(err, ErrFormat) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("Open gave %v, want ErrFormat", err)
 	}
 }
 
@@ -299,24 +290,6 @@ func TestDurableRecordsSurviveACrash(t *testing.T) {
 	s = open(t, o)
 	if evs, err := s.History(2, 1, 20, 0); err != nil || len(evs) != 20 {
 		t.Fatalf("history after a clean close: %d events %v", len(evs), err)
-	}
-}
-
-// A store written with a log (before session 10) keeps what only its log
-// held: pebble replays old log files at open even with the log now off.
-func TestStoreWrittenWithALogOpens(t *testing.T) {
-	dir := t.TempDir()
-	db, err := pebble.Open(dir, &pebble.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := []wire.Event{ev(2, 7, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)}
-	db.Set([]byte{'v'}, []byte{storeFormat}, pebble.Sync)
-	db.Set(batchKey(2, 7), appendBatch(nil, e), pebble.NoSync)
-	db.Close() // with a log, pebble leaves the memtable in it
-	s := open(t, Options{Dir: dir})
-	if evs, err := s.History(2, 7, 7, 0); err != nil || len(evs) != 1 || s.Newest(2) != 7 {
-		t.Fatalf("history of a store written with a log: %d events, newest %d, %v", len(evs), s.Newest(2), err)
 	}
 }
 
