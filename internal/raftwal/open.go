@@ -5,7 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/wardenlock/warden/internal/diskfs"
 )
 
 // ErrCorrupt is returned by Open when a segment other than the newest has
@@ -27,21 +30,24 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = DefaultSegmentSize
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if opts.FS == nil {
+		opts.FS = diskfs.Disk
 	}
-	w := &WAL{dir: dir, opts: opts, nodes: make(map[nodeKey]*node),
+	w := &WAL{dir: dir, opts: opts, fs: opts.FS, nodes: make(map[nodeKey]*node),
 		spareReq: make(chan int64, 1), stop: make(chan struct{}), fillerDone: make(chan struct{})}
 	w.syncDone = sync.NewCond(&w.syncMu)
 	if w.stats = opts.Stats; w.stats == nil {
 		w.stats = &Stats{}
 	}
-	// A spare left by an earlier run may hold a checkpoint whose rename
-	// did not happen, or a dead segment's records; it is never reused.
-	if err := removeSpares(dir); err != nil {
+	if err := w.makeDir(); err != nil {
 		return nil, err
 	}
-	nums, err := listSegments(dir)
+	// A spare left by an earlier run may hold a checkpoint whose rename
+	// did not happen, or a dead segment's records; it is never reused.
+	if err := w.removeSpares(); err != nil {
+		return nil, err
+	}
+	nums, err := w.listSegments()
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +60,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		}
 	}
 	for _, num := range nums[:start] {
-		if err := os.Remove(filepath.Join(dir, segName(num))); err != nil {
+		if err := w.fs.Remove(w.path(segName(num))); err != nil {
 			return nil, err
 		}
 	}
@@ -71,7 +77,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		last := i == len(nums)-1
 		var end int64
 		if !last {
-			end = prevEnd(dir, nums[i+1])
+			end = w.prevEnd(nums[i+1])
 		}
 		if err := w.load(num, last, end); err != nil {
 			return nil, err
@@ -80,11 +86,11 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err := w.syncDir(); err != nil {
 		return nil, err
 	}
-	if !opts.NoPrealloc {
-		// The first segment is preallocated too; small, so Open stays quick.
-		if w.spare, err = w.fillSpare(min(firstSpare, opts.SegmentSize), nil, false, nil); err != nil {
-			return nil, err
-		}
+	// The first segment is preallocated too; small, so Open stays quick.
+	// If the spare cannot be made, the segment grows as it is written, as
+	// after any spare that failed.
+	if w.spare, err = w.fillSpare(min(firstSpare, opts.SegmentSize), nil, false, nil); err != nil {
+		w.SpareFailures.Add(1)
 	}
 	w.mu.Lock()
 	err = w.rotate(true)
@@ -106,16 +112,24 @@ func Open(dir string, opts Options) (*WAL, error) {
 	return w, nil
 }
 
+// path names a file of the store.
+func (w *WAL) path(name string) string { return filepath.Join(w.dir, name) }
+
+// makeDir creates the store's directory if it is not there.
+func (w *WAL) makeDir() error {
+	return w.fs.MkdirAll(w.dir, 0o755)
+}
+
 // removeSpares deletes the spares (spare.*) and a growing segment whose
 // checkpoint was not synced (newSegName) an earlier run left.
-func removeSpares(dir string) error {
-	des, err := os.ReadDir(dir)
+func (w *WAL) removeSpares() error {
+	names, err := w.fs.List(w.dir)
 	if err != nil {
 		return err
 	}
-	for _, de := range des {
-		if n := de.Name(); strings.HasPrefix(n, "spare.") || n == newSegName {
-			if err := os.Remove(filepath.Join(dir, n)); err != nil && !os.IsNotExist(err) {
+	for _, n := range names {
+		if strings.HasPrefix(n, "spare.") || n == newSegName {
+			if err := w.fs.Remove(w.path(n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
@@ -126,20 +140,20 @@ func removeSpares(dir string) error {
 // newSegName is a growing segment's name until its checkpoint is synced.
 const newSegName = "segment.new"
 
-func listSegments(dir string) ([]uint64, error) {
-	des, err := os.ReadDir(dir)
+func (w *WAL) listSegments() ([]uint64, error) {
+	names, err := w.fs.List(w.dir)
 	if err != nil {
 		return nil, err
 	}
 	var nums []uint64
-	for _, de := range des {
-		name, found := strings.CutSuffix(de.Name(), ".wal")
+	for _, name := range names {
+		base, found := strings.CutSuffix(name, ".wal")
 		if !found {
 			continue
 		}
-		n, err := strconv.ParseUint(name, 10, 64)
+		n, err := strconv.ParseUint(base, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("raftwal: unexpected file %s in %s", de.Name(), dir)
+			return nil, fmt.Errorf("raftwal: unexpected file %s in %s", name, w.dir)
 		}
 		nums = append(nums, n)
 	}
@@ -148,10 +162,9 @@ func listSegments(dir string) ([]uint64, error) {
 }
 
 // prevEnd reads, from segment num's header, where the records of segment
-// num-1 end (0 if it does not say, or the header is unreadable: then the
-// segment is a rotation that crashed, and load removes it).
-func prevEnd(dir string, num uint64) int64 {
-	f, err := os.Open(filepath.Join(dir, segName(num)))
+// num-1 end (0 if the header cannot be read: load then reports it).
+func (w *WAL) prevEnd(num uint64) int64 {
+	f, err := w.fs.Open(w.path(segName(num)))
 	if err != nil {
 		return 0
 	}
@@ -159,15 +172,28 @@ func prevEnd(dir string, num uint64) int64 {
 	b := make([]byte, 64)
 	n, _ := f.ReadAt(b, 0)
 	b = b[:n]
-	h, end, problem := checkRecord(b, headerSizeV1)
+	h, end, problem := checkRecord(b, segHeaderSize)
 	if problem != "" || h.typ != recSegment {
 		return 0
 	}
-	sh, err := parseSegmentPayload(b[headerSizeV1:end])
+	sh, err := parseSegmentPayload(b[segHeaderSize:end])
 	if err != nil || sh.num != num {
 		return 0
 	}
 	return sh.prevEnd
+}
+
+// readAll reads a whole file.
+func readAll(f diskfs.File) ([]byte, error) {
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, size)
+	if n, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(data)) {
+		return nil, err
+	}
+	return data, nil
 }
 
 // load replays one segment. end, when known (from the next segment's
@@ -176,8 +202,22 @@ func prevEnd(dir string, num uint64) int64 {
 // replayMode), and only the newest segment may end in a torn write; it is
 // cut back to its last whole record.
 func (w *WAL) load(num uint64, last bool, end int64) error {
-	path := filepath.Join(w.dir, segName(num))
-	data, err := os.ReadFile(path)
+	path := w.path(segName(num))
+	f, err := w.fs.Open(path)
+	if err != nil {
+		return err
+	}
+	seg := &segment{num: num, f: f}
+	if err := w.loadFile(seg, path, last, end); err != nil {
+		f.Close()
+		return err
+	}
+	w.segs = append(w.segs, seg)
+	return nil
+}
+
+func (w *WAL) loadFile(seg *segment, path string, last bool, end int64) error {
+	data, err := readAll(seg.f)
 	if err != nil {
 		return err
 	}
@@ -192,29 +232,19 @@ func (w *WAL) load(num uint64, last bool, end int64) error {
 		}
 		data, mode = data[:end], replayWrite
 	}
-	good, err := w.replay(data, num, 0, mode)
+	good, err := w.replay(data, seg.num, 0, mode)
 	if err != nil {
 		return fmt.Errorf("raftwal: %s: %w", path, err)
 	}
-	if good == 0 {
-		// Not even the segment header survived: a rotation that crashed.
-		return os.Remove(path)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
 	if last && good < len(data) {
-		if err := f.Truncate(int64(good)); err != nil {
-			f.Close()
+		if err := seg.f.Truncate(int64(good)); err != nil {
 			return err
 		}
-		if err := fdatasync(f); err != nil {
-			f.Close()
+		if err := seg.f.SyncData(); err != nil {
 			return err
 		}
 	}
-	w.segs = append(w.segs, &segment{num: num, f: f, size: int64(good), head: int64(good)})
+	seg.size, seg.head = int64(good), int64(good)
 	return nil
 }
 
@@ -225,31 +255,29 @@ const (
 	// replayWrite: whole records (just written, or a segment whose end
 	// the next one records); any damage is an error.
 	replayWrite replayMode = iota
-	// replayOlder: a segment before the newest; zeros after its last
-	// record (preallocated space) end it, and in format 2 also stale
-	// bytes (see endOfLog).
+	// replayOlder: a segment before the newest whose end the next one
+	// does not record; zeros after its last record (zero-filled space)
+	// end it, and so do stale bytes (see endOfLog).
 	replayOlder
 	// replayNewest: the newest segment; a torn write at its end also
-	// ends it (format 1: see torn; format 2: see endOfLog).
+	// ends it (see endOfLog).
 	replayNewest
 )
 
 // replay applies the whole records in data, which sits at offset base of
 // segment seg, and returns how many bytes were good. Any damage that mode
-// does not allow is an error. A segment's first record (its header, framed
-// as in format 1) says how the rest is framed; data that does not start
-// the segment is format 2 (only this build's writes are replayed so).
+// does not allow is an error. A segment starts with its header record
+// (framed with segHeaderSize-byte headers); every other record has a
+// headerSize-byte header.
 func (w *WAL) replay(data []byte, seg uint64, base int64, mode replayMode) (int, error) {
-	hsize := headerSize
 	off := 0
 	for off < len(data) {
 		rest := data[off:]
 		at := base + int64(off)
-		hs := hsize
+		hs := headerSize
 		if at == 0 {
-			hs = headerSizeV1
-		}
-		if mode != replayWrite && rest[0] == 0 && allZero(rest) {
+			hs = segHeaderSize
+		} else if mode != replayWrite && rest[0] == 0 && allZero(rest) {
 			return off, nil
 		}
 		h, end, problem := checkRecord(rest, hs)
@@ -257,23 +285,18 @@ func (w *WAL) replay(data []byte, seg uint64, base int64, mode replayMode) (int,
 			problem = fmt.Sprintf("record of segment %d", h.seg)
 		}
 		if problem != "" {
-			switch {
-			case mode == replayWrite:
-			case hs == headerSize:
-				return off, endOfLog(data, seg, base, off, problem)
-			case mode == replayNewest && torn(data, base, off, end):
-				return off, nil
+			if mode == replayWrite || at == 0 {
+				return off, fmt.Errorf("%w: %s at offset %d", errCorrupt, problem, at)
 			}
-			return off, fmt.Errorf("%w: %s at offset %d", errCorrupt, problem, at)
+			return off, endOfLog(data, seg, base, off, problem)
 		}
-		sh, err := w.applyRecord(h.typ, rest[hs:end], seg, at, hs)
-		if err != nil {
+		if err := w.applyRecord(h.typ, rest[hs:end], seg, at, hs); err != nil {
 			return off, fmt.Errorf("%w (offset %d)", err, at)
 		}
-		if at == 0 {
-			hsize = sh.hsize()
-		}
 		off += end
+	}
+	if base == 0 && off == 0 {
+		return 0, fmt.Errorf("%w: segment %d has no header", errCorrupt, seg)
 	}
 	return off, nil
 }
@@ -300,7 +323,7 @@ func checkRecord(rest []byte, hsize int) (header, int, string) {
 	return h, end, ""
 }
 
-// endOfLog decides, in a format-2 segment, whether the record at off that
+// endOfLog decides, in a segment, whether the record at off that
 // is not a whole record of this segment (damaged, or a stale record of an
 // older segment left in a recycled file) is the end of the log (nil) or
 // damage to acknowledged data (an error). It is the end unless a later
@@ -336,74 +359,38 @@ func endOfLog(data []byte, seg uint64, base int64, off int, problem string) erro
 	return nil
 }
 
-// sectorSize is the unit a disk writes whole (or not at all).
-const sectorSize = 512
-
-// torn says whether the damaged record at off (reaching to off+n) in the
-// newest segment of format 1 is a write that did not reach the disk whole,
-// rather than damage to acknowledged data. A write is only acknowledged
-// after an fdatasync that covers it and everything before it, so a torn
-// write is the last one, and what it did not write reads as what was there
-// before: the end of the file, or zeros (preallocated space; format-1
-// segments are never recycled). Two shapes:
-//
-//   - everything after the record is zeros (the write was cut short);
-//   - a disk sector the record touches is zeros from the record's start,
-//     or from the sector's start, to the sector's end (the write's
-//     sectors reached the disk in part, in any order).
-//
-// A bit flip in a record followed by other records matches neither unless
-// the record itself holds a zeroed, sector-aligned 512 bytes.
-func torn(data []byte, base int64, off, n int) bool {
-	end := min(off+n, len(data))
-	if allZero(data[end:]) {
-		return true
+// applyRecord applies one whole record (at offset at, header hs bytes).
+// A segment header is only valid at offset 0, and any other record only
+// after it.
+func (w *WAL) applyRecord(typ byte, payload []byte, seg uint64, at int64, hs int) error {
+	if (typ == recSegment) != (at == 0) {
+		return fmt.Errorf("%w: record of type %d at offset %d of segment %d", errCorrupt, typ, at, seg)
 	}
-	for s := (base + int64(off)) &^ (sectorSize - 1); s < base+int64(end); s += sectorSize {
-		lo := max(int(s-base), off)
-		hi := min(int(s-base)+sectorSize, len(data))
-		if allZero(data[lo:hi]) {
-			return true
-		}
-	}
-	return false
-}
-
-// applyRecord applies one whole record (at offset at, header hs bytes);
-// for a segment header it returns what the header says.
-func (w *WAL) applyRecord(typ byte, payload []byte, seg uint64, at int64, hs int) (segHeader, error) {
 	switch typ {
 	case recSegment:
 		sh, err := parseSegmentPayload(payload)
 		if err != nil {
-			return sh, err
+			return err
 		}
-		if sh.num != seg || at != 0 {
-			return sh, fmt.Errorf("%w: segment header for %d at offset %d of segment %d", errCorrupt, sh.num, at, seg)
+		if sh.num != seg {
+			return fmt.Errorf("%w: segment header for %d in segment %d", errCorrupt, sh.num, seg)
 		}
-		return sh, nil
 	case recNode:
-		if at == 0 {
-			return segHeader{}, fmt.Errorf("%w: segment %d has no header", errCorrupt, seg)
-		}
 		r, err := decodeNode(payload)
 		if err != nil {
-			return segHeader{}, err
+			return err
 		}
 		w.node(nodeKey{r.shard, r.replica}).apply(&r, seg, at+int64(hs))
 	case recRemove:
-		if at == 0 {
-			return segHeader{}, fmt.Errorf("%w: segment %d has no header", errCorrupt, seg)
-		}
 		s, r, err := decodeRemove(payload)
 		if err != nil {
-			return segHeader{}, err
+			return err
 		}
 		delete(w.nodes, nodeKey{s, r})
 	default:
-		return segHeader{}, fmt.Errorf("%w: unknown record type %d", errCorrupt, typ)
+		return fmt.Errorf("%w: unknown record type %d", errCorrupt, typ)
 	}
-	return segHeader{}, nil
+	return nil
 }
 
 func allZero(b []byte) bool {
@@ -425,19 +412,7 @@ func (w *WAL) syncDir() error {
 	if w.opts.NoSync {
 		return nil
 	}
-	return syncDir(w.dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return w.fs.SyncDir(w.dir)
 }
 
 func (w *WAL) maybeRotate(n int64) error {
@@ -594,23 +569,23 @@ func (w *WAL) rotate(copyLive bool) error {
 }
 
 // growingSegment creates segment num holding buf (synced), to grow with
-// each write: the format before preallocation, and the fallback when no
-// spare is ready. It asks for a spare that can hold the checkpoint.
+// each write: the fallback when no spare is ready (the filler lags or
+// failed) or the checkpoint is too large for the spare.
 func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
 	// Written under another name and renamed once synced, as a spare is:
 	// a checkpoint cut short under the segment's name would replay in
 	// part, and a replica's copied entries (fEntriesAll) with it.
-	tmp := filepath.Join(w.dir, newSegName)
-	if err := os.Remove(tmp); err != nil && !os.IsNotExist(err) {
+	tmp := w.path(newSegName)
+	if err := w.fs.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := w.fs.Create(tmp, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*segment, error) {
 		f.Close()
-		os.Remove(tmp)
+		w.fs.Remove(tmp)
 		return nil, err
 	}
 	if _, err := f.WriteAt(buf, 0); err != nil {
@@ -622,7 +597,7 @@ func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
 			return fail(err)
 		}
 	}
-	if err := os.Rename(tmp, filepath.Join(w.dir, segName(num))); err != nil {
+	if err := w.fs.Rename(tmp, w.path(segName(num))); err != nil {
 		return fail(err)
 	}
 	return &segment{num: num, f: f, size: int64(len(buf)), head: int64(len(buf))}, nil
@@ -717,8 +692,8 @@ func (w *WAL) readLocked(k nodeKey, n *node, low, high uint64) ([]pb.Entry, erro
 }
 
 // filesLocked maps segment numbers to their open files (w.mu held).
-func (w *WAL) filesLocked() map[uint64]*os.File {
-	files := make(map[uint64]*os.File, len(w.segs))
+func (w *WAL) filesLocked() map[uint64]diskfs.File {
+	files := make(map[uint64]diskfs.File, len(w.segs))
 	for _, s := range w.segs {
 		files[s.num] = s.f
 	}
@@ -783,7 +758,7 @@ func (w *WAL) deleteDeadSegments() error {
 			}
 		}
 		s.f.Close()
-		if err := os.Remove(filepath.Join(w.dir, segName(s.num))); err != nil {
+		if err := w.fs.Remove(w.path(segName(s.num))); err != nil {
 			return drop(err)
 		}
 	}

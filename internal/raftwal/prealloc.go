@@ -1,9 +1,11 @@
 package raftwal
 
 import (
-	"os"
-	"path/filepath"
+	"errors"
+	"io/fs"
 	"time"
+
+	"github.com/wardenlock/warden/internal/diskfs"
 )
 
 // Preallocation. On ext4 (and most file systems) an fdatasync after a
@@ -16,8 +18,8 @@ import (
 // Replay reads zeros after the last record as the end of the log.
 //
 // Spares grow geometrically from firstSpare to the segment size, so a
-// store that writes little (tests, an idle node) never fills 64 MiB. Since
-// session 8 a dead segment is recycled as the spare whenever one is there
+// store that writes little (tests, an idle node) never fills 64 MiB. A
+// dead segment is recycled as the spare whenever one is there
 // (recycle.go); the zero fill is what happens when none is.
 
 const (
@@ -43,7 +45,7 @@ var zeros [fillChunk]byte
 // spare is a file whose blocks are all written and synced (zero-filled,
 // or a recycled dead segment), waiting to become the next segment.
 type spare struct {
-	f    *os.File
+	f    diskfs.File
 	size int64
 	path string // spareName or recycledName
 }
@@ -52,11 +54,11 @@ type spare struct {
 // early (and returns nil, nil) when stop is closed or abandon (if not nil)
 // says so. With paced, it writes at most fillRate bytes per second.
 func (w *WAL) fillSpare(size int64, stop <-chan struct{}, paced bool, abandon func() bool) (*spare, error) {
-	path := filepath.Join(w.dir, spareName)
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+	path := w.path(spareName)
+	if err := w.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := w.fs.Create(path, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +71,7 @@ func (w *WAL) fillSpare(size int64, stop <-chan struct{}, paced bool, abandon fu
 		}
 		if !sleepUntil(due, stop) || (abandon != nil && abandon()) {
 			f.Close()
-			return nil, os.Remove(path)
+			return nil, w.fs.Remove(path)
 		}
 		n := min(int64(len(zero)), size-off)
 		if _, err = f.WriteAt(zero[:n], off); err != nil {
@@ -77,14 +79,14 @@ func (w *WAL) fillSpare(size int64, stop <-chan struct{}, paced bool, abandon fu
 		}
 		off += n
 		if !w.opts.NoSync && (off%fillSync == 0 || off == size) {
-			if err = fdatasync(f); err != nil {
+			if err = f.SyncData(); err != nil {
 				break
 			}
 		}
 	}
 	if err != nil {
 		f.Close()
-		os.Remove(path)
+		w.fs.Remove(path)
 		return nil, err
 	}
 	w.SparesFilled.Add(1)
@@ -139,7 +141,7 @@ func (w *WAL) filler() {
 		case sp == nil:
 		case w.closed || w.spare != nil: // a dead segment was recycled meanwhile
 			sp.f.Close()
-			os.Remove(sp.path)
+			w.fs.Remove(sp.path)
 		default:
 			w.spare = sp
 		}
@@ -156,7 +158,7 @@ func (w *WAL) haveSpare() bool {
 
 // askSpare asks the filler for the next spare (w.mu held).
 func (w *WAL) askSpare(size int64) {
-	if w.opts.NoPrealloc || w.spareReq == nil {
+	if w.spareReq == nil {
 		return
 	}
 	size = min(max(size, firstSpare), w.opts.SegmentSize)
@@ -189,7 +191,7 @@ func (w *WAL) takeSpare(num uint64, buf []byte) (*segment, error) {
 	w.nextSpare()
 	fail := func(err error) (*segment, error) {
 		sp.f.Close()
-		os.Remove(sp.path)
+		w.fs.Remove(sp.path)
 		return nil, err
 	}
 	if _, err := sp.f.WriteAt(buf, 0); err != nil {
@@ -202,10 +204,10 @@ func (w *WAL) takeSpare(num uint64, buf []byte) (*segment, error) {
 		}
 	}
 	w.step("checkpoint synced")
-	if err := os.Rename(sp.path, filepath.Join(w.dir, segName(num))); err != nil {
+	if err := w.fs.Rename(sp.path, w.path(segName(num))); err != nil {
 		return fail(err)
 	}
 	w.step("spare renamed")
 	return &segment{num: num, f: sp.f, size: int64(len(buf)), head: int64(len(buf)), capacity: sp.size,
-		recycled: sp.path != filepath.Join(w.dir, spareName)}, nil
+		recycled: sp.path != w.path(spareName)}, nil
 }

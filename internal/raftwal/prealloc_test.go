@@ -88,38 +88,6 @@ func TestRestartAfterPreallocation(t *testing.T) {
 	}
 }
 
-// A data dir written before preallocation (segments that grow, session 5)
-// opens, keeps its entries, and is written on in preallocated segments.
-func TestOldFormatSegmentOpens(t *testing.T) {
-	dir := t.TempDir()
-	old, err := Open(dir, Options{NoPrealloc: true})
-	must(t, err)
-	must(t, old.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 2, Vote: 1}, EntriesToSave: bigEnts(1, 10)}}, 1))
-	oldSeg := filepath.Join(dir, segName(old.active().num))
-	oldSize := old.active().size
-	must(t, old.Close())
-	if got := fileSize(t, oldSeg); got != oldSize {
-		t.Fatalf("old-format segment is %d bytes, its records %d", got, oldSize)
-	}
-	w, err := Open(dir, Options{})
-	must(t, err)
-	sameEntries(t, read(t, w, 1, 1, 1, 100), bigEnts(1, 10))
-	if w.active().capacity == 0 {
-		t.Fatal("new segment after an old-format one is not preallocated")
-	}
-	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 2, Vote: 1}, EntriesToSave: bigEnts(11, 12)}}, 1))
-	must(t, w.Close())
-	w, err = Open(dir, Options{})
-	must(t, err)
-	defer w.Close()
-	sameEntries(t, read(t, w, 1, 1, 1, 100), bigEnts(1, 12))
-	rs, err := w.ReadRaftState(1, 1, 0)
-	must(t, err)
-	if rs.State.Term != 2 || rs.State.Vote != 1 {
-		t.Fatalf("state %+v", rs.State)
-	}
-}
-
 // A spare left by a crash, even one holding a checkpoint that was never
 // renamed into place, is not read and not reused.
 func TestStaleSpareIsIgnored(t *testing.T) {

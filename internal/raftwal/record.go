@@ -10,21 +10,19 @@ import (
 	pb "github.com/lni/dragonboat/v4/raftpb"
 )
 
-// Records are framed in one of two ways (the format version is in the
-// segment header record, which every segment starts with).
-//
-// Format 1 (sessions 5-7), and the segment header record of every format:
-// a 13-byte header, then the payload.
+// Framing. A segment starts with its segment header record, framed with
+// a 13-byte header so that the format version it names can be read before
+// anything else:
 //
 //	[0:4]  payload length (little endian)
-//	[4]    record type
+//	[4]    record type (recSegment)
 //	[5:9]  CRC-32C of the payload
 //	[9:13] CRC-32C of bytes 0..9
 //
-// Format 2 (session 8) binds every record after the segment header to its
-// segment, so that a recycled segment file's old records, left behind the
-// new ones, read as stale and not as part of the log (see the package doc,
-// "Recovery"): a 25-byte header, then the payload.
+// Every other record has a 25-byte header, which binds it to its segment,
+// so that a recycled segment file's old records, left behind the new ones,
+// read as stale and not as part of the log (see the package doc,
+// "Recovery"):
 //
 //	[0:4]   payload length
 //	[4]     record type
@@ -34,11 +32,12 @@ import (
 //	        durable (fdatasync done) when the record was written
 //	[21:25] CRC-32C of bytes 0..21
 //
-// The header has its own checksum so that a damaged length is told apart
-// from a torn tail.
+// A header has its own checksum so that a damaged length is told apart
+// from a torn tail. docs/architecture.md ("Raft log store") has the whole
+// format.
 const (
-	headerSizeV1 = 13
-	headerSize   = 25 // format 2, what this build writes
+	segHeaderSize = 13
+	headerSize    = 25
 )
 
 const (
@@ -49,8 +48,7 @@ const (
 
 const (
 	segmentMagic  = "WDNWAL"
-	formatV1      = 1
-	formatVersion = 2 // what this build writes
+	formatVersion = 2
 )
 
 // nodeRec flags: which parts a node record carries.
@@ -82,7 +80,7 @@ type nodeRec struct {
 	entOff, entLen    int
 }
 
-// appendRecord appends a format-2 record to buf; its segment number and
+// appendRecord appends a record to buf; its segment number and
 // synced offset are set by stampRecords once the segment it goes to is
 // known.
 func appendRecord(buf []byte, typ byte, payload []byte) []byte {
@@ -109,7 +107,7 @@ func finishRecord(buf []byte, start int, typ byte) {
 }
 
 // stampRecords sets the segment number and synced offset of every
-// format-2 record in buf (whole records) and seals their headers.
+// record in buf (whole records) and seals their headers.
 func stampRecords(buf []byte, seg uint64, synced int64) {
 	att := uint32(min(synced, math.MaxUint32)) // claiming less is safe
 	for off := 0; off < len(buf); {
@@ -121,14 +119,13 @@ func stampRecords(buf []byte, seg uint64, synced int64) {
 	}
 }
 
-// appendSegmentRecord appends the segment header record, framed as in
-// format 1 so that the version can be read before the framing is known.
-// prevEnd is the length of segment num-1's records (0 if unknown).
+// appendSegmentRecord appends the segment header record. prevEnd is the
+// length of segment num-1's records (0 for the first segment).
 func appendSegmentRecord(buf []byte, num uint64, prevEnd int64) []byte {
 	p := append([]byte(segmentMagic), formatVersion)
 	p = binary.AppendUvarint(p, num)
 	p = binary.AppendUvarint(p, uint64(prevEnd))
-	var h [headerSizeV1]byte
+	var h [segHeaderSize]byte
 	binary.LittleEndian.PutUint32(h[0:4], uint32(len(p)))
 	h[4] = recSegment
 	binary.LittleEndian.PutUint32(h[5:9], crc32.Checksum(p, castagnoli))
@@ -142,20 +139,20 @@ type header struct {
 	length  uint32
 	typ     byte
 	sum     uint32
-	seg     uint64 // format 2
-	synced  uint32 // format 2
+	seg     uint64 // records after the segment header
+	synced  uint32 // records after the segment header
 	validHd bool
 }
 
-// parseHeader decodes a header of size hsize (headerSizeV1 or headerSize)
-// at the start of b.
+// parseHeader decodes a header of size hsize (segHeaderSize or
+// headerSize) at the start of b.
 func parseHeader(b []byte, hsize int) header {
 	h := header{
 		length: binary.LittleEndian.Uint32(b[0:4]),
 		typ:    b[4],
 		sum:    binary.LittleEndian.Uint32(b[5:9]),
 	}
-	if hsize == headerSizeV1 {
+	if hsize == segHeaderSize {
 		h.validHd = crc32.Checksum(b[:9], castagnoli) == binary.LittleEndian.Uint32(b[9:13])
 		return h
 	}
@@ -167,33 +164,19 @@ func parseHeader(b []byte, hsize int) header {
 
 // segHeader is a segment header record's payload, decoded.
 type segHeader struct {
-	version byte
 	num     uint64
-	prevEnd int64 // format 2: length of segment num-1's records; 0 if unknown
-}
-
-// hsize is the header size of the records after the segment header.
-func (s segHeader) hsize() int {
-	if s.version == formatV1 {
-		return headerSizeV1
-	}
-	return headerSize
+	prevEnd int64 // length of segment num-1's records; 0 for the first
 }
 
 func parseSegmentPayload(p []byte) (segHeader, error) {
 	if len(p) < len(segmentMagic)+1 || string(p[:len(segmentMagic)]) != segmentMagic {
 		return segHeader{}, fmt.Errorf("%w: bad segment magic", errCorrupt)
 	}
-	sh := segHeader{version: p[len(segmentMagic)]}
-	if sh.version != formatV1 && sh.version != formatVersion {
-		return sh, fmt.Errorf("raftwal: segment format version %d, this build reads %d and %d",
-			sh.version, formatV1, formatVersion)
+	if v := p[len(segmentMagic)]; v != formatVersion {
+		return segHeader{}, fmt.Errorf("raftwal: segment format version %d, this build reads %d", v, formatVersion)
 	}
 	d := decoder{b: p, off: len(segmentMagic) + 1}
-	sh.num = d.uvarint()
-	if sh.version == formatVersion {
-		sh.prevEnd = int64(d.uvarint())
-	}
+	sh := segHeader{num: d.uvarint(), prevEnd: int64(d.uvarint())}
 	if d.err != nil || d.off != len(p) || sh.num == 0 {
 		return sh, fmt.Errorf("%w: bad segment header", errCorrupt)
 	}

@@ -1,12 +1,8 @@
 package raftwal
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-)
+import "fmt"
 
-// Recycling (session 8). A zero-filled spare costs every replica the CPU
+// Recycling. A zero-filled spare costs every replica the CPU
 // and disk bandwidth of writing a whole segment of zeros (0.4-0.7 s of CPU
 // per 64 MiB on the project's machine, all replicas at the same entry),
 // only so that appends overwrite written blocks. A dead segment's blocks
@@ -15,7 +11,7 @@ import (
 // directory synced) before anything is written into them. A rotation then
 // writes and syncs the new checkpoint over a spare's head and renames it
 // into place, exactly as with a zero-filled spare. Its old records stay
-// behind the new ones; format 2 headers carry the segment number, so they
+// behind the new ones; record headers carry the segment number, so they
 // read as stale (see endOfLog and the package doc). Zeros are filled only
 // when no dead segment came in time (after Open, or while older segments
 // still hold live entries when the active one is half full).
@@ -41,16 +37,12 @@ const recycledName = "spare.recycled"
 // a spare is used: written into before the rename is durable, a crash
 // could leave the segment's name on the new contents.
 func (w *WAL) recycle(s *segment, pending int) (*spare, error) {
-	if w.opts.NoPrealloc || w.opts.noRecycle {
-		return nil, nil
-	}
-	fi, err := s.f.Stat()
+	size, err := s.f.Size()
 	if err != nil {
 		return nil, nil // delete it instead
 	}
 	// Only files of about the segment size (preallocated ones, and growing
 	// ones that were filled): a small one would keep segments small.
-	size := fi.Size()
 	if size < w.opts.SegmentSize*3/4 {
 		return nil, nil
 	}
@@ -61,8 +53,8 @@ func (w *WAL) recycle(s *segment, pending int) (*spare, error) {
 	if have >= maxSpares {
 		return nil, nil
 	}
-	path := filepath.Join(w.dir, fmt.Sprintf("%s.%d", recycledName, s.num))
-	if err := os.Rename(filepath.Join(w.dir, segName(s.num)), path); err != nil {
+	path := w.path(fmt.Sprintf("%s.%d", recycledName, s.num))
+	if err := w.fs.Rename(w.path(segName(s.num)), path); err != nil {
 		return nil, err
 	}
 	w.step("segment recycled")
@@ -77,7 +69,7 @@ func (w *WAL) addSpare(sp *spare) {
 		w.spare = sp
 	case old.size < sp.size:
 		old.f.Close()
-		os.Remove(old.path)
+		w.fs.Remove(old.path)
 		w.spare = sp
 	default:
 		w.extra = append(w.extra, sp)
@@ -101,7 +93,7 @@ func (w *WAL) nextSpare() {
 // measured, so a late spare means a short growing segment at worst.
 func (w *WAL) maybeAskSpare() {
 	a := w.active()
-	if w.spare != nil || w.opts.NoPrealloc || a == nil {
+	if w.spare != nil || a == nil {
 		return
 	}
 	if a.capacity == 0 {

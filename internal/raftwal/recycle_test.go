@@ -1,7 +1,6 @@
 package raftwal
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"testing"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/wardenlock/warden/internal/diskfs"
 )
 
 // recycling drives one replica (bigEnts, snapshot and compaction every 5
@@ -285,7 +286,7 @@ func TestOlderSegmentEndsWhereTheNextSays(t *testing.T) {
 	if len(nums) < 2 {
 		t.Fatalf("segments %v", nums)
 	}
-	end := prevEnd(r.dir, nums[1])
+	end := (&WAL{dir: r.dir, fs: diskfs.Disk}).prevEnd(nums[1])
 	if end == 0 {
 		t.Fatal("the second segment does not say where the first ends")
 	}
@@ -376,96 +377,16 @@ func TestSegmentWithAnotherSegmentsHeaderIsAnError(t *testing.T) {
 	}
 }
 
-// A data dir written by the format-1 writer (session 7's code, testdata/v1:
-// 16 KiB preallocated segments, shard 1 replica 1 with entries 26..60 after
-// a snapshot at 30, shard 2 replica 3 with entries 1..20) opens, and is
-// written on in format 2, recycling its format-1 segments once dead.
-func TestFormatV1DataDirOpens(t *testing.T) {
-	dir := copyDir(t, "testdata/v1")
-	opts := Options{SegmentSize: 16 << 10, fillInline: true}
-	w, err := Open(dir, opts)
-	must(t, err)
-	check := func(w *WAL, last1 uint64) {
-		t.Helper()
-		sameEntries(t, read(t, w, 1, 1, 26, last1+1), bigEnts(26, last1))
-		sameEntries(t, read(t, w, 2, 3, 1, 21), ents(1, 20, 1))
-		rs, err := w.ReadRaftState(1, 1, 30)
-		must(t, err)
-		if rs.State.Term != 2 || rs.State.Vote != 1 || rs.FirstIndex != 31 || rs.FirstIndex+rs.EntryCount-1 != last1 {
-			t.Fatalf("shard 1: %+v", rs)
-		}
-		ss, _ := w.GetSnapshot(1, 1)
-		if ss.Index != 30 {
-			t.Fatalf("snapshot %+v", ss)
-		}
-		rs, err = w.ReadRaftState(2, 3, 0)
-		must(t, err)
-		if rs.State.Commit != 20 || rs.EntryCount != 20 {
-			t.Fatalf("shard 2: %+v", rs)
-		}
-	}
-	check(w, 60)
-	// Keep writing, compacting, until the format-1 segments are dead and
-	// segments are recycled.
-	must(t, w.SaveSnapshots([]pb.Update{{ShardID: 2, ReplicaID: 3, Snapshot: pb.Snapshot{ShardID: 2, Index: 20, Term: 1, Type: pb.RegularStateMachine}}}))
-	must(t, w.RemoveEntriesTo(2, 3, 20))
-	for i := uint64(61); i <= 300; i++ {
-		must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 2, Vote: 1, Commit: i - 1}, EntriesToSave: bigEnts(i, i)}}, 1))
-		if i%5 == 0 {
-			must(t, w.SaveSnapshots([]pb.Update{{ShardID: 1, ReplicaID: 1, Snapshot: pb.Snapshot{ShardID: 1, Index: i - 1, Term: 2, Type: pb.RegularStateMachine}}}))
-			must(t, w.RemoveEntriesTo(1, 1, i-2))
-			_, err := w.CompactEntriesTo(1, 1, i-2)
-			must(t, err)
-		}
-	}
-	if w.SparesRecycled.Load() == 0 {
-		t.Fatal("no segment recycled")
-	}
-	sameEntries(t, read(t, w, 1, 1, 299, 301), bigEnts(299, 300))
-	must(t, w.Close())
-	w, err = Open(dir, opts)
-	must(t, err)
-	defer w.Close()
-	sameEntries(t, read(t, w, 1, 1, 299, 301), bigEnts(299, 300))
-	if _, err := w.ReadRaftState(2, 3, 20); err != nil {
-		t.Fatal(err)
-	}
-	nums, _ := listSegments(dir)
-	for _, n := range nums {
-		b, err := os.ReadFile(filepath.Join(dir, segName(n)))
-		must(t, err)
-		if b[headerSizeV1+len(segmentMagic)] != formatVersion {
-			t.Fatalf("segment %d is format %d", n, b[headerSizeV1+len(segmentMagic)])
-		}
-	}
-}
-
-// The fixture is the format-1 writer's output, not this build's.
-func TestFormatV1FixtureIsFormatV1(t *testing.T) {
-	nums, err := listSegments("testdata/v1")
-	must(t, err)
-	if len(nums) < 2 {
-		t.Fatalf("fixture segments %v", nums)
-	}
-	for _, n := range nums {
-		b, err := os.ReadFile(filepath.Join("testdata/v1", segName(n)))
-		must(t, err)
-		if b[headerSizeV1+len(segmentMagic)] != formatV1 || binary.LittleEndian.Uint32(b) != uint32(len(segmentMagic)+2) {
-			t.Fatalf("segment %d is not format 1", n)
-		}
-	}
-}
-
 // A crash while a growing segment's checkpoint is being written, with
 // several chunks of copied entries in it, loses nothing: the checkpoint
-// is not under a segment's name until it is synced whole. (Before session
-// 8 it was, and a checkpoint cut after a replica's first chunk replayed as
-// that replica's whole log.)
+// is not under a segment's name until it is synced whole (a checkpoint
+// cut after a replica's first chunk would replay as that replica's whole
+// log).
 func TestCrashWhileWritingAGrowingCheckpoint(t *testing.T) {
 	var snaps []string
 	var w *WAL
 	dir := t.TempDir()
-	opts := Options{SegmentSize: 4 << 20, NoPrealloc: true, atStep: func(step string) {
+	opts := Options{SegmentSize: 4 << 20, FS: noSpares{diskfs.Disk}, atStep: func(step string) {
 		if step != "checkpoint written" || w == nil {
 			return
 		}

@@ -1,9 +1,10 @@
 package raftwal
 
 import (
-	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/wardenlock/warden/internal/diskfs"
 )
 
 // SyncBuckets are the upper bounds, in seconds, of Stats' histogram of
@@ -108,9 +109,9 @@ func (s *Stats) Snapshot() (count uint64, seconds float64, cumulative [len(SyncB
 }
 
 // syncSegment fdatasyncs a segment file, counted in Syncs and Stats.
-func (w *WAL) syncSegment(f *os.File) error {
+func (w *WAL) syncSegment(f diskfs.File) error {
 	t0 := time.Now()
-	err := fdatasync(f)
+	err := f.SyncData()
 	w.stats.observe(time.Since(t0))
 	w.Syncs.Add(1)
 	return err

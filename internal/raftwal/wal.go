@@ -4,16 +4,18 @@
 // needs it durable (new entries, a term or vote change, a snapshot); a
 // commit-index-only change is written but not synced. Segments are written
 // into blocks written before (a zero-filled spare, or a dead segment
-// recycled, see recycle.go). See docs/architecture.md ("Raft log store")
-// for the format and guarantees.
+// recycled, see recycle.go). docs/architecture.md ("Raft log store")
+// specifies the format, the order of syncs and why it is safe; files go
+// through a diskfs.FS, so tests can cut power at any operation.
 //
 // # Recovery
 //
-// Format 2 (what this build writes) puts the segment number and a synced
-// offset in every record header (record.go), and each segment's header
-// says where the previous segment's records end. Open reads each segment
-// with these rules:
+// Every record header carries the segment number and a synced offset
+// (record.go), and each segment's header says where the previous
+// segment's records end. Open reads each segment with these rules:
 //
+//   - A segment file starts with its own whole header (it is renamed into
+//     place only after that header is synced), else ErrCorrupt.
 //   - A segment that is not the newest ends exactly where the next one's
 //     header says (it was synced before the next was made): every record
 //     before that must be whole, else ErrCorrupt; what follows is not read.
@@ -35,20 +37,15 @@
 //     and writes not yet synced can reach the disk in any order, so whole
 //     records of this segment can follow a torn one.
 //   - The blind spot: damage to the last acknowledged records, with no
-//     write after them, reads as a torn tail (format 1 had the same, and
-//     etcd's WAL makes the same call). A record written while the sync
-//     covering the damaged one was running vouches for less than it could.
-//
-// Format 1 segments (sessions 5-7; never recycled) are read as before: in
-// the newest, a damaged record is torn if zeros follow it or a 512-byte
-// sector it touches is zeros (see torn); any other damage is ErrCorrupt.
+//     write after them, reads as a torn tail (etcd's WAL makes the same
+//     call). A record written while the sync covering the damaged one was
+//     running vouches for less than it could.
 package raftwal
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -56,6 +53,8 @@ import (
 	"github.com/lni/dragonboat/v4/config"
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/wardenlock/warden/internal/diskfs"
 )
 
 // Name is the LogDB type name dragonboat records in the data dir.
@@ -85,9 +84,8 @@ type Options struct {
 	SegmentSize int64
 	// NoSync turns fdatasync off (tests of the format only).
 	NoSync bool
-	// NoPrealloc makes segments grow with each write instead of being
-	// zero-filled ahead (the format of session 5; tests and comparisons).
-	NoPrealloc bool
+	// FS is the file system the store works through (nil: the disk).
+	FS diskfs.FS
 
 	// Stats receives the segment syncs' count and durations (nil: the
 	// store keeps its own, see WAL.Stats).
@@ -96,9 +94,6 @@ type Options struct {
 	// fillInline makes spares at once, in the caller (tests: rotations
 	// onto spares happen at known points).
 	fillInline bool
-	// noRecycle deletes dead segments instead of recycling them (the
-	// session 7 behaviour; benchmarks compare).
-	noRecycle bool
 	// atStep, if set, is called (w.mu held) between the steps of a
 	// rotation and of a recycling, where a crash leaves the files as
 	// they are (tests copy them).
@@ -125,7 +120,7 @@ func (Factory) Name() string { return Name }
 
 type segment struct {
 	num      uint64
-	f        *os.File
+	f        diskfs.File
 	recycled bool  // made from a dead segment: stale records follow size
 	size     int64 // end of the records
 	// head is the length of the checkpoint the segment starts with;
@@ -140,6 +135,7 @@ type segment struct {
 type WAL struct {
 	dir  string
 	opts Options
+	fs   diskfs.FS
 
 	mu      sync.Mutex
 	closed  bool
@@ -226,7 +222,7 @@ func (w *WAL) Close() error {
 	for _, sp := range append(w.extra, w.spare) {
 		if sp != nil {
 			sp.f.Close()
-			os.Remove(sp.path)
+			w.fs.Remove(sp.path)
 		}
 	}
 	w.spare, w.extra = nil, nil
@@ -474,7 +470,7 @@ func (w *WAL) IterateEntries(ents []pb.Entry, size uint64, shardID, replicaID ui
 }
 
 // readSpans reads entries [low, high) from spans by pread.
-func readSpans(files map[uint64]*os.File, k nodeKey, spans []span, ents []pb.Entry,
+func readSpans(files map[uint64]diskfs.File, k nodeKey, spans []span, ents []pb.Entry,
 	size, low, high, maxSize uint64) ([]pb.Entry, uint64, error) {
 	var blob []byte
 	for _, s := range spans {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
+
+	"github.com/wardenlock/warden/internal/diskfs"
 )
 
 func ents(first, last, term uint64) []pb.Entry {
@@ -250,13 +252,18 @@ func bigEnts(first, last uint64) []pb.Entry {
 	return es
 }
 
-// lastWrite makes a store (preallocated or growing) whose newest segment
-// holds entries 1..5 and then, in a last write, 6..8. It returns the
-// segment's bytes and where the last write starts and ends.
+// lastWrite makes a store (preallocated or growing: no spare could be
+// made) whose newest segment holds entries 1..5 and then, in a last write,
+// 6..8. It returns the segment's bytes and where the last write starts and
+// ends.
 func lastWrite(t *testing.T, prealloc bool) (name string, data []byte, from, to int) {
 	t.Helper()
 	src := t.TempDir()
-	w, err := Open(src, Options{NoPrealloc: !prealloc})
+	opts := Options{}
+	if !prealloc {
+		opts.FS = noSpares{diskfs.Disk}
+	}
+	w, err := Open(src, opts)
 	must(t, err)
 	must(t, w.SaveRaftState([]pb.Update{{ShardID: 1, ReplicaID: 1, State: pb.State{Term: 1, Commit: 0}, EntriesToSave: bigEnts(1, 5)}}, 1))
 	from = int(w.active().size)
@@ -297,7 +304,7 @@ func openCopy(t *testing.T, name string, data []byte) (*WAL, error) {
 	t.Helper()
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
-	return Open(dir, Options{NoSync: true, NoPrealloc: true})
+	return Open(dir, Options{NoSync: true})
 }
 
 // Cut the last write of the newest segment at every byte: in a growing
@@ -363,8 +370,8 @@ func TestTornSectorInPreallocatedSegment(t *testing.T) {
 }
 
 // A flipped bit anywhere in a record that is not the newest segment's
-// last is damage to acknowledged data: Open refuses, in both formats and
-// in the newest segment and an older one.
+// last is damage to acknowledged data: Open refuses, in growing and
+// preallocated segments.
 func TestFlippedBitIsAnError(t *testing.T) {
 	for _, prealloc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("prealloc=%v", prealloc), func(t *testing.T) {

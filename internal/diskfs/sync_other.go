@@ -1,6 +1,6 @@
 //go:build !linux
 
-package raftwal
+package diskfs
 
 import "os"
 

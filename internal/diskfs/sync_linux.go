@@ -1,11 +1,11 @@
-package raftwal
+package diskfs
 
 import (
 	"os"
 	"syscall"
 )
 
-// fdatasync flushes a segment's data (and its size) without other metadata.
+// fdatasync flushes a file's data (and its size) without other metadata.
 func fdatasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))
