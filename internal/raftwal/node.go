@@ -84,6 +84,9 @@ func (n *node) liveBytes() int {
 // of its payload), says. Writing and recovery both go through here, so
 // the index after a restart is the index before it.
 func (n *node) apply(r *nodeRec, seg uint64, payloadOff int64) {
+	if r.flags&fReplace != 0 {
+		*n = node{}
+	}
 	if r.flags&fBootstrap != 0 {
 		n.hasBootstrap = true
 		n.bootstrap = r.bootstrap

@@ -115,9 +115,17 @@ func Open(dir string, opts Options) (*WAL, error) {
 // path names a file of the store.
 func (w *WAL) path(name string) string { return filepath.Join(w.dir, name) }
 
-// makeDir creates the store's directory if it is not there.
+// makeDir creates the store's directory if it is not there, and makes its
+// entry in the parent durable: without that, a power loss could take the
+// whole directory, acknowledged records and all.
 func (w *WAL) makeDir() error {
-	return w.fs.MkdirAll(w.dir, 0o755)
+	if err := w.fs.MkdirAll(w.dir, 0o755); err != nil {
+		return err
+	}
+	if w.opts.NoSync {
+		return nil
+	}
+	return w.fs.SyncDir(filepath.Dir(w.dir))
 }
 
 // removeSpares deletes the spares (spare.*) and a growing segment whose
@@ -550,9 +558,11 @@ func (w *WAL) rotate(copyLive bool) error {
 	if err != nil {
 		return err
 	}
-	if err := w.syncDir(); err != nil {
-		seg.f.Close()
-		return err
+	if !skipRotationDirSync {
+		if err := w.syncDir(); err != nil {
+			seg.f.Close()
+			return err
+		}
 	}
 	w.step("rotated")
 	w.filesMu.Lock()
@@ -665,7 +675,12 @@ func (w *WAL) copySet() map[nodeKey]bool {
 	// being closed, where a copy moves nothing.
 	for i := take + 1; i < len(first)-1; i++ {
 		ks := first[i]
-		sort.Slice(ks, func(a, b int) bool { return live[ks[a]] < live[ks[b]] })
+		sort.Slice(ks, func(a, b int) bool {
+			if live[ks[a]] != live[ks[b]] {
+				return live[ks[a]] < live[ks[b]]
+			}
+			return ks[a].shard < ks[b].shard || ks[a].shard == ks[b].shard && ks[a].replica < ks[b].replica
+		})
 		for _, k := range ks {
 			if live[k] > w.smallLive() || cost+int64(live[k]) > budget {
 				break

@@ -60,6 +60,7 @@ const (
 	fCompact       = 1 << 4
 	fEntries       = 1 << 5
 	fEntriesAll    = 1 << 6 // the entries replace the replica's whole log (rotation copies)
+	fReplace       = 1 << 7 // the record replaces everything stored for the replica (ImportSnapshot)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

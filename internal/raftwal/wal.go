@@ -595,36 +595,7 @@ func (w *WAL) GetSnapshot(shardID, replicaID uint64) (pb.Snapshot, error) {
 
 // RemoveNodeData forgets everything about a replica.
 func (w *WAL) RemoveNodeData(shardID, replicaID uint64) error {
-	return w.writeRemoveThen(shardID, replicaID, nil)
-}
-
-// ImportSnapshot replaces a replica's data with a snapshot (repair tools):
-// it joins, with the snapshot as its whole log.
-func (w *WAL) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
-	if ss.Type == pb.UnknownStateMachine {
-		return errors.New("raftwal: import snapshot: unknown state machine type")
-	}
-	r := nodeRec{
-		shard: ss.ShardID, replica: replicaID,
-		flags:     fBootstrap | fState | fSnapshot | fSnapshotReset,
-		bootstrap: pb.Bootstrap{Join: true, Type: ss.Type},
-		state:     pb.State{Term: ss.Term, Commit: ss.Index},
-		snapshot:  ss,
-	}
-	return w.writeRemoveThen(ss.ShardID, replicaID, &r)
-}
-
-func (w *WAL) writeRemoveThen(shardID, replicaID uint64, r *nodeRec) error {
 	buf := appendRecord(nil, recRemove, removePayload(shardID, replicaID))
-	if r != nil {
-		var start int
-		var err error
-		buf, start = beginRecord(buf)
-		if buf, _, err = appendNodePayload(buf, r, nil); err != nil {
-			return err
-		}
-		finishRecord(buf, start, recNode)
-	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -636,4 +607,22 @@ func (w *WAL) writeRemoveThen(shardID, replicaID uint64, r *nodeRec) error {
 		return err
 	}
 	return w.syncTo(end)
+}
+
+// ImportSnapshot replaces a replica's data with a snapshot (repair tools):
+// it joins, with the snapshot as its whole log. It is one record, so a
+// power loss leaves the replica as it was or as imported, never without
+// either.
+func (w *WAL) ImportSnapshot(ss pb.Snapshot, replicaID uint64) error {
+	if ss.Type == pb.UnknownStateMachine {
+		return errors.New("raftwal: import snapshot: unknown state machine type")
+	}
+	r := nodeRec{
+		shard: ss.ShardID, replica: replicaID,
+		flags:     fReplace | fBootstrap | fState | fSnapshot | fSnapshotReset,
+		bootstrap: pb.Bootstrap{Join: true, Type: ss.Type},
+		state:     pb.State{Term: ss.Term, Commit: ss.Index},
+		snapshot:  ss,
+	}
+	return w.writeNodes([]nodeRec{r}, [][]pb.Entry{nil}, true)
 }
