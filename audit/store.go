@@ -216,6 +216,9 @@ func Open(o Options) (*Store, error) {
 	for i := range po.Levels {
 		po.Levels[i].BlockSize = 32 << 10
 	}
+	if err := makeDir(o.FS, o.Dir); err != nil {
+		return nil, fmt.Errorf("audit: open %s: %w", o.Dir, err)
+	}
 	db, err := pebble.Open(o.Dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("audit: open %s: %w", o.Dir, err)
@@ -235,6 +238,25 @@ func Open(o Options) (*Store, error) {
 	go func() { defer s.wg.Done(); s.writer() }()
 	go func() { defer s.wg.Done(); s.sweeper() }()
 	return s, nil
+}
+
+// makeDir creates the store's directory if it is not there and makes its
+// entry in the parent durable: pebble syncs what is inside the directory,
+// not the directory itself, and a power loss could take it whole, records
+// made durable and all.
+func makeDir(fs vfs.FS, dir string) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	parent, err := fs.OpenDir(fs.PathDir(dir))
+	if err != nil {
+		return err
+	}
+	err = parent.Sync()
+	if cerr := parent.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // ErrFormat: the store's directory holds a store of another format.
