@@ -15,6 +15,7 @@ import (
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -77,6 +78,10 @@ type Config struct {
 	// SigningKey is the cluster's Ed25519 key for signed fencing tokens
 	// (nil: grants are never signed).
 	SigningKey ed25519.PrivateKey
+
+	// LogFS is the file system the Raft log store works through (nil: the
+	// disk); tests pass one that can lose power.
+	LogFS diskfs.FS
 
 	// Audit configures the node's audit trail and watch history store (in
 	// DataDir/audit unless Audit.Dir is set); NoAudit turns it off.
@@ -185,7 +190,7 @@ func Start(cfg Config) (*Node, error) {
 		StepWorkers: cfg.StepWorkers, SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
-		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas,
+		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas, LogFS: cfg.LogFS,
 	})
 	if err != nil {
 		ln.Close()

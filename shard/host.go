@@ -16,6 +16,7 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/internal/raftwal"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/statemachine"
@@ -52,6 +53,9 @@ type HostConfig struct {
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	StepWorkers  uint64 // Raft step and commit workers (0: the data dir's, or DefaultStepWorkers for a new dir)
 	ApplyWorkers uint64 // state machine apply workers (default 4)
+	// LogFS is the file system the Raft log store works through (nil:
+	// the disk); tests pass one that can lose power.
+	LogFS diskfs.FS
 
 	SM    statemachine.Config
 	Shard Config
@@ -221,7 +225,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	// node. dragonboat still records its LogDB settings among the data
 	// dir's hard settings, so they stay fixed at one small shard.
 	h.walStats = &raftwal.Stats{}
-	expert.LogDBFactory = countingLogDBFactory{raftwal.Factory{Options: raftwal.Options{Stats: h.walStats}}}
+	expert.LogDBFactory = countingLogDBFactory{raftwal.Factory{Options: raftwal.Options{Stats: h.walStats, FS: cfg.LogFS}}}
 	expert.LogDB = config.GetTinyMemLogDBConfig()
 	expert.LogDB.Shards = 1
 	// Few step workers: each worker saves the Raft updates of all its

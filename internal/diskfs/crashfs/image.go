@@ -188,3 +188,24 @@ func fileAfter(n *inode, m Mode, rng *rand.Rand) []byte {
 	}
 	return b
 }
+
+// Unsynced counts what a power loss at the state's moment may lose: the
+// unsynced writes and truncations of files, and the unsynced changes of
+// directories, reachable from the root.
+func (s *State) Unsynced() (fileChanges, dirChanges int) {
+	seen := map[*inode]bool{}
+	var walk func(n *inode)
+	walk = func(n *inode) {
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		fileChanges += len(n.pending)
+		dirChanges += len(n.dirOps)
+		for _, c := range n.entries {
+			walk(c)
+		}
+	}
+	walk(s.root)
+	return fileChanges, dirChanges
+}
