@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble"
-	"github.com/cockroachdb/pebble/vfs"
 
+	"github.com/wardenlock/warden/internal/diskfs/crashfs"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -238,14 +238,14 @@ func TestOtherFormatIsRefused(t *testing.T) {
 	}
 }
 
-// crash simulates the process dying: nothing the store does from now on
-// reaches the disk, and what it wrote without syncing is gone.
-func crash(t *testing.T, s *Store, mem *vfs.MemFS) {
-	t.Helper()
-	mem.SetIgnoreSyncs(true)
+// crash simulates a power loss now: what the store wrote without syncing
+// is gone, and nothing it does from now on (Close) reaches the disk. It
+// returns the options that open what is left.
+func crash(s *Store, o Options, fs *crashfs.FS) Options {
+	st := fs.Capture()
 	s.Close()
-	mem.ResetToSyncedState()
-	mem.SetIgnoreSyncs(false)
+	o.FS = st.Image(crashfs.Synced, nil).VFS()
+	return o
 }
 
 // The store has no log: records reach the disk at a flush, and Durable
@@ -253,16 +253,7 @@ func crash(t *testing.T, s *Store, mem *vfs.MemFS) {
 // after it is lost (a restarting replica records it again from its Raft
 // log, see shard/durable.go). A clean Close keeps everything.
 func TestDurableRecordsSurviveACrash(t *testing.T) {
-	mem := vfs.NewStrictMem()
-	// The store's directory exists and is durable (as it is on a node:
-	// pebble syncs what is inside, not its parent).
-	if err := mem.MkdirAll("audit", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if root, err := mem.OpenDir(""); err != nil || root.Sync() != nil {
-		t.Fatal("sync the root", err)
-	}
-	o := Options{Dir: "audit", FS: mem}
+	fs, o := strictStore(t)
 	s := open(t, o)
 	for rev := uint64(1); rev <= 20; rev++ {
 		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
@@ -273,7 +264,7 @@ func TestDurableRecordsSurviveACrash(t *testing.T) {
 		}
 	}
 	s.Sync()
-	crash(t, s, mem)
+	o = crash(s, o, fs)
 
 	s = open(t, o)
 	if s.Newest(2) != 10 {
@@ -363,7 +354,7 @@ func TestReplayedEventsAreKeptOnce(t *testing.T) {
 // Records of several shards' entries, taken by the writer in batches,
 // survive a crash once Durable returned.
 func TestBatchedRecordsSurviveACrashAfterDurable(t *testing.T) {
-	mem, o := strictStore(t)
+	fs, o := strictStore(t)
 	s := open(t, o)
 	for rev := uint64(1); rev <= 300; rev++ {
 		for shard := uint64(2); shard <= 4; shard++ {
@@ -377,8 +368,7 @@ func TestBatchedRecordsSurviveACrashAfterDurable(t *testing.T) {
 		s.Record(shard, []wire.Event{ev(shard, 301, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
 	}
 	s.Sync()
-	crash(t, s, mem)
-	s = open(t, o)
+	s = open(t, crash(s, o, fs))
 	for shard := uint64(2); shard <= 4; shard++ {
 		if evs, err := s.History(shard, 1, 400, 0); err != nil || len(evs) != 300 || s.Newest(shard) != 300 {
 			t.Fatalf("shard %d after a crash: %d events, newest %d (%v), want 300", shard, len(evs), s.Newest(shard), err)
@@ -390,7 +380,7 @@ func TestBatchedRecordsSurviveACrashAfterDurable(t *testing.T) {
 // were written has made them durable: Durable forces no second one. One
 // that ended before the last records does not count.
 func TestDurableSkipsTheFlushWhenAFlushCoveredTheRecords(t *testing.T) {
-	mem, o := strictStore(t)
+	fs, o := strictStore(t)
 	s := open(t, o)
 	for rev := uint64(1); rev <= 10; rev++ {
 		s.Record(2, []wire.Event{ev(2, rev, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
@@ -416,25 +406,18 @@ func TestDurableSkipsTheFlushWhenAFlushCoveredTheRecords(t *testing.T) {
 	}
 	s.Record(2, []wire.Event{ev(2, 16, wire.EvKVPut, wire.CauseUser, "/k/v", 0, "", 0)})
 	s.Sync()
-	crash(t, s, mem)
-	s = open(t, o)
+	s = open(t, crash(s, o, fs))
 	if evs, err := s.History(2, 1, 20, 0); err != nil || len(evs) != 15 || s.Newest(2) != 15 {
 		t.Fatalf("after a crash: %d events, newest %d (%v); want 15, 15", len(evs), s.Newest(2), err)
 	}
 }
 
-// strictStore is a store's options on pebble's strict in-memory file
-// system (which forgets what was not synced, see crash).
-func strictStore(t *testing.T) (*vfs.MemFS, Options) {
+// strictStore is a store's options on a file system that can lose power
+// (see crash).
+func strictStore(t *testing.T) (*crashfs.FS, Options) {
 	t.Helper()
-	mem := vfs.NewStrictMem()
-	if err := mem.MkdirAll("audit", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if root, err := mem.OpenDir(""); err != nil || root.Sync() != nil {
-		t.Fatal("sync the root", err)
-	}
-	return mem, Options{Dir: "audit", FS: mem}
+	fs := crashfs.New()
+	return fs, Options{Dir: "audit", FS: fs.VFS()}
 }
 
 // The writer pauses between writes (Linger) while records keep coming;

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/vfs"
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/internal/diskfs/crashfs"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 )
@@ -19,20 +19,13 @@ import (
 // log, so a process crash loses the records still in its memtable. Those
 // of entries a snapshot covers must survive (the restarted replica never
 // applies them again); those of later entries come back when it replays
-// its Raft log. The audit store of one node runs on a strict in-memory
-// file system that forgets everything not synced.
+// its Raft log. The audit store of one node runs on a file system that
+// loses power (crashfs): what was not synced is gone.
 func TestAuditRecordsSurviveACrashAcrossASnapshot(t *testing.T) {
-	mems := map[uint64]*vfs.MemFS{}
+	disks := map[uint64]*crashfs.FS{}
 	c := nodetest.Start(t, nodetest.Options{Shards: 1, Edit: func(cfg *node.Config) {
-		mem := vfs.NewStrictMem()
-		if err := mem.MkdirAll("audit", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if root, err := mem.OpenDir(""); err != nil || root.Sync() != nil {
-			t.Fatal("sync the root", err)
-		}
-		mems[cfg.ID] = mem
-		cfg.Audit.Dir, cfg.Audit.FS = "audit", mem
+		disks[cfg.ID] = crashfs.New()
+		cfg.Audit.Dir, cfg.Audit.FS = "audit", disks[cfg.ID].VFS()
 	}})
 	cl := newClient(t, c)
 	ctx := ctxT(t, 120*time.Second)
@@ -66,13 +59,12 @@ func TestAuditRecordsSurviveACrashAcrossASnapshot(t *testing.T) {
 	})
 	want := history(t, store, shardID)
 
-	mem := mems[uint64(k+1)]
-	mem.SetIgnoreSyncs(true)
+	st := disks[uint64(k+1)].Capture()
 	c.StopNode(k)
-	mem.ResetToSyncedState()
-	mem.SetIgnoreSyncs(false)
+	img := st.Image(crashfs.Synced, nil)
+	c.Cfgs[k].Audit.FS = img.VFS()
 
-	s, err := audit.Open(audit.Options{Dir: "audit", FS: mem, SweepEvery: time.Hour})
+	s, err := audit.Open(audit.Options{Dir: "audit", FS: img.VFS(), SweepEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 
 var (
 	crashSeed   = flag.Int64("crash.seed", 0, "first seed of the power-loss workloads (0: from the clock)")
-	crashSeeds  = flag.Int("crash.seeds", 1, "power-loss workloads, one per seed")
+	crashSeeds  = flag.Int("crash.seeds", 2, "power-loss workloads, one per seed")
 	crashSteps  = flag.Int("crash.steps", 260, "calls of each power-loss workload")
 	crashPoints = flag.Int("crash.points", 0, "crash points checked per workload (0: every operation)")
 	crashModes  = flag.Bool("crash.allmodes", false, "check every crash mode at every crash point (else one, in turn)")
