@@ -218,7 +218,7 @@ func TestPowerLossKeepsDurableRecords(t *testing.T) {
 				strings.Join(failures[:min(len(failures), 10)], "\n"))
 		}
 	}
-	t.Logf("power cut after %d operations of %d workloads (seeds %d..%d): every store opened and kept every durable record",
+	t.Logf("%d power-loss images (operation × mode) of %d workloads (seeds %d..%d): every store opened and kept every durable record",
 		total, *auditCrashSeeds, first, first+int64(*auditCrashSeeds)-1)
 }
 

@@ -530,14 +530,14 @@ func TestPowerLossAtEveryOperation(t *testing.T) {
 	for i := range *crashSeeds {
 		seed := first + int64(i)
 		checked, failures := powerLoss(t, seed, *crashSteps, *crashPoints, *crashModes)
-		t.Logf("seed %d: %d power cuts checked", seed, checked)
+		t.Logf("seed %d: %d power-loss images checked", seed, checked)
 		total += checked
 		if len(failures) > 0 {
 			t.Fatalf("%d of %d power cuts failed (rerun: -crash.seed %d):\n%s", len(failures), checked, seed,
 				strings.Join(failures[:min(len(failures), 10)], "\n"))
 		}
 	}
-	t.Logf("power cut after %d operations of %d workloads (seeds %d..%d): every store opened and held every acknowledged record",
+	t.Logf("%d power-loss images (operation × mode) of %d workloads (seeds %d..%d): every store opened and held every acknowledged record",
 		total, *crashSeeds, first, first+int64(*crashSeeds)-1)
 }
 
