@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
-	"github.com/wardenlock/warden/chaos"
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
@@ -34,22 +31,7 @@ func TestReplicaMoveDrainRemoveUnderTraffic(t *testing.T) {
 	fourID := c.Cfgs[four].ID
 
 	// Traffic through every node, the new one included.
-	start := time.Now()
-	hist := chaos.NewHistory(func() int64 { return int64(time.Since(start)) })
-	w := &chaos.Register{Clients: 3, Rate: 10 * time.Millisecond, Hist: hist}
-	var clients []*client.Client
-	for i := 0; i < w.Clients; i++ {
-		cl, err := client.New(ctx, c.Endpoints(), client.WithRequestTimeout(time.Second), client.WithPoolSize(1),
-			client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		clients = append(clients, cl)
-	}
-	wctx, stopTraffic := context.WithCancel(ctx)
-	trafficDone := make(chan struct{})
-	go func() { defer close(trafficDone); w.RunWith(wctx, clients, 7) }()
+	reg := startRegister(t, ctx, c.Endpoints(), 7)
 
 	// Move a replica of the shard the register's first namespace lives on,
 	// away from its leader (so the move also hands leadership over).
@@ -117,8 +99,7 @@ func TestReplicaMoveDrainRemoveUnderTraffic(t *testing.T) {
 	})
 	// Let traffic run on the new layout for a moment before stopping it.
 	time.Sleep(time.Second)
-	stopTraffic()
-	<-trafficDone
+	reg.stop()
 	c.Forget(int(from - 1))
 
 	// The meta group kept three voters: the new node replaced the removed one.
@@ -163,53 +144,16 @@ func TestReplicaMoveDrainRemoveUnderTraffic(t *testing.T) {
 	})
 
 	// Acknowledged state is visible afterwards: the locks taken before the
-	// changes, and (as reads appended to the history) the register's.
-	for p, tok := range kept {
-		info, err := after.LockInfo(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(info.Holders) != 1 || info.Holders[0].Token != tok {
-			t.Fatalf("%s: holders %+v, want the token %d granted before the moves", p, info.Holders, tok)
-		}
-	}
-	for _, p := range chaos.RegisterPaths() {
-		call := hist.Call()
-		resp, err := after.Do(ctx, &wire.Request{Op: wire.OpLockInfo, Path: p})
-		if resp == nil || resp.Code != wire.OK && resp.Code != wire.NotFound {
-			t.Fatalf("read %s: %v", p, err)
-		}
-		out := chaos.RegOutput{Code: resp.Code}
-		for _, h := range resp.Holders {
-			if h.Path == "" || h.Path == p {
-				out.Holder = &chaos.RegHold{Lease: h.Lease, Owner: h.Owner, Token: h.Token, Count: h.Count}
-			}
-		}
-		hist.Add(99, chaos.RegInput{Kind: chaos.RegRead, Path: p}, call, out)
-	}
-	ops, unknown := w.Stats()
+	// changes, and (as reads appended to the history) the register's; the
+	// history is linearizable, and the cluster still grants, with tokens
+	// above everything before.
+	keptLocksHold(t, ctx, after, kept)
+	ops, unknown := reg.check(t, ctx, after)
 	if ops < 100 {
 		t.Fatalf("only %d register operations ran", ops)
 	}
-	res, _ := porcupine.CheckOperationsVerbose(chaos.RegisterModel(), hist.Ops(), 3*time.Minute)
-	if res != porcupine.Ok {
-		t.Fatalf("register history (%d ops, %d unknown) is %v, not linearizable", ops, unknown, res)
-	}
 	t.Logf("%d register operations (%d unknown outcome) linearizable across join, move, drain, remove", ops, unknown)
-
-	// The cluster still grants, with tokens above everything before.
-	for p, tok := range kept {
-		if _, err := after.Do(ctx, &wire.Request{Op: wire.OpRelease, Path: p, Token: tok}); err != nil {
-			t.Fatalf("release %s: %v", p, err)
-		}
-		resp, err := after.Do(ctx, &wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000})
-		if err != nil {
-			t.Fatalf("acquire %s after the changes: %v", p, err)
-		}
-		if resp.Token <= tok {
-			t.Fatalf("%s: token %d after the moves, not above %d", p, resp.Token, tok)
-		}
-	}
+	keptLocksAdvance(t, ctx, after, kept)
 }
 
 // holdLocks takes n locks on single-lock leases with a long TTL, spread

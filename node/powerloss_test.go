@@ -15,15 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
-	"github.com/wardenlock/warden/chaos"
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/internal/diskfs/crashfs"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
-	"github.com/wardenlock/warden/wire"
 )
 
 // TestPowerLossOfANodeKeepsTheClusterLinearizable: register clients lock,
@@ -92,22 +88,7 @@ func TestPowerLossOfANodeKeepsTheClusterLinearizable(t *testing.T) {
 	defer admin.Close()
 	kept := holdLocks(t, ctx, admin, 6)
 
-	start := time.Now()
-	hist := chaos.NewHistory(func() int64 { return int64(time.Since(start)) })
-	w := &chaos.Register{Clients: 3, Rate: 10 * time.Millisecond, Hist: hist}
-	var clients []*client.Client
-	for i := 0; i < w.Clients; i++ {
-		cl, err := client.New(ctx, endpoints, client.WithRequestTimeout(time.Second), client.WithPoolSize(1),
-			client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		clients = append(clients, cl)
-	}
-	wctx, stopTraffic := context.WithCancel(ctx)
-	trafficDone := make(chan struct{})
-	go func() { defer close(trafficDone); w.RunWith(wctx, clients, 11) }()
+	reg := startRegister(t, ctx, endpoints, 11)
 
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewSource(seed))
@@ -148,66 +129,21 @@ func TestPowerLossOfANodeKeepsTheClusterLinearizable(t *testing.T) {
 		c.WaitReady(time.Minute)
 		waitCaughtUp(t, ctx, admin, uint64(k+1))
 		// The cluster serves again.
-		before, _ := w.Stats()
+		before, _ := reg.w.Stats()
 		c.WaitFor(time.Minute, "register operations after the restart", func() error {
-			if ops, _ := w.Stats(); ops < before+50 {
+			if ops, _ := reg.w.Stats(); ops < before+50 {
 				return fmt.Errorf("%d operations since the restart", ops-before)
 			}
 			return nil
 		})
 	}
-	stopTraffic()
-	<-trafficDone
-
-	// Reads may time out while a restarted node settles its leaderships:
-	// they are retried (a read changes nothing).
-	for p, tok := range kept {
-		var info client.LockInfo
-		nodetest.WaitFor(t, 30*time.Second, "a read of "+p, func() (err error) {
-			info, err = admin.LockInfo(ctx, p)
-			return err
-		})
-		if len(info.Holders) != 1 || info.Holders[0].Token != tok {
-			t.Fatalf("%s: holders %+v, want the token %d granted before the power losses", p, info.Holders, tok)
-		}
-	}
-	for _, p := range chaos.RegisterPaths() {
-		var call int64
-		var resp *wire.Response
-		nodetest.WaitFor(t, 30*time.Second, "a read of "+p, func() (err error) {
-			call = hist.Call()
-			resp, err = admin.Do(ctx, &wire.Request{Op: wire.OpLockInfo, Path: p})
-			if resp != nil && (resp.Code == wire.OK || resp.Code == wire.NotFound) {
-				return nil
-			}
-			return fmt.Errorf("%v", err)
-		})
-		out := chaos.RegOutput{Code: resp.Code}
-		for _, h := range resp.Holders {
-			if h.Path == "" || h.Path == p {
-				out.Holder = &chaos.RegHold{Lease: h.Lease, Owner: h.Owner, Token: h.Token, Count: h.Count}
-			}
-		}
-		hist.Add(99, chaos.RegInput{Kind: chaos.RegRead, Path: p}, call, out)
-	}
-	ops, unknown := w.Stats()
-	res, _ := porcupine.CheckOperationsVerbose(chaos.RegisterModel(), hist.Ops(), 3*time.Minute)
-	if res != porcupine.Ok {
-		t.Fatalf("register history (%d ops, %d unknown) is %v, not linearizable (seed %d)", ops, unknown, res, seed)
-	}
-	for p, tok := range kept {
-		if _, err := admin.Do(ctx, &wire.Request{Op: wire.OpRelease, Path: p, Token: tok}); err != nil {
-			t.Fatalf("release %s: %v", p, err)
-		}
-		resp, err := admin.Do(ctx, &wire.Request{Op: wire.OpAcquire, Path: p, TTL: 30000})
-		if err != nil {
-			t.Fatalf("acquire %s after the power losses: %v", p, err)
-		}
-		if resp.Token <= tok {
-			t.Fatalf("%s: token %d after the power losses, not above %d", p, resp.Token, tok)
-		}
-	}
-	t.Logf("%d register operations (%d unknown outcome) linearizable across 3 power losses", ops, unknown)
+	reg.stop()
+	// Reads may time out while a restarted node settles its leaderships;
+	// they are retried.
+	keptLocksHold(t, ctx, admin, kept)
+	ops, unknown := reg.check(t, ctx, admin)
+	keptLocksAdvance(t, ctx, admin, kept)
+	t.Logf("%d register operations (%d unknown outcome) linearizable across 3 power losses (seed %d)", ops, unknown, seed)
 }
 
 // waitCaughtUp waits until every replica on node id has applied as far as
