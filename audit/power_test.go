@@ -1,12 +1,10 @@
 package audit
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,14 +22,6 @@ import (
 // power loss would leave is opened as a store: it must open, and hold for
 // each shard exactly the records 1..n for some n at least as far as the
 // last Durable that returned before the operation.
-
-var (
-	auditCrashSeed   = flag.Int64("crash.seed", 0, "first seed of the power-loss workloads (0: from the clock)")
-	auditCrashSeeds  = flag.Int("crash.seeds", 1, "power-loss workloads, one per seed")
-	auditCrashSteps  = flag.Int("crash.steps", 300, "entries recorded by each power-loss workload")
-	auditCrashPoints = flag.Int("crash.points", 120, "crash points checked per workload (0: every operation)")
-	auditCrashModes  = flag.Bool("crash.allmodes", false, "check every crash mode at every crash point (else one, in turn)")
-)
 
 const powerShards = 4 // shards 2..5
 
@@ -204,22 +194,10 @@ func auditPowerLoss(t testing.TB, seed int64, steps, points int, allModes bool) 
 }
 
 func TestPowerLossKeepsDurableRecords(t *testing.T) {
-	first := *auditCrashSeed
-	if first == 0 {
-		first = time.Now().UnixNano() % 1e9
-	}
-	total := 0
-	for i := range *auditCrashSeeds {
-		seed := first + int64(i)
-		checked, failures := auditPowerLoss(t, seed, *auditCrashSteps, *auditCrashPoints, *auditCrashModes)
-		total += checked
-		if len(failures) > 0 {
-			t.Fatalf("%d of %d power cuts failed (rerun: -crash.seed %d):\n%s", len(failures), checked, seed,
-				strings.Join(failures[:min(len(failures), 10)], "\n"))
-		}
-	}
-	t.Logf("%d power-loss images (operation × mode) of %d workloads (seeds %d..%d): every store opened and kept every durable record",
-		total, *auditCrashSeeds, first, first+int64(*auditCrashSeeds)-1)
+	crashfs.Run(t, crashfs.Plan{Seeds: 1, Steps: 300, Points: 120}, "every store opened and kept every durable record",
+		func(seed int64, p crashfs.Plan) (int, []string) {
+			return auditPowerLoss(t, seed, p.Steps, p.Points, p.AllModes)
+		})
 }
 
 // A new store's directory survives a power loss right after its first

@@ -2,16 +2,13 @@ package raftwal
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/lni/dragonboat/v4/raftio"
 	pb "github.com/lni/dragonboat/v4/raftpb"
@@ -30,14 +27,6 @@ import (
 // So nothing acknowledged is lost, nothing is invented, a torn tail is cut
 // at a record boundary, and a record no sync covered may or may not be
 // there, but only with every record before it.
-
-var (
-	crashSeed   = flag.Int64("crash.seed", 0, "first seed of the power-loss workloads (0: from the clock)")
-	crashSeeds  = flag.Int("crash.seeds", 2, "power-loss workloads, one per seed")
-	crashSteps  = flag.Int("crash.steps", 260, "calls of each power-loss workload")
-	crashPoints = flag.Int("crash.points", 0, "crash points checked per workload (0: every operation)")
-	crashModes  = flag.Bool("crash.allmodes", false, "check every crash mode at every crash point (else one, in turn)")
-)
 
 const powerDir = "node/raft/wardenwal"
 
@@ -514,31 +503,14 @@ func (r *powerRun) workload(steps int) {
 	r.ack(len(r.recs))
 }
 
-func powerSeed() int64 {
-	if *crashSeed != 0 {
-		return *crashSeed
-	}
-	return time.Now().UnixNano() % 1e9
-}
-
 func TestPowerLossAtEveryOperation(t *testing.T) {
 	if skipRotationDirSync {
 		t.Skip("built with the crashbug tag: TestPowerLossCatchesASkippedDirectorySync runs instead")
 	}
-	first := powerSeed()
-	total := 0
-	for i := range *crashSeeds {
-		seed := first + int64(i)
-		checked, failures := powerLoss(t, seed, *crashSteps, *crashPoints, *crashModes)
-		t.Logf("seed %d: %d power-loss images checked", seed, checked)
-		total += checked
-		if len(failures) > 0 {
-			t.Fatalf("%d of %d power cuts failed (rerun: -crash.seed %d):\n%s", len(failures), checked, seed,
-				strings.Join(failures[:min(len(failures), 10)], "\n"))
-		}
-	}
-	t.Logf("%d power-loss images (operation × mode) of %d workloads (seeds %d..%d): every store opened and held every acknowledged record",
-		total, *crashSeeds, first, first+int64(*crashSeeds)-1)
+	crashfs.Run(t, crashfs.Plan{Seeds: 2, Steps: 260}, "every store opened and held every acknowledged record",
+		func(seed int64, p crashfs.Plan) (int, []string) {
+			return powerLoss(t, seed, p.Steps, p.Points, p.AllModes)
+		})
 }
 
 // powerLossAt checks one crash point of one seed's workload in one mode.
