@@ -42,9 +42,9 @@ func snapshotAndCompact(t *testing.T, w *WAL, shard, snap, through uint64) {
 }
 
 // Eight busy replicas with similar logs pin the oldest segment together:
-// none of them is copied wholesale at rotation (session 10's stall: the
-// store copied all of them under its lock, every writer of the node
-// waiting about 2 s), no rotation copies more than its budget, and their
+// none of them is copied wholesale at rotation (copying all of them under
+// the store's lock kept every writer of the node waiting about 2 s), no
+// rotation copies more than its budget, and their
 // own compactions still free the old segments.
 func TestSimilarReplicasAreNotCopiedAtRotation(t *testing.T) {
 	w, dir, opts := openSmall(t)

@@ -623,9 +623,8 @@ func (w *WAL) growingSegment(num uint64, buf []byte) (*segment, error) {
 // entries together fit in copyBudget, and copies exactly those replicas.
 // When several busy replicas pin the oldest segment together (a node with
 // many similar shards), their entries do not fit and none is copied: their
-// own snapshots and compactions will free it. Session 10 found the
-// per-replica rule this replaces copying every one of 8 shards' entries at
-// once, stopping every shard of the node for about 2 s.
+// own snapshots and compactions will free it (copying each of 8 such
+// replicas at once stopped every shard of the node for about 2 s).
 func (w *WAL) copySet() map[nodeKey]bool {
 	if len(w.segs) == 0 {
 		return nil

@@ -32,7 +32,7 @@ const (
 	// fillRate bounds the background filler (bytes per second). Every
 	// replica rotates at about the same moment, and three 64 MiB fills at
 	// full speed (0.4-0.7 s on the project's machine) doubled the log's
-	// sync p99 while they ran (session 7, tail7). At this rate a 64 MiB
+	// sync p99 while they ran. At this rate a 64 MiB
 	// spare takes 2 s, well inside the 3.5 s the busiest load measured
 	// (about 18 MB/s per node) takes to fill a segment; a spare that is
 	// late only means a growing segment until it is ready.
