@@ -65,8 +65,8 @@ func TestVerifierChecksSignatureExpiryAndOrder(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	now := time.UnixMilli(1_700_000_000_000)
 	sign := func(path string, token uint64, exp time.Time) Signed {
-		sig := ed25519.Sign(priv, wire.SignedMessage(path, token, 2, exp.UnixMilli()))
-		return Signed{Path: path, Token: token, Shard: 2, Expiry: exp, Sig: sig}
+		sig := ed25519.Sign(priv, wire.SignedMessage(path, token, 2, exp.UnixMilli(), wire.Exclusive, 0))
+		return Signed{Path: path, Token: token, Shard: 2, Expiry: exp, Mode: wire.Exclusive, Sig: sig}
 	}
 	v := &Verifier{Key: pub, Guard: NewGuard(), Now: func() time.Time { return now }}
 	good := sign("/a/b", 10, now.Add(time.Minute))
@@ -83,6 +83,29 @@ func TestVerifierChecksSignatureExpiryAndOrder(t *testing.T) {
 	}
 	if err := v.Verify(sign("/a/b", 9, now.Add(time.Minute))); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("older token after a newer one: %v", err)
+	}
+	// The mode and the permits are signed: a shared hold or a semaphore
+	// permit cannot be passed off as an exclusive lock, nor the other way.
+	sharedSig := ed25519.Sign(priv, wire.SignedMessage("/a/s", 20, 2, now.Add(time.Minute).UnixMilli(), wire.Shared, 3))
+	shared := Signed{Path: "/a/s", Token: 20, Shard: 2, Expiry: now.Add(time.Minute), Mode: wire.Shared, Permits: 3, Sig: sharedSig}
+	if err := (&Verifier{Key: pub, Now: v.Now}).Verify(shared); err != nil {
+		t.Fatalf("a signed permit does not verify: %v", err)
+	}
+	if err := (&Verifier{Key: pub, Now: v.Now}).VerifyExclusive(shared); !errors.Is(err, ErrNotExclusive) {
+		t.Fatalf("a permit passed as exclusive: %v", err)
+	}
+	for name, f := range map[string]func(*Signed){
+		"mode":    func(s *Signed) { s.Mode = wire.Exclusive },
+		"permits": func(s *Signed) { s.Permits = 1 },
+	} {
+		forged := shared
+		f(&forged)
+		if err := (&Verifier{Key: pub, Now: v.Now}).Verify(forged); !errors.Is(err, ErrBadSignature) {
+			t.Fatalf("a permit with a changed %s verified: %v", name, err)
+		}
+	}
+	if err := (&Verifier{Key: pub, Now: v.Now}).VerifyExclusive(good); err != nil {
+		t.Fatalf("an exclusive grant refused as exclusive: %v", err)
 	}
 	otherPub, _, _ := ed25519.GenerateKey(rand.Reader)
 	if err := (&Verifier{Key: otherPub}).Verify(good); !errors.Is(err, ErrBadSignature) {

@@ -196,6 +196,12 @@ type connSecurity struct {
 	rateKey        string       // identity, or the client IP when auth is off
 	pendingWatches atomic.Int32
 	oversize       int // oversized frames skipped so far (reader goroutine only)
+	// ownsClients: auth is on, so the connection's client ids are scoped
+	// to its identity (clients.go). lastClient/lastOwned cache the last
+	// one (reader goroutine only): a connection nearly always sends one.
+	ownsClients           bool
+	lastClient, lastOwned uint64
+	helloOwned            atomic.Uint64 // the owned id of the Hello's Client
 }
 
 // gate is the router's admission state shared by all connections.
@@ -408,6 +414,7 @@ func (c *conn) authenticate(req *wire.Request) error {
 	}
 	c.sec.token = req.Auth
 	c.sec.identity, c.sec.rateKey, c.sec.pol = id, id, pol
+	c.sec.ownsClients = true
 	return nil
 }
 

@@ -238,10 +238,13 @@ func (c *conn) close() {
 // stays locked for a client that can never learn its token. (A session-bound
 // grant stays: the client re-attaches with the same request, or its session
 // expires.)
-func (c *conn) finish(req *wire.Request, resp *wire.Response) {
+func (c *conn) finish(req *wire.Request, resp *wire.Response, arrived time.Duration) {
 	<-c.sem
 	resp.ID = req.ID
-	c.s.sign(req, resp)
+	c.s.sign(req, resp, arrived)
+	if len(resp.Waiters) > 0 && c.hidesClients(req.Path) {
+		c.hideWaiterClients(resp.Waiters)
+	}
 	if !c.send(resp) && c.isClosed() && !c.peer && req.Lease == 0 && isGrant(req, resp) {
 		c.s.releaseOrphan(req, resp)
 	}
@@ -277,18 +280,27 @@ func (cl *call) Answer(resp *wire.Response) {
 		c.acks.finish(req.Seq)
 	}
 	cl.t.done(req, resp)
-	c.finish(req, resp)
+	c.finish(req, resp, cl.t.start)
 }
 
 func (c *conn) handle(cl *call) {
 	req := &cl.req
 	cl.t = c.s.track(req, c.peer)
+	if req.Has(wire.FlagSigned) && cl.t.start == 0 {
+		cl.t.start = monoNow() // a signature's expiry counts from it (sign.go)
+	}
 	to := c.admit(req, cl)
 	if to == nil {
 		return // refused: answered, nothing routed (auth.go)
 	}
 	if !c.peer {
 		req.Identity = c.leaseIdentity(req)
+		if req.Client != 0 && c.sec.ownsClients {
+			req.Client = c.ownedClient(req.Client)
+			if req.Op == wire.OpHello {
+				c.sec.helloOwned.Store(req.Client)
+			}
+		}
 	}
 	if req.Op.Internal() && !(c.peer && req.Shard != 0 && req.Op.PeerInternal()) {
 		// Range-move steps come from the node driving a move, over an

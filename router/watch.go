@@ -8,11 +8,15 @@ import (
 type connSub struct {
 	c      *conn
 	stream uint64
+	hide   bool // leave other clients' ids out of the events (hidesClients)
 }
 
 // Send implements shard.Subscriber. When the client cannot keep up the
 // watch ends with TooMany; the client resumes from its last revision.
 func (cs *connSub) Send(events []wire.Event) bool {
+	if cs.hide {
+		events = cs.c.hideEventClients(events)
+	}
 	if cs.c.send(&wire.Response{Stream: cs.stream, Events: events}) {
 		return true
 	}
@@ -55,7 +59,8 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 	}
 	if h := c.s.cfg.Host; h != nil {
 		if local, ok := h.Shard(shardID); ok {
-			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, &connSub{c: c, stream: stream})
+			sub := &connSub{c: c, stream: stream, hide: c.hidesClients(req.Path)}
+			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
 			if err != nil {
 				done(errorResponse(req.ID, err))
 				return
@@ -82,7 +87,7 @@ func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func
 	}
 	fwd := *req
 	fwd.Shard = shardID
-	first := true
+	first, hide := true, c.hidesClients(req.Path)
 	w := &watch{shard: shardID, peer: p}
 	fwdID := p.send(&fwd, func(r *wire.Response) {
 		r.Stream = stream
@@ -100,6 +105,9 @@ func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func
 			c.mu.Lock()
 			delete(c.watches, stream)
 			c.mu.Unlock()
+		}
+		if hide && len(r.Events) > 0 {
+			r.Events = c.hideEventClients(r.Events)
 		}
 		c.send(r)
 	})

@@ -262,10 +262,33 @@ func (s *Shard) SubmitTo(req *wire.Request, to Answerer) {
 	case req.Op == wire.OpCancel:
 		s.cancel(req.Client, req.Seq, wire.Cancelled, func(r *wire.Response) { r.ID = req.ID; to.Answer(r) })
 	case req.Op.Mutating():
+		if req.Has(wire.FlagSigned) && (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) {
+			to = &leaseTimeLeft{s: s, to: to}
+		}
 		s.propose(req, to)
 	default:
 		to.Answer(&wire.Response{ID: req.ID, Code: wire.UnknownOp, Msg: "unknown operation " + req.Op.String()})
 	}
+}
+
+// leaseTimeLeft answers a grant that is to be signed (FlagSigned) with the
+// time left on its lease in TTL, as this replica's lessor knows it when the
+// answer arrives: the signature's expiry (router/sign.go) is bounded by it,
+// never by a TTL the client sent. TTL is 0 when the lessor does not know
+// the lease (this replica no longer leads the shard): no signature then.
+type leaseTimeLeft struct {
+	s  *Shard
+	to Answerer
+}
+
+func (a *leaseTimeLeft) Answer(resp *wire.Response) {
+	if resp.Code == wire.OK && resp.Token != 0 {
+		resp.TTL = 0
+		if d, ok := a.s.lessor.remaining(resp.Lease); ok && d > 0 {
+			resp.TTL = d.Milliseconds()
+		}
+	}
+	a.to.Answer(resp)
 }
 
 func isRead(op wire.Op) bool {

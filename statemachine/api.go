@@ -29,6 +29,12 @@ type Config struct {
 	// ungrantable after its holder's lease expired or it was revoked. An
 	// acquire can set its own (Request.LockDelay). Default 0: off.
 	LockDelay int64
+	// Quotas per identity on this shard (auth on: requests that carry an
+	// Identity; quotas.go). Decided when an entry is applied, so every
+	// replica of a shard must have the same values, like LockDelay.
+	MaxOwnerLeases  int // session leases + single-lock leases (held or queued), default 10000
+	MaxOwnerLocks   int // holds + queued acquires and campaigns, default 100000
+	MaxOwnerWaiters int // queued acquires and campaigns, default 10000
 }
 
 // SingleLeaseBit marks lease ids the state machine made for a single-lock

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/wardenlock/warden/hierarchy"
 	"github.com/wardenlock/warden/wire"
@@ -23,21 +24,40 @@ func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 		s.exec(r, out)
 		return
 	}
+	if r.AckSeq > r.Seq && s.newRequest(r.Client, r.Seq) {
+		// AckSeq says every Seq below it is finished; a request this shard
+		// has not answered yet cannot be. (A retry may carry a higher
+		// AckSeq: its first copy was answered, or is queued.)
+		s.fail(r, out, wire.Errorf(wire.InvalidArgument, "AckSeq %d is above the request's own Seq %d, which has not been answered: a request is not finished before its answer", r.AckSeq, r.Seq))
+		return
+	}
 	c := s.touchClient(r.Client)
 	s.ack(c, r.AckSeq, r.Seq)
+	sum := sumOf(r)
 	if rec := c.record(r.Seq); rec != nil {
+		if !rec.answers(r.Op, sum) {
+			s.fail(r, out, wire.Errorf(wire.SeqReused, "seq %d of client %d answered another request (%v) on this shard: a retry must be the same request, a new request needs a new Seq", r.Seq, r.Client, rec.op))
+			return
+		}
 		rec.replay(out)
 		s.checkReplayedGrant(r, out)
 		s.refillMulti(r, out)
 		return
 	}
 	if r.Seq < c.floor {
-		out.Code, out.Msg = wire.Ambiguous, "sequence number is below the acknowledged floor: its outcome is forgotten"
+		out.Code, out.Msg = wire.Ambiguous, fmt.Sprintf("seq %d is below this client's acknowledged floor %d on this shard: its outcome is forgotten", r.Seq, c.floor)
 		return
 	}
 	s.queued = nil
 	s.exec(r, out)
-	s.remember(c, r, out, s.queued)
+	s.remember(c, r, out, s.queued, sum)
+}
+
+// newRequest reports whether (client, seq) is neither recorded here nor
+// below the client's floor: a request this shard has not answered.
+func (s *StateMachine) newRequest(client, seq uint64) bool {
+	c := s.clients[client]
+	return c == nil || seq >= c.floor && c.record(seq) == nil
 }
 
 // checkReplayedGrant keeps a retry from resurrecting a grant that has ended:
@@ -58,8 +78,10 @@ func (s *StateMachine) checkReplayedGrant(r *wire.Request, out *wire.Response) {
 // exec runs one op and writes its outcome into out.
 func (s *StateMachine) exec(r *wire.Request, out *wire.Response) {
 	s.grants = s.grants[:0]
+	s.newLease = nil
 	err := s.dispatch(r, out)
 	if err != nil {
+		s.dropNewLease() // a refused request leaves no lease behind
 		s.fail(r, out, err)
 		return
 	}

@@ -19,6 +19,10 @@ func DefaultConfig() Config {
 		MaxLeaseLock: 100_000,
 		ClientIdleMs: 10 * 60 * 1000,
 		TombstoneMs:  60 * 60 * 1000,
+
+		MaxOwnerLeases:  10_000,
+		MaxOwnerLocks:   100_000,
+		MaxOwnerWaiters: 10_000,
 	}
 }
 
@@ -39,6 +43,7 @@ func (c Config) Validate() error {
 	check(c.MaxValue >= 0, "MaxValue must not be negative")
 	check(c.SplitDepth >= 0, "SplitDepth must not be negative")
 	check(c.MaxWaiters >= 0 && c.MaxLeaseLock >= 0, "limits must not be negative")
+	check(c.MaxOwnerLeases >= 0 && c.MaxOwnerLocks >= 0 && c.MaxOwnerWaiters >= 0, "quotas must not be negative")
 	check(c.ClientIdleMs >= 0 && c.TombstoneMs >= 0, "retention times must not be negative")
 	check(c.LockDelay >= 0 && c.LockDelay <= d.MaxTTL, "LockDelay %d is outside 0..MaxTTL", c.LockDelay)
 	return errors.Join(errs...)
@@ -72,5 +77,8 @@ func (c Config) withDefaults() Config {
 	fill(&c.SplitDepth, d.SplitDepth)
 	fill(&c.MaxWaiters, d.MaxWaiters)
 	fill(&c.MaxLeaseLock, d.MaxLeaseLock)
+	fill(&c.MaxOwnerLeases, d.MaxOwnerLeases)
+	fill(&c.MaxOwnerLocks, d.MaxOwnerLocks)
+	fill(&c.MaxOwnerWaiters, d.MaxOwnerWaiters)
 	return c
 }

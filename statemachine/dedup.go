@@ -2,7 +2,12 @@ package statemachine
 
 import (
 	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
 	"slices"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -192,21 +197,46 @@ func (q *seqRecords) compact() {
 
 // outcome is what a request answered, kept compactly for replay.
 type outcome struct {
-	op      wire.Op
-	code    wire.Code
-	mode    wire.Mode
-	count   uint32
-	msg     string
-	token   uint64
-	lease   uint64
-	version uint64
-	rev     uint64
-	ttl     int64
-	w       *waiter // while the acquire is queued
+	op   wire.Op
+	code wire.Code
+	mode wire.Mode
 	// lingering: resolved while below the floor; dropped by the next
 	// AckSeq above it.
 	lingering bool
+	count     uint32
+	msg       string
+	token     uint64
+	lease     uint64
+	version   uint64
+	rev       uint64
+	ttl       int64
+	sum       uint64  // requestSum of the request answered; 0 = unknown (an older snapshot or move)
+	w         *waiter // while the acquire is queued
 }
+
+// answers reports whether rec may answer a request with op and sum: a
+// (Client, Seq) names one request, and a retry is the same request. Client
+// ids are owned by identities (wire.OwnedClient), so a mismatch is the
+// owner's own client reusing a Seq, never another identity's request.
+func (rec *outcome) answers(op wire.Op, sum uint64) bool {
+	return rec.op == op && (rec.sum == 0 || rec.sum == sum)
+}
+
+// requestSum digests what, besides its op, tells one request of a client
+// from another: its path (every path of a multi-lock) and its lease. Only
+// requests of one owned client id are ever compared, so this guards an
+// owner against its own reuse of a Seq, not against forgery; 64 bits of
+// xxhash make an accidental match negligible. It is never 0.
+func requestSum(path string, paths []string, lease uint64) uint64 {
+	h := xxhash.Sum64String(path)
+	for _, p := range paths {
+		h = bits.RotateLeft64(h, 17) ^ xxhash.Sum64String(p)
+	}
+	h ^= bits.RotateLeft64(lease*0x9e3779b97f4a7c15, 29)
+	return h | 1
+}
+
+func sumOf(r *wire.Request) uint64 { return requestSum(r.Path, r.Paths, r.Lease) }
 
 // dedupable: Cancel names its target by (Client, Seq), so it is not itself
 // deduplicated; it is idempotent instead.
@@ -264,13 +294,13 @@ func (s *StateMachine) ack(c *client, ackSeq, seq uint64) {
 	c.lingerSeqs = keep
 }
 
-func (s *StateMachine) remember(c *client, r *wire.Request, out *wire.Response, queued *waiter) {
+func (s *StateMachine) remember(c *client, r *wire.Request, out *wire.Response, queued *waiter, sum uint64) {
 	if out.Code.Retryable() {
 		return // not a decision: the retry must really run
 	}
 	rec := s.newRecord()
 	*rec = outcome{op: r.Op, code: out.Code, mode: out.Mode, count: out.Count, msg: out.Msg, token: out.Token,
-		lease: out.Lease, version: out.Version, rev: out.Rev, ttl: out.TTL}
+		lease: out.Lease, version: out.Version, rev: out.Rev, ttl: out.TTL, sum: sum}
 	if out.Code == wire.Queued && queued != nil {
 		rec.w = queued
 		c.waiting++
@@ -379,4 +409,43 @@ func (l *clientList) remove(c *client) {
 		c.next.prev = c.prev
 	}
 	c.prev, c.next = nil, nil
+}
+
+// Snapshot section 42 (exactly-once): each record's requestSum, client by
+// client in LRU order and record by record in seq order, the order the
+// core client section is written in. A snapshot without it recovers its
+// records with sum 0 (unknown), which answers any retry of the same op.
+const sectionRecordSums = 42
+
+func init() {
+	registerSection(snapSection{tag: sectionRecordSums, name: "record sums", save: saveRecordSums, load: loadRecordSums})
+}
+
+func saveRecordSums(s *StateMachine, w *snapWriter) {
+	var buf []seqRecord
+	var b [8]byte
+	for c := s.lru.head; c != nil; c = c.next {
+		buf = c.sortedRecords(buf[:0])
+		w.uvarint(uint64(len(buf)))
+		for _, e := range buf {
+			binary.BigEndian.PutUint64(b[:], e.rec.sum)
+			w.write(b[:])
+		}
+	}
+}
+
+func loadRecordSums(c *recovery) {
+	r := c.r
+	var buf []seqRecord
+	var b [8]byte
+	for cl := c.lru.head; cl != nil && r.err == nil; cl = cl.next {
+		buf = cl.sortedRecords(buf[:0])
+		if n := r.count(uint64(len(buf))); r.err == nil && n != len(buf) {
+			r.fail(fmt.Errorf("client %d: %d record sums for %d records", cl.id, n, len(buf)))
+		}
+		for _, e := range buf {
+			r.full(b[:])
+			e.rec.sum = binary.BigEndian.Uint64(b[:])
+		}
+	}
 }

@@ -130,6 +130,7 @@ type ExRecord struct {
 	Rev       uint64
 	TTL       int64
 	Lingering bool
+	Sum       uint64 // requestSum of the request answered (0 from a source that did not record it)
 }
 
 func (s *StateMachine) exportRange(q ExportQuery) (*RangeExport, error) {
@@ -214,7 +215,7 @@ func (s *StateMachine) exportRange(q ExportQuery) (*RangeExport, error) {
 			}
 			ec.Records = append(ec.Records, ExRecord{Seq: seq, Op: rec.op, Code: rec.code, Mode: rec.mode, Count: rec.count,
 				Msg: rec.msg, Token: rec.token, Lease: rec.lease, Version: rec.version, Rev: rec.rev, TTL: rec.ttl,
-				Lingering: rec.lingering})
+				Lingering: rec.lingering, Sum: rec.sum})
 		}
 		if len(ec.Records) > 0 {
 			x.Clients = append(x.Clients, ec)
@@ -348,9 +349,12 @@ func (s *StateMachine) opInstallRange(r *wire.Request, out *wire.Response) *wire
 			gone[el.ID] = true // ended here already: its entries are not installed
 			continue
 		}
-		l := &lease{id: el.ID, ttl: el.TTL, owner: internIdentity(el.Owner)}
+		l := &lease{id: el.ID, ttl: el.TTL, owner: internIdentity(el.Owner), ten: s.tenantOf(el.Owner)}
 		l.rev = s.emit(wire.Event{Kind: wire.EvLease, Lease: el.ID, TTL: el.TTL})
 		s.leases[el.ID] = l
+		if l.ten != nil {
+			l.ten.leases++
+		}
 	}
 	for i := range x.Nodes {
 		s.installNode(&x.Nodes[i], gone)
@@ -434,9 +438,12 @@ func (s *StateMachine) installNode(en *ExNode, gone map[uint64]bool) {
 			s.singles.put(h)
 			if eh.Identity != "" {
 				s.singleOwn[h.token] = internIdentity(eh.Identity)
+				s.tenantOf(eh.Identity).countHold(true, 1)
 			}
 		} else {
-			s.leases[eh.Lease].addHolder(h)
+			l := s.leases[eh.Lease]
+			l.addHolder(h)
+			l.ten.countHold(false, 1)
 		}
 	}
 	for i := range en.Waiters {
@@ -457,17 +464,20 @@ func (s *StateMachine) installNode(en *ExNode, gone map[uint64]bool) {
 		s.nWaiters++
 		if ew.Identity != "" && ew.Lease == 0 {
 			s.waitOwn[w.arrival] = internIdentity(ew.Identity)
+			s.tenantOf(ew.Identity).countWait(true, 1)
 		}
 		if ew.HasExtra {
 			s.waitX[w.arrival] = &waitExtra{permits: ew.Permits, delay: ew.Delay, revocable: ew.Revocable, priority: ew.Priority}
 		}
 		if l := s.leases[w.lease]; w.lease != 0 && l != nil {
 			l.addWaiter(w)
+			l.ten.countWait(false, 1)
 		}
 		if ew.Op != 0 && w.client != 0 {
 			c := s.installedClient(w.client, ew.Floor)
 			if c.record(w.seq) == nil {
-				c.put(w.seq, &outcome{op: ew.Op, code: wire.Queued, mode: w.mode, lease: w.lease, w: w})
+				c.put(w.seq, &outcome{op: ew.Op, code: wire.Queued, mode: w.mode, lease: w.lease, w: w,
+					sum: requestSum(en.Path, nil, w.lease)})
 				c.waiting++
 			}
 		}
@@ -508,7 +518,7 @@ func (s *StateMachine) installClient(ec *ExClient) {
 			continue
 		}
 		rec := &outcome{op: er.Op, code: er.Code, mode: er.Mode, count: er.Count, msg: er.Msg, token: er.Token,
-			lease: er.Lease, version: er.Version, rev: er.Rev, ttl: er.TTL}
+			lease: er.Lease, version: er.Version, rev: er.Rev, ttl: er.TTL, sum: er.Sum}
 		if er.Lingering && er.Seq < c.floor {
 			c.linger(er.Seq, rec)
 		}

@@ -14,7 +14,8 @@ func (s *StateMachine) checkTTL(ttl int64) *wire.Error {
 }
 
 // useLease returns the session lease r.Lease, creating it on first use
-// (bound to r.Identity, which must then prove the id with r.LeaseKey). An
+// (bound to r.Identity, which must then prove the id with r.LeaseKey). A
+// TTL sent with an existing lease must be within bounds too. An
 // id that ended recently is refused, so a late request of an expired
 // session cannot resurrect it; a lease bound to another identity is refused
 // as Unauthorized.
@@ -27,6 +28,13 @@ func (s *StateMachine) useLease(r *wire.Request) (*lease, *wire.Error) {
 		if err := checkOwner(l, r); err != nil {
 			return nil, err
 		}
+		if ttl != 0 {
+			// The lease keeps the TTL it was created with, but a TTL that is
+			// sent is held to the same bounds (0: none sent, as kv.put does).
+			if err := s.checkTTL(ttl); err != nil {
+				return nil, err
+			}
+		}
 		return l, nil
 	}
 	if _, gone := s.tombs[id]; gone {
@@ -38,9 +46,17 @@ func (s *StateMachine) useLease(r *wire.Request) (*lease, *wire.Error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	l := &lease{id: id, ttl: ttl, owner: internIdentity(r.Identity)}
+	t := s.tenantOf(r.Identity)
+	if err := s.quotaForLease(t); err != nil {
+		return nil, err
+	}
+	l := &lease{id: id, ttl: ttl, owner: internIdentity(r.Identity), ten: t}
 	l.rev = s.emit(wire.Event{Kind: wire.EvLease, Lease: id, TTL: ttl})
 	s.leases[id] = l
+	if t != nil {
+		t.leases++
+	}
+	s.newLease = l // taken back if the op is refused (exec)
 	return l, nil
 }
 
@@ -145,6 +161,9 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		changed = append(changed, n)
 	}
 	delete(s.leases, l.id)
+	if l.ten != nil {
+		l.ten.leases--
+	}
 	s.dropCheckpoint(l.id)
 	s.bury(l.id)
 	s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: l.id})

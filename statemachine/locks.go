@@ -89,6 +89,11 @@ func (s *StateMachine) acquireAt(n *lockNode, r *wire.Request, out *wire.Respons
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
 		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
+	if r.Identity != "" {
+		if err := s.grantQuota(r, l); err != nil {
+			return err
+		}
+	}
 	// The request's strings point into the entry: what is kept is cloned.
 	h := s.grant(grantArgs{node: n, path: r.Path, mode: mode, lease: r.Lease, l: l, owner: strings.Clone(r.Owner), ttl: r.TTL,
 		campaign: campaign, value: r.Value, cause: wire.CauseDirect, client: r.Client, seq: r.Seq,
@@ -227,6 +232,7 @@ func (s *StateMachine) grant(g grantArgs) *holder {
 		s.singles.put(h)
 		if g.identity != "" {
 			s.singleOwn[token] = g.identity
+			s.tenantOf(g.identity).countHold(true, 1)
 		}
 	} else {
 		l := g.l
@@ -234,6 +240,7 @@ func (s *StateMachine) grant(g grantArgs) *holder {
 			l = s.leases[leaseID]
 		}
 		l.addHolder(h)
+		l.ten.countHold(false, 1)
 	}
 	s.emit(wire.Event{Kind: wire.EvAcquired, Cause: g.cause, Path: g.path, Mode: g.mode, Token: token,
 		Lease: leaseID, Owner: g.owner, Client: g.client, Seq: g.seq})
@@ -311,10 +318,12 @@ func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
 		s.singles.remove(h) // before removeHolder clears h
 		s.dropCheckpoint(leaseID)
 		if len(s.singleOwn) > 0 {
+			s.tenantOf(s.singleOwn[hv.token]).countHold(true, -1)
 			delete(s.singleOwn, hv.token)
 		}
 	} else if l := s.leases[hv.lw]; l != nil {
 		l.removeHolder(h)
+		l.ten.countHold(false, -1)
 	}
 	removeHolder(n, h)
 	s.trie.AddHeld(n, hv.mode, -1)

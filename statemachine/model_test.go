@@ -176,7 +176,18 @@ func (m *model) exec(r *wire.Request) (mResp, *mWaiter) {
 
 func (m *model) ttlOK(ttl int64) bool { return ttl >= m.cfg.MinTTL && ttl <= m.cfg.MaxTTL }
 
+// acquire is acquireOn with the rule that a refused request leaves no
+// session lease behind: one it created is taken back.
 func (m *model) acquire(r *wire.Request) (mResp, *mWaiter) {
+	existed := m.leases[r.Lease]
+	resp, w := m.acquireOn(r)
+	if !existed && r.Lease != 0 && resp.code != wire.OK && resp.code != wire.Queued {
+		delete(m.leases, r.Lease)
+	}
+	return resp, w
+}
+
+func (m *model) acquireOn(r *wire.Request) (mResp, *mWaiter) {
 	if r.Mode != wire.Exclusive && r.Mode != wire.Shared {
 		return mResp{code: wire.InvalidArgument}, nil
 	}
@@ -188,6 +199,9 @@ func (m *model) acquire(r *wire.Request) (mResp, *mWaiter) {
 	case r.Lease&SingleLeaseBit != 0:
 		return mResp{code: wire.InvalidArgument}, nil
 	case m.leases[r.Lease]:
+		if r.TTL != 0 && !m.ttlOK(r.TTL) {
+			return mResp{code: wire.InvalidArgument}, nil
+		}
 	case m.tombs[r.Lease] != 0 || m.isTomb(r.Lease):
 		return mResp{code: wire.SessionExpired}, nil
 	case !m.ttlOK(r.TTL):

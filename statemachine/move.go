@@ -242,6 +242,7 @@ func (s *StateMachine) dropSubtree(ns *lockNode) {
 		for i := len(hs) - 1; i >= 0; i-- {
 			h := hs[i]
 			hv, id := *h, h.leaseID()
+			s.holdTenant(h).countHold(hv.single, -1)
 			if hv.single {
 				s.singles.remove(h)
 			} else if l := s.leases[hv.lw]; l != nil {

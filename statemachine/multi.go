@@ -57,6 +57,9 @@ func (s *StateMachine) opAcquireMulti(r *wire.Request, out *wire.Response) *wire
 	if len(l.holders)+len(l.waiters)+len(r.Paths) > s.cfg.MaxLeaseLock {
 		return wire.Errorf(wire.TooMany, "lease %d would hold more than %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
+	if err := s.quotaForLocks(l.ten, len(r.Paths), false); err != nil {
+		return err
+	}
 	nodes := make([]*lockNode, len(r.Paths))
 	defer func() {
 		for _, n := range nodes {

@@ -64,6 +64,9 @@ func (c *recovery) readState() {
 	}
 	c.checkLeaseLists()
 	c.readSections()
+	if r.err == nil {
+		c.recountTenants()
+	}
 	r.full(magic)
 	if r.err == nil && string(magic) != snapshotMagic {
 		r.fail(errors.New("missing end marker"))

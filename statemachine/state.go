@@ -95,7 +95,8 @@ type lease struct {
 	holders []*holder
 	waiters []*waiter
 	keys    []*lockNode
-	owner   string // identity that created it when auth is on ("" = unbound); owners.go
+	owner   string  // identity that created it when auth is on ("" = unbound); owners.go
+	ten     *tenant // owner's quota counts (nil = unbound); quotas.go
 }
 
 type kvEntry struct {
@@ -148,6 +149,11 @@ type state struct {
 
 	singleOwn map[uint64]string // single-lock holder's token -> its creator's identity (owners.go)
 	waitOwn   map[uint64]string // queued single-lock acquire's arrival -> its identity
+
+	// tenants counts what each identity holds, for its quotas (quotas.go):
+	// derived from the state above, rebuilt on recovery, not snapshotted.
+	tenants    map[string]*tenant
+	lastTenant *tenant
 }
 
 func newState() state {
@@ -163,6 +169,7 @@ func newState() state {
 		delays:      map[string]int64{},
 		singleOwn:   map[uint64]string{},
 		waitOwn:     map[uint64]string{},
+		tenants:     map[string]*tenant{},
 	}
 }
 

@@ -39,6 +39,9 @@ type StateMachine struct {
 	hand    handoffScratch
 	changed []*lockNode
 	queued  *waiter // the waiter the current op queued, for its dedup record
+	// newLease is the session lease the current op created (useLease), to
+	// be taken back if the op is refused (quotas.go).
+	newLease *lease
 	// routed is the current op's path once routeCheck has found it valid,
 	// owned (by range routedAt) and not frozen; "" otherwise.
 	routed   string

@@ -16,6 +16,15 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
 		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
+	t := s.requestTenant(r, l)
+	if err := s.quotaForLocks(t, 1, true); err != nil {
+		return err
+	}
+	if l == nil {
+		if err := s.quotaForLease(t); err != nil {
+			return err
+		}
+	}
 	w := &waiter{node: n, owner: strings.Clone(r.Owner), lease: r.Lease, ttl: r.TTL, client: r.Client, seq: r.Seq,
 		mode: mode, campaign: campaign}
 	if campaign {
@@ -36,6 +45,7 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 	if id := singleIdentity(r); id != "" {
 		s.waitOwn[w.arrival] = id
 	}
+	t.countWait(l == nil, 1)
 	s.queued = w
 	out.Code, out.Lease, out.Mode = wire.Queued, r.Lease, mode
 	return nil
@@ -65,6 +75,7 @@ func (s *StateMachine) unqueue(w *waiter) *lease {
 		delete(s.waitX, w.arrival)
 	}
 	if len(s.waitOwn) > 0 {
+		s.tenantOf(s.waitOwn[w.arrival]).countWait(true, -1)
 		delete(s.waitOwn, w.arrival)
 	}
 	if w.lease == 0 {
@@ -73,6 +84,7 @@ func (s *StateMachine) unqueue(w *waiter) *lease {
 	l := s.leases[w.lease]
 	if l != nil {
 		l.removeWaiter(w)
+		l.ten.countWait(false, -1)
 	}
 	return l
 }

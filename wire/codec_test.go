@@ -6,6 +6,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 func TestRequestRoundTrip(t *testing.T) {
@@ -107,4 +109,37 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("decode of re-encoded request: %v", err)
 		}
 	})
+}
+
+// TestSignedGrantArrays: a signed grant is an array a decoder reads
+// whatever elements a newer version appends, and one without the mode and
+// the permits (three elements) still decodes.
+func TestSignedGrantArrays(t *testing.T) {
+	in := Response{ID: 1, Token: 9, Signed: &SignedGrant{Shard: 3, Expiry: 1234, Sig: []byte("sig"), Mode: Shared, Permits: 4}}
+	b, err := msgpack.Marshal(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Response
+	if err := msgpack.Unmarshal(b, &out); err != nil || out.Signed == nil {
+		t.Fatalf("round trip: %v %+v", err, out.Signed)
+	}
+	if g := out.Signed; g.Shard != 3 || g.Expiry != 1234 || string(g.Sig) != "sig" || g.Mode != Shared || g.Permits != 4 {
+		t.Fatalf("decoded %+v", g)
+	}
+	for _, elems := range [][]any{
+		{uint64(3), int64(1234), []byte("sig")},
+		{uint64(3), int64(1234), []byte("sig"), uint8(1), uint32(4), "appended later", 77},
+	} {
+		raw, _ := msgpack.Marshal(elems)
+		var g SignedGrant
+		if err := msgpack.Unmarshal(raw, &g); err != nil || g.Shard != 3 || g.Expiry != 1234 || string(g.Sig) != "sig" {
+			t.Fatalf("%d elements: %v %+v", len(elems), err, g)
+		}
+	}
+	var g SignedGrant
+	short, _ := msgpack.Marshal([]any{uint64(3), int64(1)})
+	if err := msgpack.Unmarshal(short, &g); err == nil {
+		t.Fatal("a two-element signed grant decoded")
+	}
 }

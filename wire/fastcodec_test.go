@@ -141,7 +141,7 @@ func (g gen) response() Response {
 			Leaders: []ShardLeader{{Shard: g.u64(), Addr: g.str()}}}
 	}
 	if g.r.IntN(10) == 0 {
-		r.Signed = &SignedGrant{Shard: g.u64(), Expiry: g.i64(), Sig: []byte(g.str())}
+		r.Signed = &SignedGrant{Shard: g.u64(), Expiry: g.i64(), Sig: []byte(g.str()), Mode: Mode(g.u8()), Permits: g.u32()}
 	}
 	return r
 }
