@@ -2,6 +2,8 @@ package audit
 
 import (
 	"context"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/cockroachdb/pebble/vfs"
@@ -45,15 +47,43 @@ func newPacedFS(fs vfs.FS, bytesPerSec int) *pacedFS {
 }
 
 // Create paces the tables flushes and compactions write; other files (the
-// log, the manifest) are not paced.
+// log, the manifest) are not paced. Every file is readable by the node's
+// user only (0600): the trail holds every key's values and client ids.
 func (fs *pacedFS) Create(name string) (vfs.File, error) {
 	f, err := fs.FS.Create(name)
+	if osf, ok := f.(*os.File); ok && err == nil {
+		err = osf.Chmod(0o600)
+	}
 	if err != nil || !strings.HasSuffix(name, ".sst") {
 		return f, err
 	}
 	// WithFd keeps the file descriptor visible to pebble's syncing file
 	// (sync_file_range every BytesPerSync).
 	return vfs.WithFd(f, &pacedFile{File: f, lim: fs.lim}), nil
+}
+
+// MkdirAll makes the store's directories private (0700), also one made
+// by an older version: nobody but the node's user may list or open them.
+func (fs *pacedFS) MkdirAll(dir string, _ os.FileMode) error {
+	if err := fs.FS.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if fs.FS == vfs.Default {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
+}
+
+// Lock takes the store's lock file, private like the rest.
+func (fs *pacedFS) Lock(name string) (io.Closer, error) {
+	c, err := fs.FS.Lock(name)
+	if err == nil && fs.FS == vfs.Default {
+		if err = os.Chmod(name, 0o600); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, err
 }
 
 // unpace lifts the bound: writes from now on are not paced (a waiting

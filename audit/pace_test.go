@@ -1,10 +1,14 @@
 package audit
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/vfs"
+
+	"github.com/wardenlock/warden/wire"
 )
 
 // Tables take tokens from the store's pacer as they are written; the log
@@ -63,5 +67,45 @@ func TestUnpacedTableWritesDoNotWait(t *testing.T) {
 	defer f.Close()
 	if _, err := f.Write(make([]byte, 3*paceBurst)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStoreFilesArePrivate: the audit trail holds every key's values and
+// client ids, so its directory is 0700 and its files 0600, also a
+// directory an older version made world-readable.
+func TestStoreFilesArePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "audit")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Options{Dir: dir, SweepEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Record(2, []wire.Event{{Shard: 2, Rev: 1, Kind: wire.EvKVPut, Path: "/k/v", Value: []byte("secret")}})
+	s.Sync()
+	if err := s.Durable(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o700 {
+		t.Errorf("directory %s is %v, want 0700", dir, st.Mode().Perm())
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("%d files, %v", len(ents), err)
+	}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type().IsRegular() && info.Mode().Perm() != 0o600 {
+			t.Errorf("%s is %v, want 0600", e.Name(), info.Mode().Perm())
+		}
 	}
 }

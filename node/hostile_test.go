@@ -111,10 +111,17 @@ func TestHostileInputGetsTypedErrors(t *testing.T) {
 		})
 	}
 
-	t.Run("malformed frame", func(t *testing.T) {
+	t.Run("malformed frame closes the connection", func(t *testing.T) {
+		// docs/protocol.md §1: a body that does not decode is answered
+		// Malformed and the connection is closed.
+		rc := dialRaw(t, addr)
 		rc.write([]byte{0, 0, 0, 3, 0xc1, 0xc1, 0xc1})
 		if resp := rc.recv(); resp.Code != wire.Malformed {
 			t.Fatalf("got %v, want Malformed", resp.Code)
+		}
+		rc.nc.SetReadDeadline(time.Now().Add(15 * time.Second))
+		if _, err := wire.ReadFrame(rc.r, wire.DefaultMaxFrame, nil); err == nil {
+			t.Fatal("connection still open after a malformed frame")
 		}
 	})
 	t.Run("oversized length prefix closes the connection before the body is read", func(t *testing.T) {

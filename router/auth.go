@@ -440,7 +440,8 @@ func leaseBearing(req *wire.Request) bool {
 
 // opPerm is the permission an op needs on its path; 0 = any authenticated
 // identity may send it (status, ranges, keepalive, revoke, session,
-// unwatch, and a cancel of one of this connection's own waits).
+// unwatch, and a cancel of one of this connection's own waits). The range
+// table (ranges) stays open: clients route with it.
 func opPerm(req *wire.Request) auth.Perm {
 	switch req.Op {
 	case wire.OpAcquire, wire.OpRelease, wire.OpRenew, wire.OpCampaign, wire.OpProclaim, wire.OpResign,
@@ -457,6 +458,8 @@ func opPerm(req *wire.Request) auth.Perm {
 		}
 	case wire.OpLockInfo, wire.OpListLocks, wire.OpKVGet, wire.OpKVList, wire.OpLeader:
 		return auth.Read
+	case wire.OpRangeList, wire.OpShards:
+		return auth.Read // the cluster's layout and load: read on "/" (clusterWide)
 	case wire.OpWatch:
 		return auth.Watch
 	case wire.OpKVPut, wire.OpKVDelete:
@@ -466,6 +469,13 @@ func opPerm(req *wire.Request) auth.Perm {
 		return auth.Admin
 	}
 	return 0
+}
+
+// clusterWide ops are about the whole cluster, not a path: their
+// permission is checked on "/" (a grant on a narrower prefix is not
+// enough), whatever path they carry.
+func clusterWide(op wire.Op) bool {
+	return clusterAdmin(op) || op == wire.OpRangeList || op == wire.OpShards
 }
 
 // clusterAdmin ops change the cluster's machines or its ranges: they need the admin
@@ -508,8 +518,8 @@ func (c *conn) authorize(req *wire.Request) error {
 	// Validate first: the check walks the path's ancestors, which only
 	// means something for a normalised path.
 	path := req.Path
-	if clusterAdmin(req.Op) {
-		path = "/" // cluster-wide: admin on the root, whatever path is given
+	if clusterWide(req.Op) {
+		path = "/" // cluster-wide: the permission on the root, whatever path is given
 	}
 	if err := hierarchy.Validate(path, c.s.cfg.Paths); err != nil {
 		return err

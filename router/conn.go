@@ -99,8 +99,11 @@ func (c *conn) readLoop() {
 		}
 		cl := &call{c: c}
 		if err := wire.DecodeRequest(buf, &cl.req); err != nil {
+			// The stream is in step (the frame was read whole), but a
+			// client that sends what does not decode is broken or hostile:
+			// it is told why, and the connection ends.
 			c.send(errorResponse(0, err))
-			continue
+			return
 		}
 		if !c.hello && cl.req.Op != wire.OpHello {
 			c.send(&wire.Response{ID: cl.req.ID, Code: wire.InvalidArgument, Msg: "the first frame must be a hello"})

@@ -11,14 +11,15 @@ import (
 )
 
 // permTestPolicy: "holder" has every permission on /p; "root" has admin on /; "outsider" has every
-// permission, but on /q only.
+// permission, but on /q only; "viewer" has read on /.
 const permTestPolicy = `
-tokens: {h: holder, o: outsider, r: root}
-identities: {holder: [p], outsider: [q], root: [r]}
+tokens: {h: holder, o: outsider, r: root, v: viewer}
+identities: {holder: [p], outsider: [q], root: [r], viewer: [v]}
 roles:
   p: [{prefix: /p, perms: [all]}]
   q: [{prefix: /q, perms: [all]}]
   r: [{prefix: /, perms: [admin]}]
+  v: [{prefix: /, perms: [read]}]
 `
 
 // How every client op is guarded. A new op must be added to one of these
@@ -56,8 +57,10 @@ var (
 	// openOps are allowed to every authenticated identity: the handshake,
 	// cluster metadata, and ending one's own watch (Cancel without a path
 	// is one of the connection's own waits; with a path it is in pathOps).
-	openOps = map[wire.Op]bool{wire.OpHello: true, wire.OpStatus: true, wire.OpRanges: true, wire.OpUnwatch: true,
-		wire.OpShards: true, wire.OpRangeList: true}
+	openOps = map[wire.Op]bool{wire.OpHello: true, wire.OpStatus: true, wire.OpRanges: true, wire.OpUnwatch: true}
+	// rootReadOps show the cluster's layout and load (range.list, shards):
+	// read on "/" is needed, whatever path the request names.
+	rootReadOps = map[wire.Op]bool{wire.OpShards: true, wire.OpRangeList: true}
 	// rootAdminOps change the cluster's machines: admin on "/" is needed,
 	// whatever path the request names (so admin on /p is not enough).
 	rootAdminOps = map[wire.Op]bool{wire.OpNodeJoin: true, wire.OpNodeAdmin: true, wire.OpReplicaMove: true,
@@ -109,6 +112,14 @@ func TestEveryOpIsGuarded(t *testing.T) {
 				root := connAs("root")
 				if err := root.authorize(&req); err != nil {
 					t.Fatalf("%v refused to admin on /: %v", op, err)
+				}
+			case rootReadOps[op]:
+				req := wire.Request{Op: op, Path: "/p/x"}
+				if err := holder.authorize(&req); err == nil {
+					t.Fatalf("%v allowed with every permission on /p only: it needs read on /", op)
+				}
+				if err := connAs("viewer").authorize(&req); err != nil {
+					t.Fatalf("%v refused to read on /: %v", op, err)
 				}
 			case leaseOps[op] || openOps[op]:
 				req := wire.Request{Op: op, Path: "/p/x", Lease: 5}
