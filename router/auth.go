@@ -41,10 +41,17 @@ type Security struct {
 	// in Hello.Auth with FlagPeer). Falls back to Policy.PeerSecret().
 	PeerSecret string
 
-	MaxConnsPerAddr int           // open connections per client IP (default 1024; <0 = unlimited)
-	MaxWatches      int           // watch streams per connection (default 4096)
-	Rate            float64       // requests per second per identity (0 = unlimited)
-	Burst           int           // token bucket depth (default max(1, Rate))
+	MaxConnsPerAddr int // open connections per client IP (default 1024; <0 = unlimited)
+	MaxWatches      int // watch streams per connection (default 4096)
+	// MaxIdentityWatches bounds the watch streams of one identity on this
+	// router, all its connections together (auth on; default
+	// DefaultIdentityWatches; <0 = unlimited).
+	MaxIdentityWatches int
+	// Rate is requests per second per identity (the client IP when auth is
+	// off), a token bucket. Default: DefaultIdentityRate with auth on,
+	// unlimited without; <0 = unlimited.
+	Rate  float64
+	Burst int // token bucket depth (default max(1, Rate))
 	HelloTimeout    time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
 	ConnRate        float64       // new connections per second per client IP (default 500; <0 = unlimited)
 	ConnBurst       int           // (default 2 × ConnRate)
@@ -70,12 +77,28 @@ type Security struct {
 	Audit       *slog.Logger // admin actions and refusals (default: the router's log)
 }
 
+// DefaultIdentityRate is the request rate one identity gets on one router
+// when auth is on and Security.Rate is not set: far above what one
+// service's clients send in normal operation, low enough that one tenant
+// cannot take a node's whole capacity (a node serves about 100k lock ops/s).
+const DefaultIdentityRate = 10_000
+
+// DefaultIdentityWatches is Security.MaxIdentityWatches's default: four
+// connections' worth of the per-connection limit.
+const DefaultIdentityWatches = 16_384
+
 func (sc *Security) fill(log *slog.Logger) {
 	if sc.MaxConnsPerAddr == 0 {
 		sc.MaxConnsPerAddr = 1024
 	}
 	if sc.MaxWatches <= 0 {
 		sc.MaxWatches = 4096
+	}
+	if sc.MaxIdentityWatches == 0 {
+		sc.MaxIdentityWatches = DefaultIdentityWatches
+	}
+	if sc.Rate == 0 && sc.Policy != nil {
+		sc.Rate = DefaultIdentityRate
 	}
 	if sc.Rate > 0 && sc.Burst <= 0 {
 		sc.Burst = max(1, int(sc.Rate))
@@ -202,6 +225,7 @@ type connSecurity struct {
 	ownsClients           bool
 	lastClient, lastOwned uint64
 	helloOwned            atomic.Uint64 // the owned id of the Hello's Client
+	idWatches             *atomic.Int32 // the identity's watches on this router (auth on; nil: not counted)
 }
 
 // gate is the router's admission state shared by all connections.
@@ -211,6 +235,7 @@ type gate struct {
 	budgets  map[string]*hostBudget   // per-IP read budgets, while the IP has connections (flood.go)
 	limiters map[string]*rate.Limiter // requests, by identity
 	accepts  map[string]*rate.Limiter // new connections, by client IP
+	watches  map[string]*atomic.Int32 // watch streams, by identity (auth on)
 }
 
 // admitConn applies the per-address connection limits and the handshake
@@ -415,6 +440,7 @@ func (c *conn) authenticate(req *wire.Request) error {
 	c.sec.token = req.Auth
 	c.sec.identity, c.sec.rateKey, c.sec.pol = id, id, pol
 	c.sec.ownsClients = true
+	c.sec.idWatches = c.s.identityWatches(id)
 	return nil
 }
 
@@ -527,7 +553,7 @@ func (c *conn) authorize(req *wire.Request) error {
 	if pol.Allowed(c.sec.identity, perm, path) {
 		return nil
 	}
-	c.s.cfg.Security.Audit.Info("auth: denied", "identity", c.sec.identity, "op", req.Op.String(), "path", req.Path)
+	c.s.denied.Add(c.sec.identity, "identity", c.sec.identity, "op", req.Op.String(), "path", req.Path)
 	return wire.Errorf(wire.Unauthorized, "identity %q may not %v %s: needs %v on it or on a parent prefix",
 		c.sec.identity, req.Op, req.Path, perm)
 }
@@ -592,8 +618,46 @@ func (c *conn) admitWatch(req *wire.Request, done shard.Answerer) shard.Answerer
 			Msg: fmt.Sprintf("this connection already has %d watches (limit %d): unwatch some or open another connection", n, max)})
 		return nil
 	}
+	if idw := c.sec.idWatches; idw != nil {
+		limit := c.s.cfg.Security.MaxIdentityWatches
+		if n := idw.Add(1); limit > 0 && int(n) > limit {
+			idw.Add(-1)
+			done.Answer(&wire.Response{ID: req.ID, Code: wire.TooMany,
+				Msg: fmt.Sprintf("identity %q already has %d watches on this router (quota %d): unwatch some", c.sec.identity, n-1, limit)})
+			return nil
+		}
+	}
 	c.sec.pendingWatches.Add(1)
-	return shard.AnswerFunc(func(r *wire.Response) { c.sec.pendingWatches.Add(-1); done.Answer(r) })
+	return shard.AnswerFunc(func(r *wire.Response) {
+		c.sec.pendingWatches.Add(-1)
+		if r.Code != wire.OK {
+			c.sec.unwatched(1) // not established: it does not count
+		}
+		done.Answer(r)
+	})
+}
+
+// identityWatches is the shared count of identity's watches on this router
+// (admitted and not yet ended, all its connections together).
+func (s *Server) identityWatches(identity string) *atomic.Int32 {
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	if s.gate.watches == nil {
+		s.gate.watches = map[string]*atomic.Int32{}
+	}
+	n := s.gate.watches[identity]
+	if n == nil {
+		n = new(atomic.Int32)
+		s.gate.watches[identity] = n // identities come from the policy: a bounded set
+	}
+	return n
+}
+
+// unwatched gives back n of the identity's watches.
+func (sec *connSecurity) unwatched(n int) {
+	if sec.idWatches != nil && n > 0 {
+		sec.idWatches.Add(-int32(n))
+	}
 }
 
 // AuthorizeAdmin checks that identity may perform an admin action (force
@@ -648,7 +712,7 @@ func (c *conn) authorizeAll(req *wire.Request, pol *auth.Policy, perm auth.Perm)
 			return err
 		}
 		if !pol.Allowed(c.sec.identity, perm, p) {
-			c.s.cfg.Security.Audit.Info("auth: denied", "identity", c.sec.identity, "op", req.Op.String(), "path", p)
+			c.s.denied.Add(c.sec.identity, "identity", c.sec.identity, "op", req.Op.String(), "path", p)
 			return wire.Errorf(wire.Unauthorized, "identity %q may not %v %s: needs %v on it or on a parent prefix",
 				c.sec.identity, req.Op, p, perm)
 		}

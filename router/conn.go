@@ -213,6 +213,7 @@ func (c *conn) close() {
 	watches := c.watches
 	c.parked, c.watches = map[clientSeq]parkedWait{}, map[uint64]*watch{}
 	c.mu.Unlock()
+	c.sec.unwatched(len(watches))
 	// The writer flushes and closes the socket (which also ends the
 	// reader); the deadline keeps a client that stopped reading from
 	// holding it open.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/hierarchy"
+	"github.com/wardenlock/warden/internal/logagg"
 	"github.com/wardenlock/warden/shard"
 )
 
@@ -71,6 +72,7 @@ type Server struct {
 	cache      *rangeCache
 	keepAlives keepAliveBatcher
 	gate       gate
+	denied     *logagg.Line // "auth: denied", summed up per identity (logagg)
 	pol        atomic.Pointer[auth.Policy] // Security.Policy, or what SetPolicy put in its place
 	pacer      acceptPacer
 	refusals   *rate.Limiter // refusals answered with a frame (nil = all)
@@ -93,6 +95,7 @@ func New(cfg Config) *Server {
 			dialer: peerDialer{secret: cfg.Security.PeerSecret, checks: cfg.Security.Policy != nil}}}
 	s.peers.dialer.tls = s.cfg.Security.peerTLS
 	s.pol.Store(cfg.Security.Policy)
+	s.denied = logagg.New(cfg.Security.Audit, slog.LevelInfo, "auth: denied", 10*time.Second)
 	s.cache = newRangeCache(s)
 	if r := cfg.Security.RefusalRate; r > 0 {
 		s.refusals = rate.NewLimiter(rate.Limit(r), max(1, int(r)))

@@ -22,7 +22,7 @@ func (cs *connSub) Send(events []wire.Event) bool {
 	}
 	cs.c.s.slowConsumer()
 	cs.c.mu.Lock()
-	delete(cs.c.watches, cs.stream)
+	cs.c.forgetWatch(cs.stream)
 	cs.c.mu.Unlock()
 	cs.c.send(&wire.Response{Stream: cs.stream, Code: wire.TooMany,
 		Msg: "watch consumer too slow; resume from the last revision seen"})
@@ -34,7 +34,7 @@ func (cs *connSub) Send(events []wire.Event) bool {
 // Both are retryable: the client resumes from its last revision.
 func (cs *connSub) End(code wire.Code, msg string) {
 	cs.c.mu.Lock()
-	delete(cs.c.watches, cs.stream)
+	cs.c.forgetWatch(cs.stream)
 	cs.c.mu.Unlock()
 	cs.c.send(&wire.Response{Stream: cs.stream, Code: code, Msg: msg})
 }
@@ -66,6 +66,7 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 				return
 			}
 			c.mu.Lock()
+			c.forgetWatch(stream) // a client reusing a stream id replaces its watch
 			c.watches[stream] = &watch{shard: shardID, local: id}
 			c.mu.Unlock()
 			done(&wire.Response{Stream: stream, Rev: rev})
@@ -95,6 +96,7 @@ func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func
 			first = false
 			if r.Code == wire.OK {
 				c.mu.Lock()
+				c.forgetWatch(stream)
 				c.watches[stream] = w
 				c.mu.Unlock()
 			}
@@ -103,7 +105,7 @@ func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func
 		}
 		if r.Code != wire.OK {
 			c.mu.Lock()
-			delete(c.watches, stream)
+			c.forgetWatch(stream)
 			c.mu.Unlock()
 		}
 		if hide && len(r.Events) > 0 {
@@ -116,8 +118,7 @@ func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func
 
 func (c *conn) unwatch(req *wire.Request, done func(*wire.Response)) {
 	c.mu.Lock()
-	w := c.watches[req.Stream]
-	delete(c.watches, req.Stream)
+	w := c.forgetWatch(req.Stream)
 	c.mu.Unlock()
 	if w == nil {
 		done(&wire.Response{Code: wire.NotFound, Msg: "no such watch stream"})
@@ -125,6 +126,17 @@ func (c *conn) unwatch(req *wire.Request, done func(*wire.Response)) {
 	}
 	c.endWatch(w)
 	done(&wire.Response{Stream: 0})
+}
+
+// forgetWatch removes stream from the connection's watches (c.mu held) and
+// gives it back to the identity's count; nil when it was not there.
+func (c *conn) forgetWatch(stream uint64) *watch {
+	w := c.watches[stream]
+	if w != nil {
+		delete(c.watches, stream)
+		c.sec.unwatched(1)
+	}
+	return w
 }
 
 func (c *conn) endWatch(w *watch) {

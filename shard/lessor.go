@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/internal/leasetrace"
+	"github.com/wardenlock/warden/internal/logagg"
 	"github.com/wardenlock/warden/internal/testbugs"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
@@ -88,6 +89,9 @@ type lessor struct {
 	// ExpireRate bounds Expire proposals per tick, so a mass expiry after a
 	// long outage does not flood the log (etcd's leaseRevokeRate idea).
 	expirePerTick int
+	// expired logs expiries at info: the first of an interval in full,
+	// the others as one line with their count.
+	expired *logagg.Line
 
 	kaQueue   []pendingKeepAlive // keepalives waiting for the next read-index round
 	kaRunning bool
@@ -110,7 +114,8 @@ type lessor struct {
 }
 
 func newLessor(s *Shard) *lessor {
-	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000}
+	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000,
+		expired: logagg.New(s.log, slog.LevelInfo, "lease expired", 10*time.Second)}
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, AnswerFunc(done)) }
 	l.spawn = func(f func()) { go f() }
 	l.read = func(ctx context.Context, q statemachine.LeaseCheck) (any, error) { return s.nh.SyncRead(ctx, s.id, q) }
@@ -351,7 +356,7 @@ func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
 		}
 		switch resp.Code {
 		case wire.OK:
-			l.log.Info("lease expired", "shard", l.s.id, "lease", id)
+			l.expired.Add("", "shard", l.s.id, "lease", id)
 			return
 		case wire.Conflict:
 			return // renewed meanwhile: the EvRenewed event re-tracked it

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/statemachine"
 )
 
 // serveSecurity holds the TLS, auth and limit flags of `warden serve`.
@@ -29,6 +31,20 @@ type serveSecurity struct {
 	acceptRate, ipByteRate      float64
 	refusalRate                 float64
 	ipFrameRate                 float64
+	quotas                      quotaFlags
+}
+
+// quotaFlags are the per-identity quotas (auth on). The router's count per
+// node; the state machine's per shard, and must be the same on every node
+// (statemachine.Config). 0 = the default.
+type quotaFlags struct {
+	Watches int `yaml:"watches"` // watch streams per identity per node
+	Leases  int `yaml:"leases"`  // session and single-lock leases per identity per shard
+	Locks   int `yaml:"locks"`   // holds + queued requests per identity per shard
+	Waiters int `yaml:"waiters"` // queued requests per identity per shard
+	// Rate and Burst in the file are --rate and --burst.
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
 }
 
 func (s *serveSecurity) register(f *pflag.FlagSet) {
@@ -42,8 +58,13 @@ func (s *serveSecurity) register(f *pflag.FlagSet) {
 	f.StringVar(&s.peerSecretFile, "peer-secret-file", "", "file holding the cluster secret that authenticates node-to-node forwarding without TLS")
 	f.IntVar(&s.maxConnsPerAddr, "max-conns-per-addr", 1024, "open client connections per IP address (-1: unlimited)")
 	f.IntVar(&s.maxWatches, "max-watches", 4096, "watch streams per connection")
-	f.Float64Var(&s.rate, "rate", 0, "requests per second per identity, token bucket (0: unlimited)")
+	f.Float64Var(&s.rate, "rate", 0, fmt.Sprintf("requests per second per identity (the client IP with auth off) on this node, token bucket (0: %d with auth on, unlimited without; -1: unlimited)", router.DefaultIdentityRate))
 	f.IntVar(&s.burst, "burst", 0, "token bucket depth (default: the rate)")
+	d := statemachine.DefaultConfig()
+	f.IntVar(&s.quotas.Watches, "identity-watches", router.DefaultIdentityWatches, "watch streams per identity on this node, all its connections together (auth on; -1: unlimited)")
+	f.IntVar(&s.quotas.Leases, "identity-leases", d.MaxOwnerLeases, "session and single-lock leases per identity per shard (auth on; the same on every node)")
+	f.IntVar(&s.quotas.Locks, "identity-locks", d.MaxOwnerLocks, "held locks + queued requests per identity per shard (auth on; the same on every node)")
+	f.IntVar(&s.quotas.Waiters, "identity-waiters", d.MaxOwnerWaiters, "queued acquires and campaigns per identity per shard (auth on; the same on every node)")
 	f.Float64Var(&s.acceptRate, "accept-rate", 2000, "connections accepted per second, all addresses; over it they wait in the kernel backlog (-1: unpaced)")
 	f.Float64Var(&s.ipByteRate, "ip-byte-rate", 128<<20, "bytes per second read from one client IP; over it its connections are not read (-1: unlimited)")
 	f.Float64Var(&s.ipFrameRate, "ip-frame-rate", 500_000, "frames per second read from one client IP (-1: unlimited)")
@@ -84,8 +105,33 @@ func (s *serveSecurity) apply(cfg *node.Config) error {
 	}
 	sec := &cfg.Router.Security
 	sec.MaxConnsPerAddr, sec.MaxWatches, sec.Rate, sec.Burst = s.maxConnsPerAddr, s.maxWatches, s.rate, s.burst
+	sec.MaxIdentityWatches = s.quotas.Watches
+	if s.quotas.Leases < 0 || s.quotas.Locks < 0 || s.quotas.Waiters < 0 {
+		return errors.New("--identity-leases, --identity-locks and --identity-waiters must not be negative")
+	}
+	cfg.SM.MaxOwnerLeases, cfg.SM.MaxOwnerLocks, cfg.SM.MaxOwnerWaiters = s.quotas.Leases, s.quotas.Locks, s.quotas.Waiters
 	sec.AcceptRate, sec.ByteRate, sec.FrameRate, sec.RefusalRate = s.acceptRate, s.ipByteRate, s.ipFrameRate, s.refusalRate
 	return nil
+}
+
+// fileQuotas takes the config file's quotas for the flags not given on the
+// command line.
+func (s *serveSecurity) fileQuotas(q quotaFlags, flags *pflag.FlagSet) {
+	set := func(name string, apply func()) {
+		if !flags.Changed(name) {
+			apply()
+		}
+	}
+	set("identity-watches", func() { s.quotas.Watches = pickInt(q.Watches, s.quotas.Watches) })
+	set("identity-leases", func() { s.quotas.Leases = pickInt(q.Leases, s.quotas.Leases) })
+	set("identity-locks", func() { s.quotas.Locks = pickInt(q.Locks, s.quotas.Locks) })
+	set("identity-waiters", func() { s.quotas.Waiters = pickInt(q.Waiters, s.quotas.Waiters) })
+	set("rate", func() {
+		if q.Rate != 0 {
+			s.rate = q.Rate
+		}
+	})
+	set("burst", func() { s.burst = pickInt(q.Burst, s.burst) })
 }
 
 func trimSpace(b []byte) []byte {

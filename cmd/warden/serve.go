@@ -60,6 +60,10 @@ type fileConfig struct {
 	AdminMaxConns          int    `yaml:"admin-max-conns"`
 	AdminHeaderTimeout     string `yaml:"admin-header-timeout"`
 	AdminIdleTimeout       string `yaml:"admin-idle-timeout"`
+
+	// Quotas per identity (auth on); the command line's --identity-* and
+	// --rate/--burst flags win.
+	Quotas quotaFlags `yaml:"quotas"`
 }
 
 func serveCmd() *cobra.Command { return newServeCmd(serveNode) }
@@ -90,6 +94,7 @@ func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) er
 				if err := loadFileConfig(cfgPath, &fc, cmd); err != nil {
 					return err
 				}
+				sec.fileQuotas(fc.Quotas, cmd.Flags())
 			}
 			if members != "" {
 				fc.Members = strings.Split(members, ",")
@@ -212,6 +217,7 @@ func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
 	set("entry-linger", func() { fc.EntryLinger = pickS(fromFile.EntryLinger, fc.EntryLinger) })
 	set("queue-hold", func() { fc.QueueHold = pickS(fromFile.QueueHold, fc.QueueHold) })
 	set("step-workers", func() { fc.StepWorkers = int(pick(uint64(fromFile.StepWorkers), uint64(fc.StepWorkers))) })
+	fc.Quotas = fromFile.Quotas // taken by serveSecurity.fileQuotas, flag by flag
 	return nil
 }
 
