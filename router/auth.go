@@ -50,18 +50,18 @@ type Security struct {
 	// Rate is requests per second per identity (the client IP when auth is
 	// off), a token bucket. Default: DefaultIdentityRate with auth on,
 	// unlimited without; <0 = unlimited.
-	Rate  float64
-	Burst int // token bucket depth (default max(1, Rate))
-	HelloTimeout    time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
-	ConnRate        float64       // new connections per second per client IP (default 500; <0 = unlimited)
-	ConnBurst       int           // (default 2 × ConnRate)
-	MaxOversize     int           // oversized frames skipped per connection before it is closed (default 0: the first closes it)
-	ByteRate        float64       // bytes per second read from one client IP (default 128 MiB/s; <0 = unlimited)
-	ByteBurst       int           // (default 16 MiB, at least MaxFrame)
-	FrameRate       float64       // frames per second read from one client IP (default 500000; <0 = unlimited)
-	FrameBurst      int           // (default FrameRate/10)
-	AcceptRate      float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
-	AcceptBurst     int           // (default AcceptRate)
+	Rate         float64
+	Burst        int           // token bucket depth (default max(1, Rate))
+	HelloTimeout time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
+	ConnRate     float64       // new connections per second per client IP (default 500; <0 = unlimited)
+	ConnBurst    int           // (default 2 × ConnRate)
+	MaxOversize  int           // oversized frames skipped per connection before it is closed (default 0: the first closes it)
+	ByteRate     float64       // bytes per second read from one client IP (default 128 MiB/s; <0 = unlimited)
+	ByteBurst    int           // (default 16 MiB, at least MaxFrame)
+	FrameRate    float64       // frames per second read from one client IP (default 500000; <0 = unlimited)
+	FrameBurst   int           // (default FrameRate/10)
+	AcceptRate   float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
+	AcceptBurst  int           // (default AcceptRate)
 	// RefusalRate bounds the refused connections (per-IP limits) answered
 	// with a TooMany frame, all addresses together: a client that meets a
 	// limit now and then is told why and when to retry; past this rate

@@ -72,7 +72,7 @@ type Server struct {
 	cache      *rangeCache
 	keepAlives keepAliveBatcher
 	gate       gate
-	denied     *logagg.Line // "auth: denied", summed up per identity (logagg)
+	denied     *logagg.Line                // "auth: denied", summed up per identity (logagg)
 	pol        atomic.Pointer[auth.Policy] // Security.Policy, or what SetPolicy put in its place
 	pacer      acceptPacer
 	refusals   *rate.Limiter // refusals answered with a frame (nil = all)
