@@ -41,27 +41,24 @@ type Security struct {
 	// in Hello.Auth with FlagPeer). Falls back to Policy.PeerSecret().
 	PeerSecret string
 
-	MaxConnsPerAddr int // open connections per client IP (default 1024; <0 = unlimited)
-	MaxWatches      int // watch streams per connection (default 4096)
+	MaxConnsPerAddr int           // open connections per client IP (default 1024; <0 = unlimited)
+	MaxWatches      int           // watch streams per connection (default 4096)
+	Rate            float64       // requests per second per identity, or per client IP with auth off (default DefaultIdentityRate with auth on, unlimited without; <0 = unlimited)
+	Burst           int           // token bucket depth (default max(1, Rate))
+	HelloTimeout    time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
+	ConnRate        float64       // new connections per second per client IP (default 500; <0 = unlimited)
+	ConnBurst       int           // (default 2 × ConnRate)
+	MaxOversize     int           // oversized frames skipped per connection before it is closed (default 0: the first closes it)
+	ByteRate        float64       // bytes per second read from one client IP (default 128 MiB/s; <0 = unlimited)
+	ByteBurst       int           // (default 16 MiB, at least MaxFrame)
+	FrameRate       float64       // frames per second read from one client IP (default 500000; <0 = unlimited)
+	FrameBurst      int           // (default FrameRate/10)
+	AcceptRate      float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
+	AcceptBurst     int           // (default AcceptRate)
 	// MaxIdentityWatches bounds the watch streams of one identity on this
 	// router, all its connections together (auth on; default
 	// DefaultIdentityWatches; <0 = unlimited).
 	MaxIdentityWatches int
-	// Rate is requests per second per identity (the client IP when auth is
-	// off), a token bucket. Default: DefaultIdentityRate with auth on,
-	// unlimited without; <0 = unlimited.
-	Rate         float64
-	Burst        int           // token bucket depth (default max(1, Rate))
-	HelloTimeout time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
-	ConnRate     float64       // new connections per second per client IP (default 500; <0 = unlimited)
-	ConnBurst    int           // (default 2 × ConnRate)
-	MaxOversize  int           // oversized frames skipped per connection before it is closed (default 0: the first closes it)
-	ByteRate     float64       // bytes per second read from one client IP (default 128 MiB/s; <0 = unlimited)
-	ByteBurst    int           // (default 16 MiB, at least MaxFrame)
-	FrameRate    float64       // frames per second read from one client IP (default 500000; <0 = unlimited)
-	FrameBurst   int           // (default FrameRate/10)
-	AcceptRate   float64       // connections accepted per second, all addresses (default 2000; <0 = unpaced)
-	AcceptBurst  int           // (default AcceptRate)
 	// RefusalRate bounds the refused connections (per-IP limits) answered
 	// with a TooMany frame, all addresses together: a client that meets a
 	// limit now and then is told why and when to retry; past this rate
