@@ -118,6 +118,30 @@ func TestRateLimitPerIdentity(t *testing.T) {
 	}
 }
 
+// TestIdentityLimitsByDefault: with auth on, an identity's request rate
+// and watch streams are bounded without any setting (the rate used to be
+// unlimited unless configured); with auth off the rate stays unlimited, so
+// anonymous clients are served as before; -1 turns the rate off.
+func TestIdentityLimitsByDefault(t *testing.T) {
+	pol, err := auth.Parse([]byte(permTestPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := newTestServer(t, Config{Security: Security{Policy: pol}}).cfg.Security
+	if on.Rate != DefaultIdentityRate || on.Burst != DefaultIdentityRate || on.MaxIdentityWatches != DefaultIdentityWatches {
+		t.Fatalf("auth on: rate %g burst %d watches %d", on.Rate, on.Burst, on.MaxIdentityWatches)
+	}
+	if off := newTestServer(t, Config{}).cfg.Security; off.Rate != 0 {
+		t.Fatalf("auth off: rate %g, want unlimited", off.Rate)
+	}
+	s := newTestServer(t, Config{Security: Security{Policy: pol, Rate: -1}})
+	for i := 0; i < 3*DefaultIdentityRate; i++ {
+		if _, ok := s.takeToken("holder", wire.OpAcquire); !ok {
+			t.Fatalf("request %d refused with the rate turned off", i)
+		}
+	}
+}
+
 func TestConnsPerAddress(t *testing.T) {
 	s := newTestServer(t, Config{Security: Security{MaxConnsPerAddr: 2}})
 	conns := make([]net.Conn, 3)

@@ -145,11 +145,9 @@ func (c *HostConfig) fill() error {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
-	if c.SM.MaxTTL == 0 {
-		id := c.SM.ShardID
-		c.SM = statemachine.DefaultConfig()
-		c.SM.ShardID = id
-	}
+	// Zero fields take their defaults, the others stay (a lock-delay or
+	// a quota set alone is kept).
+	c.SM = c.SM.WithDefaults()
 	c.SM.SplitDepth = c.NamespaceDepth
 	if c.Restore != nil {
 		ids := make([]uint64, c.DataShards)

@@ -49,6 +49,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
 // withDefaults fills zero (or negative) fields from DefaultConfig.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
