@@ -62,8 +62,8 @@ func (fs *pacedFS) Create(name string) (vfs.File, error) {
 	return vfs.WithFd(f, &pacedFile{File: f, lim: fs.lim}), nil
 }
 
-// MkdirAll makes the store's directories private (0700), also one made
-// by an older version: nobody but the node's user may list or open them.
+// MkdirAll makes the store's directories private (0700), also one that
+// exists already: nobody but the node's user may list or open them.
 func (fs *pacedFS) MkdirAll(dir string, _ os.FileMode) error {
 	if err := fs.FS.MkdirAll(dir, 0o700); err != nil {
 		return err

@@ -71,8 +71,8 @@ func TestUnpacedTableWritesDoNotWait(t *testing.T) {
 }
 
 // TestStoreFilesArePrivate: the audit trail holds every key's values and
-// client ids, so its directory is 0700 and its files 0600, also a
-// directory an older version made world-readable.
+// client ids, so its directory is 0700 and its files 0600, also when the
+// directory existed world-readable.
 func TestStoreFilesArePrivate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "audit")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

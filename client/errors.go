@@ -39,6 +39,7 @@ var (
 	ErrClosed          = wire.ErrClosed
 	ErrDeadlock        = wire.ErrDeadlock    // waiting would close a wait-for cycle: release something and retry
 	ErrLockDelayed     = wire.ErrLockDelayed // try-acquire during the path's lock-delay
+	ErrSeqReused       = wire.ErrSeqReused   // a request sent with Do reused a Seq of another request
 )
 
 // Errors that originate in the client itself.

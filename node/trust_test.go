@@ -24,10 +24,10 @@ import (
 // The hostile-tenant suite: a TLS cluster with the role layout of
 // docs/security.md, and identities that attack each other with every number
 // the protocol lets a client choose. Each attack is a named test that
-// succeeded against the cluster before identities owned their client ids,
-// waits and signed grants (run on the tree before that change, each fails
-// at the assertion its comment names), and each checks that the victim's
-// state is untouched: its lock info, its tokens and its next answer.
+// checks the victim's state is untouched: its lock info, its tokens and its
+// next answer. The attacks work on a server that keys exactly-once records,
+// waits and signatures by what the client sends; the commit that added this
+// suite shows where each one failed there.
 
 const trustPolicy = `
 tokens:
@@ -157,10 +157,10 @@ func TestHostileTenants(t *testing.T) {
 
 	// Records under the victim's client id: the reader (read permission
 	// only) sends session requests, which need no permission, with the
-	// victim's Client and Seq 1..20. Before, the victim's acquire was then
-	// answered OK with token 0 while the path stayed free (and another
-	// client got it: two holders). Now the reader's requests land under
-	// its own owned id and the victim is granted.
+	// victim's Client and Seq 1..20, hoping the victim's acquire is answered
+	// from them (OK with token 0, the path left free for a second holder).
+	// The reader's requests land under its own owned id: the victim is
+	// granted, and holds the lock alone.
 	t.Run("forged grant through another client's records", func(t *testing.T) {
 		const victimID = 0x51c7_0001
 		path := "/locks/billing/payments/critical"
@@ -189,9 +189,9 @@ func TestHostileTenants(t *testing.T) {
 	})
 
 	// Replaying another client's signed acquire: billing2 sends the
-	// victim's (Client, Seq) with FlagSigned on the victim's path. Before,
-	// the record answered it with the victim's token and the router signed
-	// it: a valid signature for a lock billing2 does not hold.
+	// victim's (Client, Seq) with FlagSigned on the victim's path, hoping
+	// for the victim's token with a valid signature for a lock billing2
+	// does not hold. It is a new request of billing2's: refused.
 	t.Run("signed replay of another client's grant", func(t *testing.T) {
 		const victimID = 0x51c7_0002
 		path := "/locks/billing/ledger/write"
@@ -215,9 +215,9 @@ func TestHostileTenants(t *testing.T) {
 		}
 	})
 
-	// One request with Seq = AckSeq = 2^62 under the victim's client id.
-	// Before, it raised the victim's floor on that shard and every later
-	// request of the victim there answered Ambiguous.
+	// One request with Seq = AckSeq = 2^62 under the victim's client id,
+	// to raise the victim's floor on that shard so that its later requests
+	// answer Ambiguous. It raises the reader's own floor only.
 	t.Run("acknowledged floor pushed to 2^62", func(t *testing.T) {
 		const victimID = 0x51c7_0003
 		path := "/locks/billing/floor/a"
@@ -236,8 +236,9 @@ func TestHostileTenants(t *testing.T) {
 	})
 
 	// A grant recorded under the victim's next Seq: billing2 acquires and
-	// releases a path with the victim's (Client, Seq). Before, the victim's
-	// own acquire of that path with that Seq answered Cancelled.
+	// releases a path with the victim's (Client, Seq), so that the victim's
+	// own acquire with that Seq would be answered Cancelled. The victim
+	// gets its own grant.
 	t.Run("another identity's grant under the victim's seq", func(t *testing.T) {
 		const victimID = 0x51c7_0004
 		path := "/locks/billing/seq/b"
@@ -259,8 +260,8 @@ func TestHostileTenants(t *testing.T) {
 	// Cancelling another tenant's wait: the victim waits for a lock; other
 	// (lock permission on /locks/other only) cancels by the victim's
 	// (Client, Seq) with a path of its own on the same shard, and billing2
-	// with the victim's path. Before, the shard withdrew whatever wait
-	// matched (Client, Seq): the victim's parked acquire answered Cancelled.
+	// with the victim's path. Neither reaches the victim's wait, which
+	// stays queued and is granted when the lock is released.
 	t.Run("cancelling another tenant's wait", func(t *testing.T) {
 		const victimID = 0x51c7_0005
 		path := "/locks/billing/queue/c"
@@ -305,9 +306,9 @@ func TestHostileTenants(t *testing.T) {
 		}
 	})
 
-	// A 10 s session asked for a signature with a TTL of ten years (or of
-	// 600 s). Before, the signed expiry was now + the request's TTL, never
-	// checked for an existing lease: a signature valid for ten years.
+	// A 10 s session asks for a signature with a TTL of ten years, then of
+	// 600 s, to get a signed expiry far beyond its lease. The ten-year TTL
+	// is refused; the signature's expiry is the lease's deadline.
 	t.Run("signed expiry is the lease's, not the request's", func(t *testing.T) {
 		conn := e.dial(t, "billing", 0)
 		path := "/locks/billing/signed/ttl"
@@ -337,8 +338,8 @@ func TestHostileTenants(t *testing.T) {
 		}
 	})
 
-	// A shared hold's signed token read like an exclusive one's: the mode
-	// (and a semaphore's permits) were not signed.
+	// A shared hold or a semaphore permit passed off as an exclusive lock:
+	// the mode and the permits are signed.
 	t.Run("signed grants carry the mode and the permits", func(t *testing.T) {
 		conn := e.dial(t, "billing", 0)
 		v := &fence.Verifier{Key: e.pub}
@@ -415,10 +416,10 @@ func TestHostileTenants(t *testing.T) {
 		}
 	})
 
-	// Each lease expiry wrote an info line: 20 expiries now make at most
-	// one full line per shard leader and 10 s interval (the rest are summed
-	// up in one line after it): at most 4 for 2 shards, should a leadership
-	// move during the test.
+	// Lease expiries are logged at info, at most one full line per shard
+	// leader and 10 s interval (the rest are summed up in one line after
+	// it): 20 expiries make at most 4 on 2 shards, should a leadership move
+	// during the test.
 	t.Run("lease expiries are summed up in the log", func(t *testing.T) {
 		conn := e.dial(t, "admin", 0)
 		for i := 0; i < 20; i++ {
@@ -438,8 +439,8 @@ func TestHostileTenants(t *testing.T) {
 		}
 	})
 
-	// The cluster's layout and load need read on "/": before, range.list
-	// and shards answered any identity.
+	// The cluster's layout and load need read on "/": range.list and shards
+	// answer billing (lock and read on /locks/billing only) Unauthorized.
 	t.Run("range list and shards need read on the root", func(t *testing.T) {
 		for _, op := range []wire.Op{wire.OpRangeList, wire.OpShards} {
 			if r := e.dial(t, "billing", 0).Do(&wire.Request{Op: op}); r.Code != wire.Unauthorized {
@@ -477,9 +478,8 @@ func firstKind(evs []wire.Event, kind wire.EventKind) *wire.Event {
 }
 
 // TestIdentityQuotas: what one identity can create is bounded, with
-// TooMany and nothing created; other identities are not affected. Before,
-// one identity created 50 000 leases in under a second, refused acquires
-// made leases too, and the request rate was unbounded by default.
+// TooMany and nothing created (a refused acquire makes no lease either);
+// other identities are not affected.
 func TestIdentityQuotas(t *testing.T) {
 	e := startTrust(t, func(cfg *node.Config) {
 		cfg.SM.MaxOwnerLeases, cfg.SM.MaxOwnerLocks, cfg.SM.MaxOwnerWaiters = 4, 8, 2

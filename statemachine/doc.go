@@ -55,7 +55,9 @@ are never granted), then its locks are released with hand-off and its
 ephemeral keys deleted, and the id is refused (SessionExpired) for
 TombstoneMs. The state machine never decides that a lease expired: the shard
 leader's lessor proposes OpExpire. EvLease and EvLeaseEnd tell it which
-leases exist.
+leases exist. A refused request leaves no lease behind. With identities,
+what each holds on the shard is bounded (MaxOwnerLeases, MaxOwnerLocks,
+MaxOwnerWaiters; quotas.go): over a quota a request is TooMany.
 
 Fairness. A blocking request that conflicts with a holder, or with any
 queued request, is queued FIFO: nothing barges past a queued conflicting
@@ -68,8 +70,12 @@ costs O(depth), however long the queue.
 
 Exactly once. A mutating op carrying Client and Seq is applied once: a retry
 gets the first outcome (for a queued acquire: Queued while it waits, then
-the grant or Cancelled). AckSeq drops older records; a retry below it is
-answered Ambiguous. A queued acquire's record survives the floor: resolved
+the grant or Cancelled). A record keeps the op and a digest of the path,
+paths and lease it answered; another request under the same (Client, Seq)
+is answered SeqReused. (With auth on the router has made Client owned by
+the sender's identity, wire.OwnedClient, so records never mix identities.)
+AckSeq drops older records; a retry below it is answered Ambiguous, and a
+new request whose AckSeq is above its own Seq is InvalidArgument. A queued acquire's record survives the floor: resolved
 after the floor passed it, it stays until a later request of the client
 carries an AckSeq above it, so a client that re-attaches with the same Seq
 gets the outcome. Clients idle for ClientIdleMs (since their last request or

@@ -9,11 +9,9 @@ import (
 
 // TestSeqReusedGetsItsOwnError: a (Client, Seq) names one request. A
 // request that reuses it for another op, path or lease is answered
-// SeqReused, never the first request's outcome, and the first request's
-// record is untouched: its own retry still gets its grant. (Without the op
-// and path in the record, a session request recorded under a Seq made the
-// acquire that later used it answer OK with token 0 while the path stayed
-// free.)
+// SeqReused, never the first request's outcome (a session's record must not
+// answer an acquire OK with token 0 while the path stays free), and the
+// first request's record is untouched: its own retry still gets its grant.
 func TestSeqReusedGetsItsOwnError(t *testing.T) {
 	h := newHarness(t)
 	first := h.mustOK(with(acq("/l/a", ex, 1, "o"), 3, 1))
@@ -52,9 +50,8 @@ func TestSeqReusedGetsItsOwnError(t *testing.T) {
 
 // TestAckSeqAboveANewRequestIsRefused: AckSeq says every Seq below it is
 // finished, so a new request carrying an AckSeq above its own Seq is
-// nonsense: InvalidArgument, and the client's floor does not move (before,
-// it rose past the request, which then answered Ambiguous). A retry of a
-// queued request may carry a higher AckSeq (dedup_test covers it).
+// nonsense: InvalidArgument, and the client's floor does not move. A retry
+// of a queued request may carry a higher AckSeq (dedup_test covers it).
 func TestAckSeqAboveANewRequestIsRefused(t *testing.T) {
 	h := newHarness(t)
 	h.mustOK(with(acq("/l/a", ex, 1, "o"), 3, 1))
@@ -108,8 +105,8 @@ func TestRecordSumsSurviveSnapshotsAndMoves(t *testing.T) {
 }
 
 // TestRefusedRequestsLeaveNoLease: a refused acquire, campaign, multi-lock
-// or put under a new session lease leaves no lease behind (each used to
-// create one: a flood of refused acquires made as many leases).
+// or put under a new session lease leaves no lease behind: a flood of
+// refused acquires makes no leases.
 func TestRefusedRequestsLeaveNoLease(t *testing.T) {
 	h := newHarness(t)
 	h.mustOK(acq("/l/a", ex, 1, "o"))
