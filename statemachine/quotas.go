@@ -88,49 +88,45 @@ func (s *StateMachine) requestTenant(r *wire.Request, l *lease) *tenant {
 
 // countHold adds (delta 1) or removes (-1) a hold of t.
 func (t *tenant) countHold(single bool, delta int) {
-	if t == nil {
-		return
-	}
-	t.holds += delta
-	if single {
-		t.singleHolds += delta
+	if t != nil {
+		add(&t.holds, &t.singleHolds, single, delta)
 	}
 }
 
 // countWait adds (delta 1) or removes (-1) a queued request of t.
 func (t *tenant) countWait(single bool, delta int) {
-	if t == nil {
-		return
+	if t != nil {
+		add(&t.waiters, &t.singleWaits, single, delta)
 	}
-	t.waiters += delta
+}
+
+func add(all, singles *int, single bool, delta int) {
+	*all += delta
 	if single {
-		t.singleWaits += delta
+		*singles += delta
 	}
 }
 
 // holdTenant is the identity holder h counts against (nil: unbound).
 func (s *StateMachine) holdTenant(h *holder) *tenant {
-	if h.single {
-		if len(s.singleOwn) == 0 {
-			return nil
-		}
-		return s.tenantOf(s.singleOwn[h.token])
-	}
-	if l := s.leases[h.lw]; l != nil {
-		return l.ten
-	}
-	return nil
+	return s.boundTenant(h.single, h.lw, s.singleOwn, h.token)
 }
 
 // waitTenant is the identity waiter w counts against (nil: unbound).
 func (s *StateMachine) waitTenant(w *waiter) *tenant {
-	if w.lease == 0 {
-		if len(s.waitOwn) == 0 {
+	return s.boundTenant(w.lease == 0, w.lease, s.waitOwn, w.arrival)
+}
+
+// boundTenant is the identity a hold or a wait is bound to: a single-lock
+// one's in own (by key), a session one's lease owner.
+func (s *StateMachine) boundTenant(single bool, lease uint64, own map[uint64]string, key uint64) *tenant {
+	if single {
+		if len(own) == 0 {
 			return nil
 		}
-		return s.tenantOf(s.waitOwn[w.arrival])
+		return s.tenantOf(own[key])
 	}
-	if l := s.leases[w.lease]; l != nil {
+	if l := s.leases[lease]; l != nil {
 		return l.ten
 	}
 	return nil
