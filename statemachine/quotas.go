@@ -133,24 +133,23 @@ func (s *StateMachine) boundTenant(single bool, lease uint64, own map[uint64]str
 }
 
 // recountTenants rebuilds every identity's counts from the state (after a
-// recovery).
+// recovery): from the leases' own lists and the single-lock owner tables,
+// without walking the trie (nothing at all without identities).
 func (s *StateMachine) recountTenants() {
 	s.tenants, s.lastTenant = map[string]*tenant{}, nil
 	for _, l := range s.leases {
-		l.ten = s.tenantOf(l.owner)
-		if l.ten != nil {
+		if l.ten = s.tenantOf(l.owner); l.ten != nil {
 			l.ten.leases++
+			l.ten.holds += len(l.holders)
+			l.ten.waiters += len(l.waiters)
 		}
 	}
-	s.trie.Root().Walk(nil, func(n *lockNode) bool {
-		forHolders(n, func(h *holder) { s.holdTenant(h).countHold(h.single, 1) })
-		if e := n.Val.ext; e != nil {
-			for w := e.head; w != nil; w = w.next {
-				s.waitTenant(w).countWait(w.lease == 0, 1)
-			}
-		}
-		return true
-	})
+	for _, id := range s.singleOwn {
+		s.tenantOf(id).countHold(true, 1)
+	}
+	for _, id := range s.waitOwn {
+		s.tenantOf(id).countWait(true, 1)
+	}
 }
 
 // dropNewLease undoes the creation of the session lease a refused request
