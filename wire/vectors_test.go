@@ -135,10 +135,15 @@ var responseVectors = []msgVector{
 	respV("empty", Response{}).with("OK with no fields: an empty map"),
 	respV("hello", Response{ID: 1, Value: []byte(`{"node":1,"version":"dev"}`)}),
 	respV("acquire-granted", Response{ID: 7, Token: 9031, Lease: vLease, Count: 1}),
-	respV("acquire-granted-signed", Response{ID: 7, Token: 9031, Lease: vLease, Count: 1,
+	respV("acquire-granted-signed", Response{ID: 7, Token: 9031, Lease: vLease, Count: 1, TTL: 9500, Mode: Exclusive,
 		Hint:   &Hint{Shard: 4, Gen: 2, Leader: "127.0.0.1:7071"},
-		Signed: &SignedGrant{Shard: 4, Expiry: 1_700_000_010_000, Sig: bytes.Repeat([]byte{0x5a}, 64)}}).
-		with("a signed grant; the Hint names the leader a forwarding node went to"),
+		Signed: &SignedGrant{Shard: 4, Expiry: 1_700_000_010_000, Sig: bytes.Repeat([]byte{0x5a}, 64), Mode: Exclusive}}).
+		with("a signed grant: TTL is the ms left on its lease, Signed holds [Shard, Expiry, Sig, Mode, Permits]; the Hint names the leader a forwarding node went to"),
+	respV("acquire-permit-signed", Response{ID: 7, Token: 9032, Lease: vLease, Count: 1, TTL: 9400, Mode: Shared,
+		Signed: &SignedGrant{Shard: 4, Expiry: 1_700_000_010_100, Sig: bytes.Repeat([]byte{0x5b}, 64), Mode: Shared, Permits: 3}}).
+		with("a signed semaphore permit: the mode and the permit count are signed"),
+	respV("seq-reused", Response{ID: 41, Code: SeqReused, Msg: "seq 7 of client 1 answered another request (session) on this shard"}).
+		with("the (Client, Seq) named another request: nothing applied"),
 	respV("acquire-single-lease", Response{ID: 8, Token: 12, Lease: 1<<63 | 42, Count: 1}).
 		with("a server-made single-lock lease id has the top bit set"),
 	respV("conflict", Response{ID: 8, Code: Conflict, Msg: "/locks/reports is held exclusively"}),
@@ -214,6 +219,10 @@ var responseVectors = []msgVector{
 			0x99, 0xa1, 'o', 0x01, 0x00, 0x02, 0x01, 0xa2, '/', 'p', 0x05, // the seven known fields
 			0xa5, 'l', 'a', 't', 'e', 'r', 0x92, 0x01, 0x02}, // two more appended by a newer server
 		note: "decode only: a record array longer than the decoder knows; the extra elements are ignored"},
+	{name: "signed-grant-three-elements", resp: &Response{ID: 6, Token: 9,
+		Signed: &SignedGrant{Shard: 2, Expiry: 1000, Sig: []byte{0xaa}}},
+		body: []byte{0x83, 0x01, 0x06, 0x04, 0x09, 0x18, 0x93, 0x02, 0xcd, 0x03, 0xe8, 0xc4, 0x01, 0xaa},
+		note: "decode only: a signed grant without Mode and Permits (an older server) reads as mode 0, permits 0"},
 	{name: "nil-lists-and-wide", resp: &Response{ID: 4, Token: 1, TTL: -1},
 		body: []byte{0x85, 0x01, 0x04, 0x10, 0xc0, 0x13, 0xc0, 0x04, 0xce, 0, 0, 0, 1, 0x06, 0xd0, 0xff},
 		note: "decode only: nil for a list is an empty list; wide integers"},
@@ -225,6 +234,7 @@ type derivedVectors struct {
 	RouteKeys  []routeKeyVector  `json:"route_keys"`
 	Namespaces []namespaceVector `json:"namespaces"`
 	Signed     []signedVector    `json:"signed_messages"`
+	Owned      []ownedVector     `json:"owned_clients"`
 }
 
 type leaseIDVector struct {
@@ -246,7 +256,14 @@ type signedVector struct {
 	Token   uint64 `json:"token"`
 	Shard   uint64 `json:"shard"`
 	Expiry  int64  `json:"expiry"`
+	Mode    Mode   `json:"mode"`
+	Permits uint32 `json:"permits"`
 	Message string `json:"message_hex"`
+}
+type ownedVector struct {
+	Identity string `json:"identity"`
+	Client   uint64 `json:"client"`
+	Owned    uint64 `json:"owned"`
 }
 
 func makeDerived() derivedVectors {
@@ -265,8 +282,18 @@ func makeDerived() derivedVectors {
 		d.Namespaces = append(d.Namespaces, namespaceVector{Path: p.path, Depth: p.depth, Namespace: ns,
 			SpansAll: PathDepth(p.path) < p.depth})
 	}
-	d.Signed = append(d.Signed, signedVector{Path: "/locks/inventory/sku-42", Token: 9031, Shard: 4, Expiry: 1_700_000_010_000,
-		Message: hex.EncodeToString(SignedMessage("/locks/inventory/sku-42", 9031, 4, 1_700_000_010_000))})
+	for _, s := range []signedVector{
+		{Path: "/locks/inventory/sku-42", Token: 9031, Shard: 4, Expiry: 1_700_000_010_000, Mode: Exclusive},
+		{Path: "/locks/pool/db", Token: 77, Shard: 2, Expiry: 1_700_000_020_000, Mode: Shared, Permits: 5},
+	} {
+		s.Message = hex.EncodeToString(SignedMessage(s.Path, s.Token, s.Shard, s.Expiry, s.Mode, s.Permits))
+		d.Signed = append(d.Signed, s)
+	}
+	for _, o := range []ownedVector{{Identity: "billing", Client: vClient}, {Identity: "billing2", Client: vClient},
+		{Identity: "spiffe://example.org/ci", Client: 1}} {
+		o.Owned = OwnedClient(o.Identity, o.Client)
+		d.Owned = append(d.Owned, o)
+	}
 	return d
 }
 
@@ -513,7 +540,7 @@ func TestVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(d, fromFile) {
-		t.Fatalf("derived.json disagrees with LeaseID/RouteKey/Namespace/SignedMessage")
+		t.Fatalf("derived.json disagrees with LeaseID/RouteKey/Namespace/SignedMessage/OwnedClient")
 	}
 }
 

@@ -95,4 +95,7 @@ def test_derived_values():
         if ns is not None:
             assert ns == v["namespace"], v
     for v in d["signed_messages"]:
-        assert wire.signed_message(v["path"], v["token"], v["shard"], v["expiry"]).hex() == v["message_hex"]
+        msg = wire.signed_message(v["path"], v["token"], v["shard"], v["expiry"], v["mode"], v["permits"])
+        assert msg.hex() == v["message_hex"], v
+    for v in d["owned_clients"]:
+        assert wire.owned_client(v["identity"], v["client"]) == v["owned"], v

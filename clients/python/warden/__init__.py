@@ -13,8 +13,8 @@ from .client import KV, Client, Leader, LockInfo, tls_context
 from .election import Election, Observer, observe
 from .errors import (Ambiguous, Cancelled, Closed, Compacted, Conflict, Deadlock, InvalidArgument, Internal,
                      LockDelayed, Malformed, NotFound, NotHolder, NotLeader, Queued, RangeMoving, RestoreRefused,
-                     SelfConflict, SessionExpired, SpansRanges, StaleToken, Superseded, Timeout, TooLarge, TooMany,
-                     Unauthorized, Unavailable, UnknownOp, UpgradeConflict, VersionMismatch, WardenError,
+                     SelfConflict, SeqReused, SessionExpired, SpansRanges, StaleToken, Superseded, Timeout, TooLarge,
+                     TooMany, Unauthorized, Unavailable, UnknownOp, UpgradeConflict, VersionMismatch, WardenError,
                      WrongShard, error_for, is_retryable)
 from .locks import Lock, LockLease, MultiLock, Permit, Semaphore
 from .session import CLOSED, CONNECTED, LOST, SUSPENDED, Session
@@ -32,4 +32,5 @@ __all__ = [
     "TooLarge", "Unavailable", "Timeout", "UnknownOp", "Malformed", "NotFound", "VersionMismatch", "Queued",
     "Cancelled", "Compacted", "RangeMoving", "Ambiguous", "SpansRanges", "SelfConflict", "UpgradeConflict",
     "TooMany", "Unauthorized", "Internal", "Closed", "Deadlock", "LockDelayed", "RestoreRefused", "Superseded",
+    "SeqReused",
 ]

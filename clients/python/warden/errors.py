@@ -190,6 +190,11 @@ class Superseded(WardenError):
     """A newer copy of a waiting request took its place (re-sent by the client)."""
 
 
+@_coded(Code.SEQ_REUSED)
+class SeqReused(WardenError):
+    """The request's (client, seq) already answered a different request: nothing applied."""
+
+
 RETRYABLE = frozenset({Code.NOT_LEADER, Code.WRONG_SHARD, Code.UNAVAILABLE, Code.RANGE_MOVING, Code.CLOSED})
 
 

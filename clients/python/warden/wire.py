@@ -105,6 +105,7 @@ class Code:
     LOCK_DELAYED = 31
     RESTORE_REFUSED = 45
     SUPERSEDED = 55
+    SEQ_REUSED = 70
 
 
 class Kind:
@@ -281,8 +282,10 @@ class RouteTable:
 @_record
 class SignedGrant:
     shard: int = _f("uint")
-    expiry: int = _f("int")
+    expiry: int = _f("int")  # unix ms: at the latest the lease's deadline when the grant was answered
     sig: bytes | None = _f("bin")
+    mode: int = _f("uint")  # the mode granted (signed)
+    permits: int = _f("uint")  # a semaphore's permit count, 0 for a plain lock (signed)
 
 
 @dataclass(slots=True)
@@ -637,7 +640,18 @@ def namespace(path: str, depth: int) -> str | None:
     return "/" + "/".join(segs[:depth])
 
 
-def signed_message(path: str, token: int, shard: int, expiry: int) -> bytes:
-    """The bytes a signed grant's Ed25519 signature covers."""
-    return (b"warden-fence-v1\x00" + path.encode() + b"\x00"
-            + struct.pack(">QQq", token, shard, expiry))
+def signed_message(path: str, token: int, shard: int, expiry: int, mode: int = 0, permits: int = 0) -> bytes:
+    """The bytes a signed grant's Ed25519 signature covers (docs/protocol.md §3.3)."""
+    return (b"warden-fence-v2\x00" + path.encode() + b"\x00"
+            + struct.pack(">QQqBI", token, shard, expiry, mode, permits))
+
+
+_CLIENT_DOMAIN = b"warden-client-v1\x00"
+
+
+def owned_client(identity: str, client: int) -> int:
+    """The id a server with authentication on knows client id client of
+    identity by (docs/protocol.md §5): the Client of the waiters and events
+    it shows for this client's requests."""
+    d = hashlib.sha256(_CLIENT_DOMAIN + identity.encode() + b"\x00" + client.to_bytes(8, "big")).digest()
+    return int.from_bytes(d[:8], "big") or 1
