@@ -119,9 +119,9 @@ func TestRateLimitPerIdentity(t *testing.T) {
 }
 
 // TestIdentityLimitsByDefault: with auth on, an identity's request rate
-// and watch streams are bounded without any setting (the rate used to be
-// unlimited unless configured); with auth off the rate stays unlimited, so
-// anonymous clients are served as before; -1 turns the rate off.
+// and watch streams are bounded without any setting; with auth off the
+// rate stays unlimited (anonymous clients are one trust domain); -1 turns
+// the rate off.
 func TestIdentityLimitsByDefault(t *testing.T) {
 	pol, err := auth.Parse([]byte(permTestPolicy))
 	if err != nil {
