@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"iter"
 	"time"
 
 	"github.com/wardenlock/warden/wire"
@@ -21,13 +23,24 @@ func waitFor(ctx context.Context, try bool) int64 {
 	return max(1, millis(time.Until(dl)))
 }
 
+// giveBack gives back one hold a withdrawn or unwanted grant took: a
+// release by token, or a resign for a leadership.
+type giveBack func(ctx context.Context, path string, token uint64) error
+
+// releaser gives back holds of lease and owner by release.
+func (c *Client) releaser(lease uint64, owner string) giveBack {
+	return func(ctx context.Context, path string, token uint64) error {
+		return c.release(ctx, path, token, lease, owner)
+	}
+}
+
 // park sends a request that the service may park until it can be granted
 // (OpAcquire, OpCampaign) and waits for its final answer. If ctx (or the
-// session, when s is not nil) ends first, it withdraws the waiter with
-// OpCancel on the same connection and waits for the request's final answer;
-// a grant that raced with the withdrawal is given back with undo (release or
-// resign), so a caller who gave up never holds anything. The error is then
-// ctx's error, or the session's cause.
+// session, when s is not nil) ends first, the request is withdrawn
+// (withdrawal): the withdrawal's answer is the acquire's fate, and a grant
+// it reports is given back with undo (release or resign), so a caller who
+// gave up never holds anything. The error is then ctx's error, or the
+// session's cause.
 //
 // A session-bound wait (Lease != 0) outlives its connection: the waiter
 // stays queued in the shard, and after a broken connection the request is
@@ -38,9 +51,13 @@ func waitFor(ctx context.Context, try bool) int64 {
 // connection breaks, so it is sent again with a new Seq. A wait answered
 // Superseded (a stale copy of it, still retried by the router of a broken
 // connection, replaced it in the shard) is sent again with the same Seq.
-// Tries (WaitNone)
-// are never parked and are retried like any other request.
-func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo func(token uint64) error) (*wire.Response, error) {
+// Tries (WaitNone) are never parked and are retried like any other
+// request; one whose outcome is unknown when ctx ends is withdrawn too.
+//
+// A grant is reported only while the session is alive by the client's
+// clock (Session.Err): one that arrives after the session's local deadline
+// is given back and the session's error returned.
+func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo giveBack) (*wire.Response, error) {
 	if c.cfg.tracer != nil && req.Trace == "" {
 		ctx, span := c.startSpan(ctx, req)
 		resp, err := c.parkAttempts(ctx, s, req, rc, undo)
@@ -51,11 +68,16 @@ func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, rc *ro
 }
 
 // parkAttempts is park without its span.
-func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo func(token uint64) error) (*wire.Response, error) {
+func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo giveBack) (*wire.Response, error) {
 	req.Client, req.Seq = c.id, c.seqs.begin()
-	defer func() { c.seqs.end(req.Seq) }()
+	wd := &withdrawal{c: c, req: req, undo: undo}
+	defer wd.release()
 	if req.Wait == wire.WaitNone {
-		return c.callVia(ctx, req, c.cfg.requestTimeout, rc)
+		resp, err := c.callVia(ctx, req, c.cfg.requestTimeout, rc)
+		if errors.Is(err, ErrAmbiguous) {
+			return nil, wd.run(err)
+		}
+		return c.granted(s, req, resp, err, undo)
 	}
 	// The wait ends with ctx or with the session. One context derived from
 	// both registers with each parent per acquire (8% of a load
@@ -76,6 +98,12 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 		}
 		lctx := w.lctx
 		if err := w.ended(); err != nil {
+			if attempt > 0 {
+				// An earlier attempt may have been applied (its answer was
+				// lost with its connection, or it queued before a retryable
+				// answer): withdraw it.
+				return nil, wd.run(joinLast(lastErr, err))
+			}
 			return nil, joinLast(lastErr, err)
 		}
 		req.AckSeq = c.seqs.ack()
@@ -88,6 +116,9 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 		if err != nil {
 			if e := w.ended(); e != nil {
 				err = e
+			}
+			if attempt > 0 {
+				return nil, wd.run(joinLast(lastErr, err))
 			}
 			return nil, joinLast(lastErr, err)
 		}
@@ -104,9 +135,11 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 		case res = <-cl.done:
 			cl.release()
 		case <-lctx.Done():
-			return nil, c.abandon(cn, id, cl, req, undo, context.Cause(lctx))
+			cn.forget(id)
+			return nil, wd.run(context.Cause(lctx))
 		case <-w.sdone: // nil once derived into lctx
-			return nil, c.abandon(cn, id, cl, req, undo, context.Cause(s.ctx))
+			cn.forget(id)
+			return nil, wd.run(context.Cause(s.ctx))
 		}
 		if res.err == nil && res.resp.Hint != nil && c.direct != nil {
 			c.direct.learn(res.resp.Hint) // a forwarded or NotLeader answer names the leader
@@ -132,12 +165,58 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 			// connection. Sending it again (same Seq) takes the place back.
 			lastErr = res.resp.AsError()
 		default:
-			return res.resp, res.resp.AsError()
+			return c.granted(s, req, res.resp, res.resp.AsError(), undo)
 		}
 		if attempt > 0 || res.err == nil {
 			w.derive()
 			if c.cfg.backoff.Wait(w.lctx, attempt) != nil {
 				continue // reported at the top of the loop
+			}
+		}
+	}
+}
+
+// granted vets an acquire's final answer before the caller sees it. A
+// grant to a session that has ended by the client's clock is given back
+// and reported as the session's end: the service may already have ended
+// the lease, or will within its TTL, and nothing may be done under it. A
+// wait that ran out in the service (Timeout: the wait sent was the time
+// left before ctx's deadline) matches context.DeadlineExceeded too, so
+// the caller sees its deadline whichever side noticed it first.
+func (c *Client) granted(s *Session, req *wire.Request, resp *wire.Response, err error, undo giveBack) (*wire.Response, error) {
+	if err != nil {
+		if resp != nil && resp.Code == wire.Timeout {
+			return resp, fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		return resp, err
+	}
+	if s == nil {
+		return resp, nil
+	}
+	if serr := s.Err(); serr != nil {
+		ctx, cancel := c.undoContext()
+		defer cancel()
+		for path, token := range grantedHolds(req, resp) {
+			if err := undo(ctx, path, token); err != nil {
+				c.cfg.logger.Warn("warden: could not give back a grant that arrived after the session ended",
+					"path", path, "token", token, "err", err)
+			}
+		}
+		return nil, serr
+	}
+	return resp, nil
+}
+
+// grantedHolds lists the holds an acquire's (or a withdrawal's) answer
+// reports, by path and token.
+func grantedHolds(req *wire.Request, resp *wire.Response) iter.Seq2[string, uint64] {
+	return func(yield func(string, uint64) bool) {
+		if resp.Token != 0 && !yield(req.Path, resp.Token) {
+			return
+		}
+		for _, h := range resp.Holders {
+			if h.Token != 0 && !yield(h.Path, h.Token) {
+				return
 			}
 		}
 	}
@@ -184,64 +263,84 @@ func (w *sessionWait) release() {
 	}
 }
 
-// abandon withdraws the parked request id on cn and waits for its final
-// answer, giving back a grant if one arrives. It returns cause, or an
-// ambiguous error when the outcome cannot be learned.
-func (c *Client) abandon(cn *conn, id uint64, cl *call, req *wire.Request, undo func(uint64) error, cause error) error {
-	ctx, cancel := context.WithTimeout(c.ctx, 2*c.cfg.requestTimeout)
-	defer cancel()
-	var cancelDone chan result
-	_, cc, err := cn.send(&wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
-		Client: req.Client, Seq: req.Seq}, nil, 0)
+// withdrawal learns the fate of an acquire whose caller stopped waiting
+// (its context or session ended) or whose answer was lost, and gives back
+// whatever it took. It sends OpCancel naming the acquire (its Client, Seq
+// and path; a multi-lock's paths, lease and owner): the shard applies the
+// cancel through its log and answers with the acquire's final fate (the
+// token of a grant, nothing for a dropped waiter, and an acquire it has not
+// seen yet is withdrawn ahead of its arrival), so once that answer is in,
+// nothing the acquire could still do is unknown. Until then the acquire's
+// Seq stays open, so the dedup record the cancel reads is not dropped.
+//
+// The caller waits for the answer up to the request timeout; if the
+// service cannot answer by then (no quorum), the withdrawal goes on in the
+// background until it is answered or the client closes, and the caller
+// gets an error matching ErrAmbiguous. A hold it turns up is given back as
+// soon as it is known; without a quorum nothing can be granted or given
+// back, and the session's lease ends the hold at the latest.
+type withdrawal struct {
+	c          *Client
+	req        *wire.Request
+	undo       giveBack
+	background bool // the background goroutine owns the Seq now
+}
+
+// release ends the acquire's Seq unless the background owns it.
+func (wd *withdrawal) release() {
+	if !wd.background {
+		wd.c.seqs.end(wd.req.Seq)
+	}
+}
+
+// run withdraws the acquire for a caller whose wait ended with cause, and
+// returns the error for that caller.
+func (wd *withdrawal) run(cause error) error {
+	c := wd.c
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.requestTimeout)
+	err := wd.settle(ctx)
+	cancel()
 	if err == nil {
-		cancelDone = cc.done
+		return cause
 	}
-	var token uint64
-	for answered := false; !answered; {
-		select {
-		case res := <-cl.done:
-			answered = true
-			if res.err != nil && req.Lease == 0 {
-				return cause // the connection broke: the server withdraws the wait itself
+	if c.ctx.Err() != nil {
+		return ambiguous(wd.req.Op, cause)
+	}
+	c.cfg.logger.Warn("warden: withdrawing an acquire in the background", "op", wd.req.Op, "path", wd.req.Path, "err", err)
+	seq := wd.req.Seq
+	req := *wd.req
+	bg := &withdrawal{c: c, req: &req, undo: wd.undo}
+	if c.goBackground(func() {
+		defer c.seqs.end(seq)
+		for attempt := 0; ; attempt++ {
+			if bg.settle(c.ctx) == nil || c.cfg.backoff.Wait(c.ctx, attempt) != nil {
+				return
 			}
-			if res.err != nil {
-				// A session-bound waiter outlives the connection: withdraw it
-				// through any connection (the server routes by path).
-				r, err := c.call(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Lease: req.Lease,
-					Client: req.Client, Seq: req.Seq}, c.cfg.requestTimeout)
-				if err != nil {
-					return ambiguous(req.Op, cause)
-				}
-				if r.Code == wire.OK && r.Token != 0 {
-					token = r.Token
-				}
-				break
-			}
-			if res.resp.Code == wire.OK && res.resp.Token != 0 {
-				token = res.resp.Token
-			}
-		case res := <-cancelDone:
-			cancelDone = nil
-			if res.err == nil && res.resp.Code == wire.OK && res.resp.Token != 0 {
-				token = res.resp.Token // granted before the cancel; the final answer follows
-			}
-		case <-ctx.Done():
-			cn.forget(id)
-			if token == 0 {
-				c.cfg.logger.Warn("warden: no final answer to a withdrawn wait", "op", req.Op, "path", req.Path)
-				return ambiguous(req.Op, cause)
-			}
-			answered = true
+		}
+	}) {
+		wd.background = true
+	}
+	return ambiguous(wd.req.Op, cause)
+}
+
+// settle sends the withdrawal and gives back what its answer reports held.
+func (wd *withdrawal) settle(ctx context.Context) error {
+	c, req := wd.c, wd.req
+	resp, err := c.call(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Paths: req.Paths, Lease: req.Lease,
+		Owner: req.Owner, Client: req.Client, Seq: req.Seq}, c.cfg.requestTimeout)
+	if errors.Is(err, ErrCancelled) || errors.Is(err, ErrNotFound) {
+		return nil // withdrawn, or nothing by that number to withdraw: nothing held
+	}
+	if err != nil {
+		return err
+	}
+	for path, token := range grantedHolds(req, resp) {
+		err := wd.undo(ctx, path, token)
+		if err != nil && !errors.Is(err, ErrNotHolder) && !errors.Is(err, ErrStaleToken) && !errors.Is(err, ErrSessionExpired) {
+			return err // not given back yet: the next settle asks again (same answer while it is held)
 		}
 	}
-	if token != 0 {
-		if err := undo(token); err != nil {
-			c.cfg.logger.Warn("warden: could not give back a late grant", "op", req.Op, "path", req.Path,
-				"token", token, "err", err)
-			return ambiguous(req.Op, errors.Join(cause, err))
-		}
-	}
-	return cause
+	return nil
 }
 
 func joinLast(last, err error) error {

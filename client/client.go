@@ -31,6 +31,7 @@ type Client struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[*Session]struct{}
+	byLease  map[uint64]*Session // the same sessions, by lease id (hold notices name leases)
 }
 
 // New connects to a cluster through the given endpoints (host:port of any
@@ -46,9 +47,9 @@ func New(ctx context.Context, endpoints []string, opts ...Option) (*Client, erro
 		endpoints = []string{DefaultEndpoint}
 	}
 	c := &Client{cfg: cfg, id: randomID(), seqs: newSeqTracker(),
-		sessions: make(map[*Session]struct{})}
+		sessions: make(map[*Session]struct{}), byLease: make(map[uint64]*Session)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.pool = newPool(c.ctx, &c.cfg, append([]string(nil), endpoints...), c.id)
+	c.pool = newPool(c.ctx, &c.cfg, append([]string(nil), endpoints...), c.id, holdSink{c})
 	if err := c.pool.connectFirst(ctx); err != nil {
 		c.cancel()
 		c.pool.close()
@@ -143,14 +144,12 @@ func (c *Client) Do(ctx context.Context, req *wire.Request) (*wire.Response, err
 	if (r.Op == wire.OpAcquire || r.Op == wire.OpCampaign) && r.Wait != wire.WaitNone && r.Seq == 0 {
 		// A parked request: withdrawn when ctx ends, re-sent after a broken
 		// connection, a late grant given back.
-		return c.park(ctx, nil, &r, nil, func(token uint64) error {
-			uctx, cancel := c.undoContext()
-			defer cancel()
+		return c.park(ctx, nil, &r, nil, func(ctx context.Context, path string, token uint64) error {
 			if r.Op == wire.OpCampaign {
-				_, err := c.Do(uctx, &wire.Request{Op: wire.OpResign, Path: r.Path, Token: token, Lease: r.Lease})
+				_, err := c.Do(ctx, &wire.Request{Op: wire.OpResign, Path: path, Token: token, Lease: r.Lease, Owner: r.Owner})
 				return err
 			}
-			return c.release(uctx, r.Path, token, r.Lease, r.Owner)
+			return c.release(ctx, path, token, r.Lease, r.Owner)
 		})
 	}
 	timeout := c.cfg.requestTimeout
@@ -310,14 +309,25 @@ func (c *Client) track(s *Session) error {
 		return ErrClientClosed
 	}
 	c.sessions[s] = struct{}{}
+	c.byLease[s.lease] = s
 	return nil
 }
 
 func (c *Client) untrack(s *Session) {
 	c.mu.Lock()
 	delete(c.sessions, s)
+	if c.byLease[s.lease] == s {
+		delete(c.byLease, s.lease)
+	}
 	c.mu.Unlock()
 	c.cfg.leaseKeys.remove(s.lease)
+}
+
+// sessionOf returns the live session of lease, or nil.
+func (c *Client) sessionOf(lease uint64) *Session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byLease[lease]
 }
 
 // goBackground runs f on a goroutine that Close waits for.

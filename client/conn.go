@@ -52,7 +52,7 @@ type conn struct {
 	mu      sync.Mutex
 	err     error // why the connection failed; set once
 	pending map[uint64]*call
-	streams map[uint64]*stream
+	streams map[uint64]streamSink
 	wg      sync.WaitGroup
 
 	// Request timeouts: one timer per connection, armed for the earliest
@@ -62,6 +62,14 @@ type conn struct {
 	epoch    time.Time
 	timeouts *time.Timer
 	armed    time.Duration // deadline the timer fires at; 0: not armed
+}
+
+// streamSink takes the frames pushed on one stream of a conn (a watch's
+// queue, the hold stream's notices). push runs on the reader and must not
+// block; false ends the stream. end tells it the connection broke.
+type streamSink interface {
+	push(*wire.Response) bool
+	end(error)
 }
 
 // call is one outstanding request on a conn: where its answer goes, and
@@ -142,7 +150,7 @@ func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed
 		closed:   make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 		pending:  make(map[uint64]*call),
-		streams:  make(map[uint64]*stream),
+		streams:  make(map[uint64]streamSink),
 		onClosed: onClosed,
 		epoch:    time.Now(),
 		// See moveDeadline.
@@ -201,7 +209,7 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 // limit) receives errAttemptTimeout. send never blocks on the socket,
 // except for a caller alone on the connection, which writes its frame
 // itself (bounded by the write deadline).
-func (cn *conn) send(req *wire.Request, st *stream, timeout time.Duration) (uint64, *call, error) {
+func (cn *conn) send(req *wire.Request, st streamSink, timeout time.Duration) (uint64, *call, error) {
 	cl := calls.Get().(*call)
 	id := cn.nextID.Add(1)
 	// The id and the lease key go into the frame, not into the caller's
@@ -498,7 +506,7 @@ func (cn *conn) fail(cause error) {
 	}
 	cn.err = fmt.Errorf("%w: %s: %w", ErrConnLost, cn.addr, cause)
 	pending, streams := cn.pending, cn.streams
-	cn.pending, cn.streams = map[uint64]*call{}, map[uint64]*stream{}
+	cn.pending, cn.streams = map[uint64]*call{}, map[uint64]streamSink{}
 	cn.timeouts.Stop()
 	cn.mu.Unlock()
 	close(cn.closed)

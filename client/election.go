@@ -20,7 +20,8 @@ type LeaderInfo struct {
 
 // Election is one candidate in the election at path, owned by a session.
 // Candidates are elected in the order they campaigned; the leader stays
-// leader until it resigns or its session ends.
+// leader until it resigns, hands over, its session ends, or the service
+// ends its leadership (an admin's resign or hand-over, a revocation).
 type Election struct {
 	s     *Session
 	path  string
@@ -29,6 +30,7 @@ type Election struct {
 
 	mu    sync.Mutex
 	token uint64
+	life  holdLife // the current leadership's
 }
 
 // NewElection returns a candidate for the election at path. WithOwner,
@@ -65,10 +67,8 @@ func (e *Election) Campaign(ctx context.Context, value []byte) error {
 	req := &wire.Request{Op: wire.OpCampaign, Path: e.path, Lease: e.s.lease, TTL: millis(e.s.ttl),
 		Owner: e.owner, Value: value, Wait: waitFor(ctx, false)}
 	e.opts.apply(req)
-	resp, err := c.park(ctx, e.s, req, nil, func(token uint64) error {
-		uctx, cancel := c.undoContext()
-		defer cancel()
-		return e.resign(uctx, token)
+	resp, err := c.park(ctx, e.s, req, nil, func(ctx context.Context, _ string, token uint64) error {
+		return e.resign(ctx, token)
 	})
 	if err != nil {
 		return err
@@ -76,8 +76,20 @@ func (e *Election) Campaign(ctx context.Context, value []byte) error {
 	e.mu.Lock()
 	e.token = resp.Token
 	e.mu.Unlock()
+	e.life.start(e.s)
+	e.s.held.add(e.path, resp.Token, e)
 	return nil
 }
+
+// holdLost implements heldHold: the service ended the leadership.
+func (e *Election) holdLost(token uint64, cause error) { e.endLead(token, cause) }
+
+// Context returns a context that ends when this candidate's current
+// leadership ends: on Resign or HandOver, when the service ends it (its
+// cause is then a *HoldLostError: an admin's resign or hand-over, a
+// revocation), or when the session ends. Before the first election it is
+// already done.
+func (e *Election) Context() context.Context { return e.life.context() }
 
 // Proclaim changes the leader's value without an election. It fails with
 // an error matching ErrNotHolder unless this candidate leads.
@@ -102,7 +114,7 @@ func (e *Election) asLeader(ctx context.Context, req *wire.Request, ends bool) e
 	}
 	err := e.send(ctx, req, token)
 	if err == nil && ends || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
-		e.lostLead(token)
+		e.endLead(token, errUnlocked)
 	}
 	return err
 }
@@ -121,12 +133,19 @@ func (e *Election) send(ctx context.Context, req *wire.Request, token uint64) er
 	return err
 }
 
-func (e *Election) lostLead(token uint64) {
+// endLead forgets the leadership of token (if it is still the current one)
+// and ends its context with cause.
+func (e *Election) endLead(token uint64, cause error) {
+	e.s.held.remove(e.path, token, e)
 	e.mu.Lock()
-	if e.token == token {
+	current := e.token == token
+	if current {
 		e.token = 0
 	}
 	e.mu.Unlock()
+	if current {
+		e.life.end(cause)
+	}
 }
 
 // Token returns this candidate's leadership token while it leads (as far as

@@ -31,9 +31,10 @@ type fakeServer struct {
 }
 
 type fakeConn struct {
-	srv *fakeServer
-	nc  net.Conn
-	wmu sync.Mutex
+	srv   *fakeServer
+	nc    net.Conn
+	wmu   sync.Mutex
+	holds uint64 // the hold stream's id, once the client opened it
 }
 
 func newFakeServer(t *testing.T, handle func(fc *fakeConn, req *wire.Request)) *fakeServer {
@@ -81,6 +82,15 @@ func (fc *fakeConn) serve() {
 		if err := wire.DecodeRequest(body, &req); err != nil {
 			fc.srv.t.Errorf("fake server: %v", err)
 			return
+		}
+		if req.Op == wire.OpHolds && !first {
+			// Every pool connection opens its hold stream first: answered
+			// here, not counted among the scripted requests.
+			fc.srv.mu.Lock()
+			fc.holds = req.ID
+			fc.srv.mu.Unlock()
+			fc.reply(&wire.Response{ID: req.ID, Stream: req.ID})
+			continue
 		}
 		fc.srv.mu.Lock()
 		fc.srv.reqs = append(fc.srv.reqs, req)

@@ -185,6 +185,9 @@ func (k *keepAliveScheduler) send(batch []*Session, sent time.Time) {
 	}
 	resp, err := k.c.once(k.c.ctx, req, k.c.cfg.requestTimeout)
 	k.settle(batch, sent, resp, err)
+	if resp != nil {
+		k.c.noticed(resp.Events) // ended holds a pushed notice may have missed
+	}
 }
 
 // settle applies a keepalive answer to the sessions it was for.

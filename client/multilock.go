@@ -28,6 +28,7 @@ type MultiLock struct {
 	s     *Session
 	owner string
 	held  []heldPath // in the global order
+	life  holdLife
 }
 
 type heldPath struct {
@@ -48,18 +49,37 @@ func LockAll(ctx context.Context, s *Session, paths []string, opts ...LockOption
 	if err != nil {
 		return nil, err
 	}
+	m.life.start(s)
 	for _, g := range groups {
 		err := m.tryGroup(ctx, g, cfg)
 		if err != nil && !cfg.try && waitable(err) {
 			err = m.waitEach(ctx, g, cfg)
+		}
+		if err == nil {
+			err = s.Err() // grants to a session ended by the client's clock are not reported
 		}
 		if err != nil {
 			m.giveBack()
 			return nil, err
 		}
 	}
+	for _, h := range m.held {
+		s.held.add(h.path, h.token, m)
+	}
 	return m, nil
 }
+
+// holdLost implements heldHold: the service ended one of the paths, so the
+// set is no longer held as a whole.
+func (m *MultiLock) holdLost(_ uint64, cause error) { m.life.end(cause) }
+
+// Context returns a context that ends when the set stops being held as a
+// whole: on Unlock, when the service ends one of its holds (the cause is
+// then a *HoldLostError naming it), or when the session ends.
+func (m *MultiLock) Context() context.Context { return m.life.context() }
+
+// IsHeld reports whether every path is held, as far as the client knows.
+func (m *MultiLock) IsHeld() bool { return m.life.held() }
 
 // waitable: a group that could not be taken at once may still be taken by
 // waiting (or, after a stale route, path by path).
@@ -72,8 +92,12 @@ func (m *MultiLock) tryGroup(ctx context.Context, paths []string, cfg lockConfig
 	req := &wire.Request{Op: wire.OpAcquireMulti, Path: paths[0], Paths: paths, Mode: cfg.mode, Lease: m.s.lease,
 		TTL: millis(m.s.ttl), Owner: m.owner, Client: c.id, Seq: c.seqs.begin()}
 	cfg.apply(req)
-	defer c.seqs.end(req.Seq)
+	wd := &withdrawal{c: c, req: req, undo: c.releaser(m.s.lease, m.owner)}
+	defer wd.release()
 	resp, err := c.call(ctx, req, c.cfg.requestTimeout)
+	if errors.Is(err, ErrAmbiguous) {
+		return wd.run(err) // the group may have been granted: learn its fate, give it back
+	}
 	if err != nil {
 		return err
 	}
@@ -89,11 +113,7 @@ func (m *MultiLock) waitEach(ctx context.Context, paths []string, cfg lockConfig
 		req := &wire.Request{Op: wire.OpAcquire, Path: p, Mode: cfg.mode, Lease: m.s.lease, TTL: millis(m.s.ttl),
 			Wait: waitFor(ctx, false), Owner: m.owner}
 		cfg.apply(req)
-		resp, err := c.park(ctx, m.s, req, nil, func(token uint64) error {
-			uctx, cancel := c.undoContext()
-			defer cancel()
-			return c.release(uctx, p, token, m.s.lease, m.owner)
-		})
+		resp, err := c.park(ctx, m.s, req, nil, c.releaser(m.s.lease, m.owner))
 		if err != nil {
 			return err
 		}
@@ -141,10 +161,15 @@ func (m *MultiLock) Unlock(ctx context.Context) error {
 			if first == nil {
 				first = err
 			}
+			continue
 		}
+		m.s.held.remove(h.path, h.token, m)
 	}
 	slices.Reverse(keep)
 	m.held = keep
+	if len(keep) == 0 {
+		m.life.end(errUnlocked)
+	}
 	return first
 }
 

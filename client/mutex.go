@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -110,17 +111,14 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	c := h.s.c
 	req := &wire.Request{Op: wire.OpAcquire, Path: h.path, Mode: h.mode, Lease: h.s.lease,
 		TTL: millis(h.s.ttl), Wait: waitFor(ctx, try), Owner: h.owner, Flags: h.flags, LockDelay: h.lockDelay}
-	resp, err := c.park(ctx, h.s, req, &h.route, func(token uint64) error {
-		uctx, cancel := c.undoContext()
-		defer cancel()
-		return c.release(uctx, h.path, token, h.s.lease, h.owner)
-	})
+	resp, err := c.park(ctx, h.s, req, &h.route, c.releaser(h.s.lease, h.owner))
 	if err != nil {
 		h.leave()
 		return err
 	}
+	token := resp.Token
 	h.mu.Lock()
-	h.token, h.count, h.ended = resp.Token, 1, nil
+	h.token, h.count, h.ended = token, 1, nil
 	if h.grant != nil || resp.Signed != nil {
 		h.grant = resp.Signed
 	}
@@ -132,8 +130,12 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	if h.mode == wire.Shared {
 		h.leave()
 	}
+	h.s.held.add(h.path, token, h)
 	return nil
 }
+
+// holdLost implements heldHold: the service ended the hold of token.
+func (h *hold) holdLost(token uint64, cause error) { h.dropped(token, cause) }
 
 func (h *hold) unlock(ctx context.Context) error {
 	if h.mode == wire.Shared {
@@ -144,7 +146,14 @@ func (h *hold) unlock(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	if h.count == 0 {
+		ended := h.ended
+		if h.ctx != nil {
+			ended = context.Cause(h.ctx)
+		}
 		h.mu.Unlock()
+		if errors.Is(ended, ErrHoldLost) {
+			return fmt.Errorf("%w: %w", notHeld(h.path), ended)
+		}
 		return notHeld(h.path)
 	}
 	if h.count > 1 {
@@ -168,6 +177,7 @@ func (h *hold) unlock(ctx context.Context) error {
 
 // dropped forgets the hold of token once the service no longer has it.
 func (h *hold) dropped(token uint64, cause error) {
+	h.s.held.remove(h.path, token, h)
 	h.mu.Lock()
 	if h.token != token {
 		h.mu.Unlock()

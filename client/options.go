@@ -151,6 +151,25 @@ func WithTracer(t trace.Tracer) Option {
 	return func(c *config) { c.tracer = t }
 }
 
+// Clock is a time source: Now must be monotonic for durations (as
+// time.Now's readings are).
+type Clock interface{ Now() time.Time }
+
+// WithClock makes sessions read the time from clk: their keepalive
+// schedule and their local lease deadline (Session.Err, and so whether a
+// grant may still be reported). Timers still wait real durations, computed
+// from clk's readings. A clock that runs ahead models a process that was
+// paused: its sessions end by their own deadline before they hear from the
+// service again.
+func WithClock(clk Clock) Option {
+	return func(c *config) { c.clock = nowClock{clk} }
+}
+
+// nowClock is a Clock whose timers are real ones.
+type nowClock struct{ Clock }
+
+func (nowClock) NewTimer(d time.Duration) timer { return realTimer{time.NewTimer(d)} }
+
 // SessionOption configures a Session.
 type SessionOption func(*sessionConfig)
 

@@ -15,6 +15,7 @@ type pool struct {
 	cfg       *config
 	endpoints []string
 	clientID  uint64
+	holds     streamSink      // each connection's hold stream goes here (held.go)
 	ctx       context.Context // cancelled by Client.Close
 	wg        sync.WaitGroup  // reconnect loops
 
@@ -30,8 +31,8 @@ type pool struct {
 	closing bool          // set by close: no more reconnect loops
 }
 
-func newPool(ctx context.Context, cfg *config, endpoints []string, clientID uint64) *pool {
-	p := &pool{cfg: cfg, endpoints: endpoints, clientID: clientID, ctx: ctx,
+func newPool(ctx context.Context, cfg *config, endpoints []string, clientID uint64, holds streamSink) *pool {
+	p := &pool{cfg: cfg, endpoints: endpoints, clientID: clientID, holds: holds, ctx: ctx,
 		slots: make([]atomic.Pointer[conn], cfg.poolSize), next: make([]int, cfg.poolSize),
 		wake: make(chan struct{})}
 	for i := range p.next {
@@ -75,6 +76,9 @@ func (p *pool) dialSlot(ctx context.Context, i int) (*conn, error) {
 		p.last = err
 		p.mu.Unlock()
 		return nil, err
+	}
+	if p.holds != nil {
+		cn.openHolds(p.holds) // before the keepalives this connection will carry
 	}
 	return cn, nil
 }

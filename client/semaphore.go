@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -26,6 +28,7 @@ type Permit struct {
 	sem   *Semaphore
 	owner string
 	token uint64
+	life  holdLife
 }
 
 // NewSemaphore returns a semaphore of permits (>= 1) on path. It does not
@@ -50,16 +53,27 @@ func (m *Semaphore) acquire(ctx context.Context, try bool) (*Permit, error) {
 	req := &wire.Request{Op: wire.OpAcquire, Path: m.path, Mode: wire.Shared, Permits: m.permits, Lease: m.s.lease,
 		TTL: millis(m.s.ttl), Wait: waitFor(ctx, try), Owner: owner}
 	m.opts.apply(req)
-	resp, err := c.park(ctx, m.s, req, nil, func(token uint64) error {
-		uctx, cancel := c.undoContext()
-		defer cancel()
-		return c.release(uctx, m.path, token, m.s.lease, owner)
-	})
+	resp, err := c.park(ctx, m.s, req, nil, c.releaser(m.s.lease, owner))
 	if err != nil {
 		return nil, err
 	}
-	return &Permit{sem: m, owner: owner, token: resp.Token}, nil
+	p := &Permit{sem: m, owner: owner, token: resp.Token}
+	p.life.start(m.s)
+	m.s.held.add(m.path, p.token, p)
+	return p, nil
 }
+
+// holdLost implements heldHold: the service ended the permit.
+func (p *Permit) holdLost(_ uint64, cause error) { p.life.end(cause) }
+
+// Context returns a context that ends when the permit ends: on Release,
+// when the service ends it (its cause is then a *HoldLostError), or when
+// the session ends.
+func (p *Permit) Context() context.Context { return p.life.context() }
+
+// IsHeld reports whether the permit is held, as far as the client knows
+// (released, lost and session-ended permits are not).
+func (p *Permit) IsHeld() bool { return p.life.held() }
 
 // Token returns the permit's fencing token.
 func (p *Permit) Token() uint64 { return p.token }
@@ -68,6 +82,16 @@ func (p *Permit) Token() uint64 { return p.token }
 func (p *Permit) Path() string { return p.sem.path }
 
 // Release gives the permit back (the next waiter gets it in the same step).
+// A permit the service has already ended answers an error matching
+// ErrNotHolder or ErrStaleToken (and ErrHoldLost when the client was told).
 func (p *Permit) Release(ctx context.Context) error {
-	return p.sem.s.c.release(ctx, p.sem.path, p.token, p.sem.s.lease, p.owner)
+	if err := p.life.err(); err != nil && errors.Is(err, ErrHoldLost) {
+		return fmt.Errorf("%w: %w", notHeld(p.sem.path), err)
+	}
+	err := p.sem.s.c.release(ctx, p.sem.path, p.token, p.sem.s.lease, p.owner)
+	if err == nil || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
+		p.sem.s.held.remove(p.sem.path, p.token, p)
+		p.life.end(errUnlocked)
+	}
+	return err
 }

@@ -77,6 +77,8 @@ type Session struct {
 	mu       sync.Mutex
 	state    SessionState
 	stopOnce sync.Once
+
+	held heldSet // the session's holds, told when the service ends one (held.go)
 }
 
 // NewSession starts a session: it picks a random lease key (the lease id is

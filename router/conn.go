@@ -39,6 +39,10 @@ type conn struct {
 	closed  bool
 	parked  map[clientSeq]parkedWait
 	watches map[uint64]*watch
+	// holdStream is the id of the connection's hold stream (0: not open),
+	// holdLeases the leases registered on it (holds.go).
+	holdStream uint64
+	holdLeases map[uint64]struct{}
 }
 
 type clientSeq struct{ client, seq uint64 }
@@ -211,9 +215,11 @@ func (c *conn) close() {
 	c.closed = true
 	parked := c.parked
 	watches := c.watches
-	c.parked, c.watches = map[clientSeq]parkedWait{}, map[uint64]*watch{}
+	held := c.holdLeases
+	c.parked, c.watches, c.holdLeases = map[clientSeq]parkedWait{}, map[uint64]*watch{}, nil
 	c.mu.Unlock()
 	c.sec.unwatched(len(watches))
+	c.s.holds.forget(c, held)
 	// The writer flushes and closes the socket (which also ends the
 	// reader); the deadline keeps a client that stopped reading from
 	// holding it open.
@@ -355,7 +361,12 @@ func (c *conn) handle(cl *call) {
 	case wire.OpCancel:
 		c.cancel(req, to.Answer)
 	case wire.OpKeepAlive:
-		c.s.keepAlive(req, to.Answer)
+		c.s.keepAlive(req, func(resp *wire.Response) {
+			c.keptAlive(req, resp)
+			to.Answer(resp)
+		})
+	case wire.OpHolds:
+		c.openHolds(req, to.Answer)
 	case wire.OpRevoke:
 		c.assignSeq(cl)
 		c.s.broadcast(req, cl.Answer)
@@ -447,7 +458,10 @@ func (c *conn) cancel(req *wire.Request, done func(*wire.Response)) {
 		done(&wire.Response{Code: wire.NotFound, Msg: "no such waiting request (give its path to cancel it from another connection)"})
 		return
 	}
-	c.s.route(&wire.Request{ID: req.ID, Op: wire.OpCancel, Path: pw.path, Client: client, Seq: req.Seq}, done)
+	// The paths, lease and owner of a multi-lock go along (the shard answers
+	// the holds it still has).
+	c.s.route(&wire.Request{ID: req.ID, Op: wire.OpCancel, Path: pw.path, Paths: req.Paths, Lease: req.Lease,
+		Owner: req.Owner, Client: client, Seq: req.Seq, Identity: req.Identity, Trace: req.Trace}, done)
 }
 
 // ackTracker hands out sequence numbers and knows the lowest one still

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -80,7 +81,8 @@ func (b *keepAliveBatcher) flush() {
 }
 
 // splitKeepAlive answers each merged caller with the shared outcome and the
-// gone leases that are its own.
+// gone leases, and the notices of ended holds (shard/lostholds.go), that
+// are its own.
 func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
 	gone := make(map[uint64]bool, len(resp.Leases))
 	for _, id := range resp.Leases {
@@ -98,6 +100,11 @@ func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
 			}
 			if denied[id] {
 				out.Denied = append(out.Denied, id)
+			}
+		}
+		for _, ev := range resp.Events {
+			if !denied[ev.Lease] && slices.Contains(c.leases, ev.Lease) {
+				out.Events = append(out.Events, ev)
 			}
 		}
 		c.done(out)

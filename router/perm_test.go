@@ -55,9 +55,12 @@ var (
 	// created (statemachine/owners_test.go, node TestLeasesBoundToIdentity).
 	leaseOps = map[wire.Op]bool{wire.OpKeepAlive: true, wire.OpRevoke: true, wire.OpSession: true}
 	// openOps are allowed to every authenticated identity: the handshake,
-	// cluster metadata, and ending one's own watch (Cancel without a path
-	// is one of the connection's own waits; with a path it is in pathOps).
-	openOps = map[wire.Op]bool{wire.OpHello: true, wire.OpStatus: true, wire.OpRanges: true, wire.OpUnwatch: true}
+	// cluster metadata, ending one's own watch (Cancel without a path is
+	// one of the connection's own waits; with a path it is in pathOps), and
+	// the hold stream, which carries only the notices of leases this
+	// connection's own keepalives named and every shard acknowledged.
+	openOps = map[wire.Op]bool{wire.OpHello: true, wire.OpStatus: true, wire.OpRanges: true, wire.OpUnwatch: true,
+		wire.OpHolds: true}
 	// rootReadOps show the cluster's layout and load (range.list, shards):
 	// read on "/" is needed, whatever path the request names.
 	rootReadOps = map[wire.Op]bool{wire.OpShards: true, wire.OpRangeList: true}

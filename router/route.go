@@ -251,6 +251,7 @@ func (f *fanIn) add(r *wire.Response) {
 	f.out.Denied = append(f.out.Denied, r.Denied...)
 	f.out.Holders = append(f.out.Holders, r.Holders...)
 	f.out.KVs = append(f.out.KVs, r.KVs...)
+	f.out.Events = append(f.out.Events, r.Events...)
 	f.n--
 	last := f.n == 0
 	f.mu.Unlock()

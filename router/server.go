@@ -71,6 +71,7 @@ type Server struct {
 	peers      *peers
 	cache      *rangeCache
 	keepAlives keepAliveBatcher
+	holds      holdHub // hold streams and the feeds they follow (holds.go)
 	gate       gate
 	denied     *logagg.Line                // "auth: denied", summed up per identity (logagg)
 	pol        atomic.Pointer[auth.Policy] // Security.Policy, or what SetPolicy put in its place
@@ -97,6 +98,7 @@ func New(cfg Config) *Server {
 	s.pol.Store(cfg.Security.Policy)
 	s.denied = logagg.New(cfg.Security.Audit, slog.LevelInfo, "auth: denied", 10*time.Second)
 	s.cache = newRangeCache(s)
+	s.holds.s = s
 	if r := cfg.Security.RefusalRate; r > 0 {
 		s.refusals = rate.NewLimiter(rate.Limit(r), max(1, int(r)))
 	}

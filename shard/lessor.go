@@ -498,6 +498,8 @@ func leaseCheck(batch []pendingKeepAlive) statemachine.LeaseCheck {
 
 func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachine.LeaseState, epoch uint64) {
 	resps := make([]*wire.Response, len(batch))
+	lost := !l.s.lost.empty()
+	now := l.s.clock.Now()
 	l.mu.Lock()
 	i := 0
 	for b, ka := range batch {
@@ -535,6 +537,8 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 			}
 			if gone := l.refresh(id, state, ka.received); gone {
 				resp.Leases = append(resp.Leases, id)
+			} else if le := l.leases[id]; lost && le != nil {
+				resp.Events = l.s.lost.recent(resp.Events, id, 2*le.ttl+lostMargin, now)
 			}
 		}
 		// Denied leases leave the code OK: one lease id can be bound to

@@ -18,10 +18,15 @@ type clientSeq struct{ client, seq uint64 }
 type parkedReq struct {
 	s     *Shard
 	key   clientSeq
+	path  string
 	id    uint64
 	wait  int64
 	to    Answerer
 	timer *time.Timer
+	// ranOut: its wait timer fired. Its withdrawal is then answered
+	// Timeout, whichever of the dequeue event and the cancel's own result
+	// reaches it first (the event, applied inside the entry, usually does).
+	ranOut bool
 }
 
 // Answer takes the proposal's own result: "queued" starts the wait (a
@@ -29,7 +34,11 @@ type parkedReq struct {
 // whichever copy of the request is parked under its key now.
 func (p *parkedReq) Answer(resp *wire.Response) {
 	if resp.Code == wire.Queued {
-		p.s.parked.queued(p.key, func() { p.s.cancelWait(p.key) })
+		p.s.parked.queued(p.key, func() {
+			if p.s.parked.ranOut(p.key) {
+				p.s.cancelWait(p.key, p.path)
+			}
+		})
 		return
 	}
 	p.s.parked.deliver(p.key, resp)
@@ -74,9 +83,24 @@ func (ps *parkedSet) deliver(k clientSeq, resp *wire.Response) bool {
 	if p == nil {
 		return false
 	}
+	if p.ranOut && resp.Code == wire.Cancelled {
+		resp.Code, resp.Msg = wire.Timeout, "the wait ran out; nothing is held"
+	}
 	resp.ID = p.id
 	p.to.Answer(resp)
 	return true
+}
+
+// ranOut marks the parked copy under k as timed out; false if none is
+// parked there any more.
+func (ps *parkedSet) ranOut(k clientSeq) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p := ps.m[k]
+	if p != nil {
+		p.ranOut = true
+	}
+	return p != nil
 }
 
 // queued arms the wait timer once the state machine has queued the request.

@@ -102,6 +102,7 @@ type Shard struct {
 	parked   *parkedSet
 	waits    waitCounts // queued waiters per path (queuehold.go)
 	feed     *feed
+	lost     lostHolds   // recent notices for holders, for keepalive answers (lostholds.go)
 	exports  exportCache // export.go
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
@@ -197,6 +198,7 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 		rec.Record(s.id, events)
 	}
 	s.feed.append(events)
+	s.lost.observe(events, s.clock)
 	s.lessor.onEvents(events)
 	for i := range events {
 		ev := &events[i]
@@ -260,7 +262,7 @@ func (s *Shard) SubmitTo(req *wire.Request, to Answerer) {
 	case isRead(req.Op):
 		s.read(req, to.Answer)
 	case req.Op == wire.OpCancel:
-		s.cancel(req.Client, req.Seq, wire.Cancelled, func(r *wire.Response) { r.ID = req.ID; to.Answer(r) })
+		s.cancel(req, wire.Cancelled, func(r *wire.Response) { r.ID = req.ID; to.Answer(r) })
 	case req.Op.Mutating():
 		if req.Has(wire.FlagSigned) && (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) {
 			to = &leaseTimeLeft{s: s, to: to}
@@ -356,25 +358,29 @@ func (s *Shard) proposeChecked(req *wire.Request, to Answerer) {
 		to.Answer(&wire.Response{ID: req.ID, Code: wire.InvalidArgument, Msg: "a waiting acquire needs a client id and sequence number"})
 		return
 	}
-	p := &parkedReq{s: s, key: clientSeq{req.Client, req.Seq}, id: req.ID, wait: req.Wait, to: to}
+	p := &parkedReq{s: s, key: clientSeq{req.Client, req.Seq}, path: req.Path, id: req.ID, wait: req.Wait, to: to}
 	s.parked.add(p.key, p)
 	s.proposer.submit(req, p) // parkedReq.Answer
 }
 
 // cancelWait withdraws a queued request whose wait ran out. If a grant won
 // the race, the caller gets the grant.
-func (s *Shard) cancelWait(key clientSeq) {
-	s.cancel(key.client, key.seq, wire.Timeout, nil)
+func (s *Shard) cancelWait(key clientSeq, path string) {
+	s.cancel(&wire.Request{Op: wire.OpCancel, Path: path, Client: key.client, Seq: key.seq}, wire.Timeout, nil)
 }
 
-// cancel withdraws the queued request (client, seq): its parked caller is
-// answered with code, or with the grant if the grant came first. done, if
-// not nil, receives the cancel's own answer: OK with the token when the
-// request had been granted (the lock is held and must be released),
-// Cancelled otherwise.
-func (s *Shard) cancel(client, seq uint64, code wire.Code, done func(*wire.Response)) {
+// cancel proposes the withdrawal req (OpCancel naming the request by
+// Client and Seq, and by its path, so that a request not applied yet is
+// withdrawn ahead of its arrival): its parked caller is answered with
+// code, or with the grant if the grant came first. done, if not nil,
+// receives the cancel's own answer: OK with the token when the request had
+// been granted (the lock is held and must be released), OK without one
+// when it holds nothing.
+func (s *Shard) cancel(req *wire.Request, code wire.Code, done func(*wire.Response)) {
+	client, seq := req.Client, req.Seq
 	key := clientSeq{client, seq}
-	req := &wire.Request{Op: wire.OpCancel, Client: client, Seq: seq}
+	req = &wire.Request{Op: wire.OpCancel, Path: req.Path, Paths: req.Paths, Lease: req.Lease, Owner: req.Owner,
+		Client: client, Seq: seq, Trace: req.Trace}
 	s.proposer.submit(req, AnswerFunc(func(resp *wire.Response) {
 		switch {
 		case resp.Code == wire.OK && resp.Token != 0:
@@ -386,7 +392,7 @@ func (s *Shard) cancel(client, seq uint64, code wire.Code, done func(*wire.Respo
 			// Unknown outcome (no quorum, timeout): try again while the
 			// caller is still parked; a grant or the retry answers it.
 			if done == nil && s.parked.has(key) {
-				time.AfterFunc(200*time.Millisecond, func() { s.cancel(client, seq, code, nil) })
+				time.AfterFunc(200*time.Millisecond, func() { s.cancel(req, code, nil) })
 			}
 		}
 		if done != nil {

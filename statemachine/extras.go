@@ -293,7 +293,7 @@ func (s *StateMachine) nearest(path string) *lockNode {
 // with cause Forced, which starts the lock-delay. The caller hands off.
 func (s *StateMachine) forceEnd(h *holder) {
 	single, id := h.single, h.leaseID()
-	s.endHold(h, wire.CauseForced, "")
+	s.endHold(h, wire.CauseForced, "", nil)
 	if single {
 		s.bury(id)
 	}

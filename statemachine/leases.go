@@ -153,7 +153,7 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 	for len(l.holders) > 0 {
 		h := l.holders[len(l.holders)-1]
 		changed = append(changed, h.node)
-		s.endHold(h, cause, "")
+		s.endHold(h, cause, "", nil)
 	}
 	for len(l.keys) > 0 {
 		n := l.keys[len(l.keys)-1]
@@ -204,7 +204,7 @@ func (s *StateMachine) single(id uint64) *holder {
 
 func (s *StateMachine) endSingle(h *holder, cause wire.Cause) {
 	n, id := h.node, h.leaseID()
-	s.endHold(h, cause, "")
+	s.endHold(h, cause, "", nil)
 	s.bury(id)
 	s.handoff(n)
 	s.tidy(n)

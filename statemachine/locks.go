@@ -290,7 +290,7 @@ func (s *StateMachine) opRelease(r *wire.Request, out *wire.Response, cause wire
 		out.Count = h.count
 		return nil
 	}
-	s.endHold(h, cause, r.Path)
+	s.endHold(h, cause, r.Path, r)
 	s.handoff(n)
 	s.tidy(n)
 	return nil
@@ -308,7 +308,14 @@ func (s *StateMachine) tokenError(token uint64, path string) *wire.Error {
 
 // endHold removes a holder entirely and says why. A single-lock lease ends
 // with its lock. The caller runs the hand-off.
-func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
+//
+// by is the client request that ended the hold (release, resign, hand-over),
+// nil for the service's own decisions. When it did not come from the holder
+// itself (it names another lease or owner: an admin's resign, a release by
+// token from elsewhere), the EvReleased event carries its Client and Seq, so
+// the shard layer tells the holder (wire.Event.TellsHolder); the holder's
+// own ends carry none, and cost nothing beyond the event.
+func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string, by *wire.Request) {
 	n := h.node
 	if path == "" {
 		path = n.Path()
@@ -331,8 +338,12 @@ func (s *StateMachine) endHold(h *holder, cause wire.Cause, path string) {
 	if len(s.holdX) > 0 || len(s.sems) > 0 || s.cfg.LockDelay > 0 {
 		s.dropHoldExtra(&hv, n, cause, path)
 	}
-	s.emit(wire.Event{Kind: wire.EvReleased, Cause: cause, Path: path, Mode: hv.mode, Token: hv.token,
-		Lease: leaseID, Owner: hv.owner})
+	ev := wire.Event{Kind: wire.EvReleased, Cause: cause, Path: path, Mode: hv.mode, Token: hv.token,
+		Lease: leaseID, Owner: hv.owner}
+	if by != nil && (by.Lease != leaseID || by.Owner != hv.owner) {
+		ev.Client, ev.Seq = by.Client, by.Seq
+	}
+	s.emit(ev)
 	if hv.single {
 		s.emit(wire.Event{Kind: wire.EvLeaseEnd, Cause: cause, Lease: leaseID, Path: path, Token: hv.token})
 	}

@@ -99,7 +99,7 @@ func (s *StateMachine) opHandOver(r *wire.Request, out *wire.Response) *wire.Err
 		return wire.Errorf(wire.Conflict, "other holds cover %s: the successor could not lead at once", r.Path)
 	}
 	single, id := h.single, h.leaseID()
-	s.endHold(h, wire.CauseHandover, r.Path)
+	s.endHold(h, wire.CauseHandover, r.Path, r)
 	if single {
 		s.bury(id)
 	}

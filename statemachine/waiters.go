@@ -116,14 +116,34 @@ func (s *StateMachine) grantWaiter(w *waiter) {
 	s.resolve(w, outcome{code: wire.OK, token: h.token, lease: h.leaseID(), mode: h.mode, count: 1})
 }
 
-// opCancel withdraws a queued acquire named by its Client and Seq.
+// opCancel withdraws an acquire, campaign or multi-lock named by its Client
+// and Seq, and answers with its fate, which is final from this entry on:
+// OK with Token (or Holders, for a multi-lock) when it was granted and is
+// still held (the caller gives it back), OK without when it holds nothing.
+// A queued waiter is dropped. An acquire this shard has not seen yet is
+// withdrawn ahead of its arrival: its record says Cancelled, so the
+// request, should it still come (a router's late retry, a proposal a new
+// leader commits), takes nothing. That makes a withdrawal safe across
+// leader changes: once the cancel is answered, the acquire can no longer
+// take effect behind the caller's back.
 func (s *StateMachine) opCancel(r *wire.Request, out *wire.Response) *wire.Error {
 	var rec *outcome
-	if c := s.clients[r.Client]; c != nil {
+	c := s.clients[r.Client]
+	if c != nil {
 		rec = c.record(r.Seq)
 	}
-	if rec == nil || (rec.op != wire.OpAcquire && rec.op != wire.OpCampaign) {
-		return wire.Errorf(wire.NotFound, "no acquire from client %d with seq %d", r.Client, r.Seq)
+	if rec == nil {
+		return s.withdrawUnseen(c, r)
+	}
+	switch rec.op {
+	case wire.OpAcquire, wire.OpCampaign:
+	case wire.OpAcquireMulti:
+		s.cancelledMulti(rec, r, out)
+		return nil
+	case wire.OpCancel:
+		return nil // withdrawn before it arrived: nothing held
+	default:
+		return wire.Errorf(wire.InvalidArgument, "request %d of client %d is a %s, not an acquire", r.Seq, r.Client, rec.op)
 	}
 	if w := rec.w; w != nil {
 		if err := s.nodeFrozen(w.node); err != nil {
@@ -139,4 +159,50 @@ func (s *StateMachine) opCancel(r *wire.Request, out *wire.Response) *wire.Error
 		out.Token, out.Lease, out.Mode = rec.token, rec.lease, rec.mode // already granted: the caller holds it
 	}
 	return nil
+}
+
+// withdrawUnseen records the withdrawal of an acquire that has not reached
+// this shard. Only a cancel routed by the acquire's path (its shard is the
+// one that would apply the acquire) leaves a record. A Seq under the
+// client's floor needs none: such a request is refused as forgotten
+// (Ambiguous) and takes nothing.
+func (s *StateMachine) withdrawUnseen(c *client, r *wire.Request) *wire.Error {
+	if r.Path == "" {
+		return wire.Errorf(wire.NotFound, "no acquire from client %d with seq %d (give its path to withdraw it before it arrives)", r.Client, r.Seq)
+	}
+	if r.Client == 0 || r.Seq == 0 {
+		return wire.Errorf(wire.InvalidArgument, "cancel names no request (client %d, seq %d)", r.Client, r.Seq)
+	}
+	if err := s.checkPath(r.Path); err != nil {
+		return err
+	}
+	if c == nil {
+		c = s.touchClient(r.Client)
+	}
+	if r.Seq < c.floor {
+		return nil
+	}
+	rec := s.newRecord()
+	*rec = outcome{op: wire.OpCancel, code: wire.Cancelled, msg: "withdrawn by its client before it reached the shard"}
+	c.put(r.Seq, rec)
+	return nil
+}
+
+// cancelledMulti answers the cancel of a multi-lock: the holds of the
+// listed paths its owner still has (only when it was granted; the cancel
+// names the paths, lease and owner of the multi-lock it withdraws).
+func (s *StateMachine) cancelledMulti(rec *outcome, r *wire.Request, out *wire.Response) {
+	if rec.code != wire.OK || r.Lease != rec.lease {
+		return
+	}
+	for _, p := range r.Paths {
+		n := s.trie.Find(p)
+		if n == nil {
+			continue
+		}
+		if h := ownHold(n, r.Lease, r.Owner); h != nil {
+			out.Holders = append(out.Holders, wire.Holder{Owner: h.owner, Lease: h.leaseID(), Mode: h.mode,
+				Token: h.token, Count: h.count, Path: p})
+		}
+	}
 }

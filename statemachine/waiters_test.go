@@ -124,10 +124,105 @@ func TestCancel(t *testing.T) {
 			t.Fatalf("cancel after grant answered token %d lease %d, want %d, 2", c.Token, c.Lease, g.Token)
 		}
 	})
-	t.Run("unknown is not found", func(t *testing.T) {
+	t.Run("unknown without a path is not found", func(t *testing.T) {
 		h := newHarness(t)
 		h.expect(cancelReq(4, 1), wire.NotFound)
 	})
+	t.Run("withdrawn before it arrives, the acquire takes nothing", func(t *testing.T) {
+		// A leader change can leave an acquire in flight (a router's retry,
+		// an entry the new leader commits) when its withdrawal is applied.
+		h := newHarness(t)
+		c := cancelReq(4, 1)
+		c.Path = "/l/a"
+		if r := h.mustOK(c); r.Token != 0 {
+			t.Fatalf("withdrawal of an unseen acquire answered token %d", r.Token)
+		}
+		h.expect(with(acq("/l/a", ex, 2, "p"), 4, 1), wire.Cancelled)
+		h.expect(wait(with(acq("/l/a", ex, 2, "p"), 4, 1)), wire.Cancelled)
+		if info := lockInfo(h, "/l/a"); len(info.Holders)+len(info.Waiters) != 0 {
+			t.Fatalf("the withdrawn acquire left %+v", info)
+		}
+		h.mustOK(c) // idempotent
+		h.mustOK(with(acq("/l/a", ex, 2, "p"), 4, 2))
+	})
+	t.Run("below the floor there is nothing to withdraw", func(t *testing.T) {
+		h := newHarness(t)
+		r := with(acq("/l/b", ex, 2, "p"), 4, 5)
+		r.AckSeq = 5
+		h.mustOK(r)
+		c := cancelReq(4, 3)
+		c.Path = "/l/a"
+		h.mustOK(c)
+		h.expect(with(acq("/l/a", ex, 2, "p"), 4, 3), wire.Ambiguous) // forgotten, not applied
+		if info := lockInfo(h, "/l/a"); len(info.Holders) != 0 {
+			t.Fatalf("a request under the floor took %+v", info.Holders)
+		}
+	})
+	t.Run("a granted try answers its token", func(t *testing.T) {
+		h := newHarness(t)
+		a := h.mustOK(with(acq("/l/a", ex, 2, "p"), 4, 1))
+		c := cancelReq(4, 1)
+		c.Path = "/l/a"
+		if r := h.mustOK(c); r.Token != a.Token {
+			t.Fatalf("cancel of a granted try answered token %d, want %d", r.Token, a.Token)
+		}
+	})
+	t.Run("a granted multi-lock answers the holds it still has", func(t *testing.T) {
+		h := newHarness(t)
+		m := &wire.Request{Op: wire.OpAcquireMulti, Path: "/l/a", Paths: []string{"/l/a", "/l/b"}, Lease: 2, Owner: "p", TTL: 5000}
+		got := h.mustOK(with(m, 4, 1))
+		h.mustOK(rel("/l/a", got.Holders[0].Token))
+		c := &wire.Request{Op: wire.OpCancel, Path: "/l/a", Paths: m.Paths, Lease: 2, Owner: "p", Client: 4, Seq: 1}
+		r := h.mustOK(c)
+		if len(r.Holders) != 1 || r.Holders[0].Path != "/l/b" || r.Holders[0].Token != got.Holders[1].Token {
+			t.Fatalf("cancel of a granted multi-lock answered %+v, want only /l/b token %d", r.Holders, got.Holders[1].Token)
+		}
+		c.Lease = 3 // another lease learns nothing
+		if r := h.mustOK(c); len(r.Holders) != 0 {
+			t.Fatalf("a cancel naming another lease was told %+v", r.Holders)
+		}
+	})
+}
+
+// TestReleaseNamesWhoEndedAHold: a hold ended by a request that is not the
+// holder's own (another lease or owner) says so in its EvReleased event, so
+// the holder can be told; the holder's own release, and lease ends, do not.
+func TestReleaseNamesWhoEndedAHold(t *testing.T) {
+	released := func(h *harness, token uint64) wire.Event {
+		t.Helper()
+		for _, ev := range h.events {
+			if ev.Kind == wire.EvReleased && ev.Token == token {
+				return ev
+			}
+		}
+		t.Fatalf("no release of token %d in %+v", token, h.events)
+		return wire.Event{}
+	}
+	h := newHarness(t)
+	own := h.mustOK(acq("/l/own", ex, 1, "o"))
+	r := rel("/l/own", own.Token)
+	r.Lease, r.Owner, r.Client, r.Seq = 1, "o", 9, 1
+	h.mustOK(r)
+	if ev := released(h, own.Token); ev.Client != 0 || ev.TellsHolder() {
+		t.Fatalf("the holder's own release: %+v (tells holder %v)", ev, ev.TellsHolder())
+	}
+	other := h.mustOK(acq("/l/other", ex, 1, "o"))
+	r = rel("/l/other", other.Token)
+	r.Lease, r.Owner, r.Client, r.Seq = 0, "admin", 9, 2
+	h.mustOK(r)
+	if ev := released(h, other.Token); ev.Client != 9 || ev.Seq != 2 || !ev.TellsHolder() {
+		t.Fatalf("a release by another client: %+v", ev)
+	}
+	forced := h.mustOK(acq("/l/forced", ex, 1, "o"))
+	h.mustOK(&wire.Request{Op: wire.OpRevokeLock, Path: "/l/forced", Token: forced.Token, Flags: wire.FlagForce})
+	if ev := released(h, forced.Token); ev.Cause != wire.CauseForced || !ev.TellsHolder() {
+		t.Fatalf("a forced revocation: %+v", ev)
+	}
+	gone := h.mustOK(acq("/l/gone", ex, 1, "o"))
+	h.mustOK(expire(1))
+	if ev := released(h, gone.Token); ev.TellsHolder() {
+		t.Fatalf("a hold ended with its lease: %+v (its lease's end tells the holder)", ev)
+	}
 }
 
 func TestLeaseEndRemovesWaiters(t *testing.T) {

@@ -15,6 +15,10 @@ import (
 
 const leaseDomain = "warden-lease-v1\x00"
 
+// singleLeaseBit is set in the ids of single-lock leases, which the server
+// makes (statemachine.SingleLeaseBit), and clear in session lease ids.
+const singleLeaseBit uint64 = 1 << 63
+
 // LeaseID is the session lease id that key proves. It is 0 (no lease) for
 // a handful of keys; pick another key then.
 func LeaseID(key uint64) uint64 {
@@ -22,5 +26,5 @@ func LeaseID(key uint64) uint64 {
 	copy(b[:], leaseDomain)
 	binary.BigEndian.PutUint64(b[len(leaseDomain):], key)
 	sum := sha256.Sum256(b[:])
-	return binary.BigEndian.Uint64(sum[:8]) &^ (1 << 63)
+	return binary.BigEndian.Uint64(sum[:8]) &^ singleLeaseBit
 }

@@ -278,3 +278,30 @@ type Event struct {
 	Time     int64 // leader-stamped unix ms of the command that caused it
 	TTL      int64 // lease TTL in ms (EvLease, EvRenewed)
 }
+
+// TellsHolder reports whether the holder must be told of this event because
+// it did not bring it about itself: a session lease ended (expired, or
+// revoked), a hold was revoked at its deadline, or a release, resign or
+// hand-over came from another lease or owner (an admin; EvReleased then
+// carries that request's Client and Seq). The holder's own releases, the
+// holds a lease takes with it when it ends (its EvLeaseEnd says so once),
+// holds that moved with their range to another shard, and single-lock
+// leases (no session to tell: their holder learns at its next renew) do
+// not.
+func (e *Event) TellsHolder() bool {
+	if e.Lease&singleLeaseBit != 0 {
+		return false
+	}
+	switch e.Kind {
+	case EvLeaseEnd:
+		return true
+	case EvReleased:
+		switch e.Cause {
+		case CauseForced:
+			return true
+		case CauseReleased, CauseResigned, CauseHandover:
+			return e.Client != 0
+		}
+	}
+	return false
+}

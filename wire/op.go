@@ -51,6 +51,14 @@ const (
 	// OpShardTransfer (admin): Value {"shard", "node"}: hand the shard's
 	// Raft leadership to its replica on node (placement range 49–52).
 	OpShardTransfer Op = 49
+
+	// OpHolds opens the connection's hold-notice stream (holder range
+	// 90–99): the answer's Stream is the request's ID, and the server
+	// then pushes, on that stream, the events that end holds of the
+	// session leases this connection keeps alive (Event.TellsHolder). A
+	// lease joins the stream when a keepalive sent on the connection
+	// after it opened is acknowledged for it.
+	OpHolds Op = 90
 )
 
 // Internal operations: proposed by the shard layer itself, refused when they
@@ -130,7 +138,7 @@ var opNames = map[Op]string{
 	OpRangeSplit: "range.split", OpRangeMerge: "range.merge", OpRangeMove: "range.move", OpRangeList: "range.list",
 	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
 	OpExportRange: "range.export", OpLeaderTransfer: "leader.transfer", OpShardTransfer: "shard.transfer",
-	OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
+	OpHolds: "holds", OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
 }
 
 func (op Op) String() string {

@@ -78,6 +78,8 @@ func fail(err error) error {
 		return &exitError{code: exitConflict, err: err}
 	case errors.Is(err, client.ErrNotFound):
 		return &exitError{code: exitNotFound, err: err}
+	case errors.Is(err, client.ErrSessionExpired):
+		return &exitError{code: exitLost, err: err}
 	case errors.Is(err, context.Canceled):
 		return &exitError{code: exitInterrupted, err: err}
 	}

@@ -18,13 +18,14 @@ import (
 // election hand-over.
 
 func semCmd() *cobra.Command {
-	var ttl time.Duration
+	var ttl, grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "sem <path> <permits> [-- command args...]",
 		Short: "Hold one permit of a counting semaphore while a command runs",
 		Long: `sem takes one of <permits> permits on <path> (FIFO) and runs the command
 with WARDEN_LOCK_TOKEN set to the permit's fencing token, or holds the permit
-until interrupted. Exit codes as for lock.`,
+until interrupted. The command's process group is stopped when the permit
+ends, as for lock. Exit codes as for lock.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			n, err := strconv.Atoi(args[1])
@@ -45,24 +46,27 @@ until interrupted. Exit codes as for lock.`,
 				p.Release(rctx)
 				cancel()
 			}()
-			return holdWhile(ctx, s, cmd, args, 2, args[0], p.Token())
+			return holdWhile(ctx, p.Context(), s, cmd, args, 2, args[0], p.Token(), grace)
 		}),
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
+	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	return cmd
 }
 
 func lockAllCmd() *cobra.Command {
 	var (
-		ttl time.Duration
-		try bool
+		ttl, grace time.Duration
+		try        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lock-all <path>... [-- command args...]",
 		Short: "Hold several locks, all or nothing, while a command runs",
 		Long: `lock-all takes every path (in the cluster's global order, atomically per
 shard; never deadlocking with other lock-all callers) and runs the command with
-WARDEN_LOCK_TOKENS set to "path=token,..." or holds them until interrupted.`,
+WARDEN_LOCK_TOKENS set to "path=token,..." or holds them until interrupted.
+The command's process group is stopped when any of the holds ends, as for
+lock. Exit codes as for lock.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			paths := args
@@ -92,28 +96,30 @@ WARDEN_LOCK_TOKENS set to "path=token,..." or holds them until interrupted.`,
 				pairs = append(pairs, fmt.Sprintf("%s=%d", p, m.Tokens()[p]))
 			}
 			os.Setenv("WARDEN_LOCK_TOKENS", strings.Join(pairs, ","))
-			return holdWhile(ctx, s, cmd, args, len(paths), strings.Join(paths, ","), 0)
+			return holdWhile(ctx, m.Context(), s, cmd, args, len(paths), strings.Join(paths, ","), 0, grace)
 		}),
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
+	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	cmd.Flags().BoolVar(&try, "try", false, "fail at once (exit 2) if any path is held")
 	return cmd
 }
 
 // holdWhile runs the command after the dash (args[first:] when there is
-// one) while the session lives, or waits for an interrupt.
-func holdWhile(ctx context.Context, s *client.Session, cmd *cobra.Command, args []string, first int, what string, token uint64) error {
+// one) while the hold whose context is held lives, or waits for an
+// interrupt.
+func holdWhile(ctx, held context.Context, s *client.Session, cmd *cobra.Command, args []string, first int, what string, token uint64, grace time.Duration) error {
 	dash := cmd.ArgsLenAtDash()
 	if dash < 0 || dash >= len(args) || dash < first {
 		fmt.Printf("holding %s token=%d lease=%d (Ctrl-C releases)\n", what, token, s.Lease())
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.Done():
-			return &exitError{code: exitLost, err: fmt.Errorf("lost: session ended")}
+		case <-held.Done():
+			return &exitError{code: exitLost, err: fmt.Errorf("lost: %v", context.Cause(held))}
 		}
 	}
-	code, err := runHolding(ctx, s.Context(), what, token, s.Lease(), args[dash:], 2*time.Second)
+	code, err := runHolding(ctx, held, what, token, s.Lease(), args[dash:], grace)
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,13 +28,18 @@ func lockCmd() *cobra.Command {
 		Short: "Hold a lock while a command runs (or until interrupted)",
 		Long: `lock acquires <path> on a session and runs the command with
 WARDEN_LOCK_PATH, WARDEN_LOCK_TOKEN (the fencing token) and WARDEN_LOCK_LEASE
-in its environment. If the session is lost while the command runs, the command
-is sent SIGTERM (SIGKILL after --grace) before anyone else can be granted the
-lock, and warden exits 3. Without a command it prints the token and holds the
-lock until interrupted.
+in its environment. The command runs in a process group of its own. If the
+hold ends while the command runs (the session is lost, the lock is revoked or
+released by someone else), the whole group, everything the command started
+included, is sent SIGTERM (SIGKILL after --grace), and warden exits 3. When
+the command exits, whatever it left running in the group is stopped the same
+way before the lock is released. On Linux the group is also stopped if warden
+itself dies (even by SIGKILL). Without a command it prints the token and
+holds the lock until interrupted or lost.
 
-Exit codes: the command's own; 2 if the lock was not granted (--try, or
---wait ran out); 3 if the lock was lost; 1 on other errors.`,
+Exit codes: the command's own (128+n if signal n ended it); 2 if the lock was
+not granted (--try, or --wait ran out); 3 if the lock was lost; 130 if warden
+was interrupted; 1 on other errors.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			s, err := c.NewSession(ctx, client.WithTTL(ttl))
@@ -90,7 +92,7 @@ Exit codes: the command's own; 2 if the lock was not granted (--try, or
 					release()
 					return nil
 				case <-lost.Done():
-					return &exitError{code: exitLost, err: errors.New("lock lost: session expired")}
+					return &exitError{code: exitLost, err: fmt.Errorf("lock lost: %v", context.Cause(lost))}
 				}
 			}
 			code, err := runHolding(ctx, lost, args[0], token, s.Lease(), args[1:], grace)
@@ -110,7 +112,7 @@ Exit codes: the command's own; 2 if the lock was not granted (--try, or
 	f.BoolVar(&try, "try", false, "fail at once (exit 2) if the lock is held")
 	f.BoolVar(&shared, "shared", false, "take a shared (read) lock")
 	f.StringVar(&owner, "owner", "", "owner name within the session (same owner = reentrant)")
-	f.DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	f.DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	f.DurationVar(&delay, "lock-delay", 0, "keep the path ungrantable this long if the lock is lost or revoked (<0: none; 0: cluster default)")
 	f.BoolVar(&revoc, "revocable", false, "let waiters ask for the lock's revocation (warden locks revoke)")
 	return cmd
@@ -137,46 +139,4 @@ func acquire(ctx context.Context, m *client.RWMutex, shared, try bool, wait time
 		return client.ErrTimeout
 	}
 	return err
-}
-
-// runHolding runs argv while the lock is held. If lost fires first, the
-// child is stopped and the exit code is exitLost.
-func runHolding(ctx, lost context.Context, path string, token, lease uint64, argv []string, grace time.Duration) (int, error) {
-	child := exec.Command(argv[0], argv[1:]...)
-	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(),
-		"WARDEN_LOCK_PATH="+path,
-		"WARDEN_LOCK_TOKEN="+strconv.FormatUint(token, 10),
-		"WARDEN_LOCK_LEASE="+strconv.FormatUint(lease, 10))
-	if err := child.Start(); err != nil {
-		return exitFailure, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	stopChild := func() {
-		child.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(grace):
-			child.Process.Kill()
-			<-exited
-		}
-	}
-	select {
-	case err := <-exited:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), nil
-		}
-		if err != nil {
-			return exitFailure, err
-		}
-		return 0, nil
-	case <-lost.Done():
-		stopChild()
-		return exitLost, &exitError{code: exitLost, err: errors.New("lock lost while the command ran; the command was stopped")}
-	case <-ctx.Done():
-		stopChild()
-		return exitInterrupted, nil
-	}
 }

@@ -16,17 +16,19 @@ import (
 
 func electCmd() *cobra.Command {
 	var (
-		ttl      time.Duration
-		observe  bool
-		priority int64
-		owner    string
+		ttl, grace time.Duration
+		observe    bool
+		priority   int64
+		owner      string
 	)
 	cmd := &cobra.Command{
 		Use:   "elect <path> [value] [-- command args...]",
 		Short: "Campaign for leadership (or --observe the leader)",
 		Long: `elect campaigns at <path> with [value] and, once elected, runs the command
 (WARDEN_LOCK_TOKEN holds the leadership token) or holds leadership until
-interrupted. With --observe it prints every leader change.`,
+interrupted. The command's process group is stopped when the leadership ends
+(the session is lost, or an operator hands it over or resigns it), as for
+lock. With --observe it prints every leader change. Exit codes as for lock.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			if observe {
@@ -59,11 +61,11 @@ interrupted. With --observe it prints every leader change.`,
 				select {
 				case <-ctx.Done():
 					return nil
-				case <-s.Done():
-					return &exitError{code: exitLost, err: fmt.Errorf("leadership lost: session ended")}
+				case <-e.Context().Done():
+					return &exitError{code: exitLost, err: fmt.Errorf("leadership lost: %v", context.Cause(e.Context()))}
 				}
 			}
-			code, err := runHolding(ctx, s.Context(), args[0], e.Token(), s.Lease(), args[dash:], 2*time.Second)
+			code, err := runHolding(ctx, e.Context(), args[0], e.Token(), s.Lease(), args[dash:], grace)
 			if err != nil {
 				return err
 			}
@@ -77,6 +79,7 @@ interrupted. With --observe it prints every leader change.`,
 	cmd.Flags().BoolVar(&observe, "observe", false, "print leader changes instead of campaigning")
 	cmd.Flags().Int64Var(&priority, "priority", 0, "candidate priority: the highest waiting one wins a free leadership")
 	cmd.Flags().StringVar(&owner, "owner", "", "candidate name (what `elect handover` names; default random)")
+	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	cmd.AddCommand(electHandOverCmd())
 	return cmd
 }

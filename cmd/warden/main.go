@@ -37,7 +37,7 @@ func main() {
 	}
 	root.AddCommand(serveCmd(), devCmd(), routerCmd(), signingKeyCmd())
 	addClientCommands(root)
-	root.AddCommand(certsCmd())
+	root.AddCommand(certsCmd(), superviseCmd())
 	err := root.Execute()
 	if err == nil {
 		return
