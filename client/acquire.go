@@ -75,7 +75,7 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 	if req.Wait == wire.WaitNone {
 		resp, err := c.callVia(ctx, req, c.cfg.requestTimeout, rc)
 		if errors.Is(err, ErrAmbiguous) {
-			return nil, wd.run(err)
+			return nil, wd.run(givenUp(ctx, err))
 		}
 		return c.granted(s, req, resp, err, undo)
 	}
@@ -324,14 +324,21 @@ func (wd *withdrawal) run(cause error) error {
 }
 
 // settle sends the withdrawal and gives back what its answer reports held.
+// It fails only while the answer is unknown (the service unreachable, no
+// quorum): a refusal is final too (nothing more can be learnt by asking
+// again), and is logged.
 func (wd *withdrawal) settle(ctx context.Context) error {
 	c, req := wd.c, wd.req
 	resp, err := c.call(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Paths: req.Paths, Lease: req.Lease,
 		Owner: req.Owner, Client: req.Client, Seq: req.Seq}, c.cfg.requestTimeout)
-	if errors.Is(err, ErrCancelled) || errors.Is(err, ErrNotFound) {
+	var we *wire.Error
+	switch {
+	case errors.Is(err, ErrCancelled) || errors.Is(err, ErrNotFound):
 		return nil // withdrawn, or nothing by that number to withdraw: nothing held
-	}
-	if err != nil {
+	case errors.As(err, &we) && !we.Code.Retryable() && !errors.Is(err, ErrAmbiguous):
+		c.cfg.logger.Warn("warden: the withdrawal of an acquire was refused", "op", req.Op, "path", req.Path, "err", err)
+		return nil
+	case err != nil:
 		return err
 	}
 	for path, token := range grantedHolds(req, resp) {
@@ -341,6 +348,15 @@ func (wd *withdrawal) settle(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// givenUp is the cause to report for a request abandoned when ctx ended:
+// ctx's own, or err when ctx has not ended (the client closed).
+func givenUp(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 func joinLast(last, err error) error {

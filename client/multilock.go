@@ -96,7 +96,7 @@ func (m *MultiLock) tryGroup(ctx context.Context, paths []string, cfg lockConfig
 	defer wd.release()
 	resp, err := c.call(ctx, req, c.cfg.requestTimeout)
 	if errors.Is(err, ErrAmbiguous) {
-		return wd.run(err) // the group may have been granted: learn its fate, give it back
+		return wd.run(givenUp(ctx, err)) // the group may have been granted: learn its fate, give it back
 	}
 	if err != nil {
 		return err
