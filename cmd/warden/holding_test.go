@@ -186,11 +186,12 @@ func TestCLIStopsTheCommandsGroupWhenTheHoldEnds(t *testing.T) {
 
 	t.Run("a wrapper killed with SIGKILL", func(t *testing.T) {
 		pidFile := filepath.Join(dir, "killed")
-		w, _, done := startWrapper(t, pc, append([]string{"lock", "--grace", "1s", "/cli/killed/lock", "--"},
+		w, _, _ := startWrapper(t, pc, append([]string{"lock", "--grace", "1s", "/cli/killed/lock", "--"},
 			heldCommand(pidFile)...)...)
 		pid := grandchild(t, pidFile)
 		w.Process.Signal(syscall.SIGKILL)
-		<-done
+		// Not waited for: the test's Wait ends only once everything that
+		// shares the wrapper's output pipe, the grandchild too, has exited.
 		gone(t, "killed wrapper", pid, 10*time.Second)
 	})
 }
