@@ -29,6 +29,7 @@ const (
 	ClockSkew       Fault = "clock"            // per-node clock offsets (constant while a node leads)
 	RestartAll      Fault = "restart-all"      // SIGKILL every node, restart them all
 	PauseClient     Fault = "pause-client"     // SIGSTOP a lock-set client process holding the lock
+	KillOrPause     Fault = "kill-or-pause"    // each time one of kill-leader, pause-leader, kill-node
 	None            Fault = "none"
 )
 
@@ -43,6 +44,7 @@ const (
 	WLeases   = "leases"
 	WWatch    = "watch"
 	WElection = "election"
+	WHolds    = "holds"
 )
 
 // Scenario is one run: a cluster, some workloads, one fault.
@@ -147,9 +149,16 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 		ww = &watchRun{}
 		start(WWatch, func() error { return ww.run(wctx, c) })
 	}
+	holds := &Holds{Workers: 6, TTL: 3 * time.Second, Bound: 3 * time.Second, Clock: log.Now}
+	if sc.has(WHolds) {
+		start(WHolds, func() error { return holds.Run(wctx, c, env.Seed) })
+	}
 
 	sleepCtx(ctx, 2*time.Second) // warm-up
-	nem := &nemesis{c: c, rng: rand.New(rand.NewSource(env.Seed)), fenced: fenced}
+	nem := &nemesis{c: c, rng: rand.New(rand.NewSource(env.Seed)), fenced: fenced, paths: targetShardPaths}
+	if sc.has(WHolds) {
+		nem.paths = append(append([]string(nil), targetShardPaths...), HoldsPaths[0])
+	}
 	nem.run(ctx, sc.Fault, sc.Window)
 	nem.healAll(ctx)
 	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
@@ -181,6 +190,9 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 	}
 	if ww != nil {
 		ww.check(ctx, r, c)
+	}
+	if sc.has(WHolds) {
+		checkHolds(ctx, r, c, holds)
 	}
 	checkConverged(ctx, r, c)
 	if r.Failed() {
@@ -230,6 +242,7 @@ type nemesis struct {
 	c      *Cluster
 	rng    *rand.Rand
 	fenced *fencedRun
+	paths  []string // whose shards' leaders the leader faults hit
 	killed []int
 }
 
@@ -237,7 +250,7 @@ type nemesis struct {
 var targetShardPaths = []string{"/reg/r0", "/reg/r1", "/set/s0", "/lease/p0"}
 
 func (n *nemesis) leader(ctx context.Context) int {
-	p := targetShardPaths[n.rng.Intn(len(targetShardPaths))]
+	p := n.paths[n.rng.Intn(len(n.paths))]
 	shard, err := n.c.ShardOf(ctx, p)
 	if err != nil {
 		return n.rng.Intn(len(n.c.Nodes))
@@ -303,6 +316,8 @@ func (n *nemesis) inject(ctx context.Context, f Fault) {
 		}
 	case PauseClient:
 		n.fenced.pauseOne(n.rng)
+	case KillOrPause:
+		n.inject(ctx, []Fault{KillLeader, PauseLeader, KillNode}[n.rng.Intn(3)])
 	}
 }
 

@@ -30,6 +30,13 @@ func FullSchedule() []Scenario {
 	return out
 }
 
+// HoldsSchedule is the long run of the failed-acquire workload: leader
+// kills, leader pauses and node kills, one at a time, for window.
+func HoldsSchedule(window time.Duration) []Scenario {
+	return []Scenario{{Name: "holds/n3/" + string(KillOrPause), Nodes: 3, Fault: KillOrPause,
+		Workloads: []string{WHolds}, Window: window}}
+}
+
 // BugScenario is the scenario that must catch a test-only bug switch.
 func BugScenario(bug string) Scenario {
 	switch bug {

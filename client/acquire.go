@@ -23,15 +23,29 @@ func waitFor(ctx context.Context, try bool) int64 {
 	return max(1, millis(time.Until(dl)))
 }
 
-// giveBack gives back one hold a withdrawn or unwanted grant took: a
-// release by token, or a resign for a leadership.
-type giveBack func(ctx context.Context, path string, token uint64) error
+// undoer gives back one hold a withdrawn or unwanted grant took: a release
+// by token, or a resign for a leadership. A Mutex's hold is its own undoer
+// (an interface holding a pointer costs a lock cycle no allocation).
+type undoer interface {
+	undo(ctx context.Context, path string, token uint64) error
+}
 
 // releaser gives back holds of lease and owner by release.
-func (c *Client) releaser(lease uint64, owner string) giveBack {
-	return func(ctx context.Context, path string, token uint64) error {
-		return c.release(ctx, path, token, lease, owner)
-	}
+type releaser struct {
+	c     *Client
+	lease uint64
+	owner string
+}
+
+func (r releaser) undo(ctx context.Context, path string, token uint64) error {
+	return r.c.release(ctx, path, token, r.lease, r.owner)
+}
+
+// undoFunc is an undoer made of a function.
+type undoFunc func(ctx context.Context, path string, token uint64) error
+
+func (f undoFunc) undo(ctx context.Context, path string, token uint64) error {
+	return f(ctx, path, token)
 }
 
 // park sends a request that the service may park until it can be granted
@@ -57,7 +71,7 @@ func (c *Client) releaser(lease uint64, owner string) giveBack {
 // A grant is reported only while the session is alive by the client's
 // clock (Session.Err): one that arrives after the session's local deadline
 // is given back and the session's error returned.
-func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo giveBack) (*wire.Response, error) {
+func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo undoer) (*wire.Response, error) {
 	if c.cfg.tracer != nil && req.Trace == "" {
 		ctx, span := c.startSpan(ctx, req)
 		resp, err := c.parkAttempts(ctx, s, req, rc, undo)
@@ -68,9 +82,9 @@ func (c *Client) park(ctx context.Context, s *Session, req *wire.Request, rc *ro
 }
 
 // parkAttempts is park without its span.
-func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo giveBack) (*wire.Response, error) {
+func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request, rc *routeCache, undo undoer) (*wire.Response, error) {
 	req.Client, req.Seq = c.id, c.seqs.begin()
-	wd := &withdrawal{c: c, req: req, undo: undo}
+	wd := newWithdrawal(c, req, undo)
 	defer wd.release()
 	if req.Wait == wire.WaitNone {
 		resp, err := c.callVia(ctx, req, c.cfg.requestTimeout, rc)
@@ -152,6 +166,7 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 			if req.Lease == 0 { // the server withdrew it with the connection
 				c.seqs.end(req.Seq)
 				req.Seq = c.seqs.begin()
+				wd.seq = req.Seq
 			}
 			c.cfg.logger.Debug("warden: re-sending a wait after a broken connection", "op", req.Op, "path", req.Path)
 		case res.resp.Code.Retryable():
@@ -183,7 +198,7 @@ func (c *Client) parkAttempts(ctx context.Context, s *Session, req *wire.Request
 // wait that ran out in the service (Timeout: the wait sent was the time
 // left before ctx's deadline) matches context.DeadlineExceeded too, so
 // the caller sees its deadline whichever side noticed it first.
-func (c *Client) granted(s *Session, req *wire.Request, resp *wire.Response, err error, undo giveBack) (*wire.Response, error) {
+func (c *Client) granted(s *Session, req *wire.Request, resp *wire.Response, err error, undo undoer) (*wire.Response, error) {
 	if err != nil {
 		if resp != nil && resp.Code == wire.Timeout {
 			return resp, fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
@@ -197,7 +212,7 @@ func (c *Client) granted(s *Session, req *wire.Request, resp *wire.Response, err
 		ctx, cancel := c.undoContext()
 		defer cancel()
 		for path, token := range grantedHolds(req, resp) {
-			if err := undo(ctx, path, token); err != nil {
+			if err := undo.undo(ctx, path, token); err != nil {
 				c.cfg.logger.Warn("warden: could not give back a grant that arrived after the session ended",
 					"path", path, "token", token, "err", err)
 			}
@@ -279,17 +294,29 @@ func (w *sessionWait) release() {
 // gets an error matching ErrAmbiguous. A hold it turns up is given back as
 // soon as it is known; without a quorum nothing can be granted or given
 // back, and the session's lease ends the hold at the latest.
+//
+// It keeps what names the acquire, not the request itself: the caller's
+// request then stays on its stack (a lock cycle allocates nothing for it).
 type withdrawal struct {
-	c          *Client
-	req        *wire.Request
-	undo       giveBack
-	background bool // the background goroutine owns the Seq now
+	c           *Client
+	op          wire.Op
+	path, owner string
+	paths       []string
+	lease       uint64
+	client, seq uint64
+	undo        undoer
+	background  bool // the background goroutine owns the Seq now
+}
+
+func newWithdrawal(c *Client, req *wire.Request, undo undoer) withdrawal {
+	return withdrawal{c: c, op: req.Op, path: req.Path, owner: req.Owner, paths: req.Paths, lease: req.Lease,
+		client: req.Client, seq: req.Seq, undo: undo}
 }
 
 // release ends the acquire's Seq unless the background owns it.
 func (wd *withdrawal) release() {
 	if !wd.background {
-		wd.c.seqs.end(wd.req.Seq)
+		wd.c.seqs.end(wd.seq)
 	}
 }
 
@@ -304,14 +331,12 @@ func (wd *withdrawal) run(cause error) error {
 		return cause
 	}
 	if c.ctx.Err() != nil {
-		return ambiguous(wd.req.Op, cause)
+		return ambiguous(wd.op, cause)
 	}
-	c.cfg.logger.Warn("warden: withdrawing an acquire in the background", "op", wd.req.Op, "path", wd.req.Path, "err", err)
-	seq := wd.req.Seq
-	req := *wd.req
-	bg := &withdrawal{c: c, req: &req, undo: wd.undo}
+	c.cfg.logger.Warn("warden: withdrawing an acquire in the background", "op", wd.op, "path", wd.path, "err", err)
+	bg := *wd
 	if c.goBackground(func() {
-		defer c.seqs.end(seq)
+		defer c.seqs.end(bg.seq)
 		for attempt := 0; ; attempt++ {
 			if bg.settle(c.ctx) == nil || c.cfg.backoff.Wait(c.ctx, attempt) != nil {
 				return
@@ -320,7 +345,7 @@ func (wd *withdrawal) run(cause error) error {
 	}) {
 		wd.background = true
 	}
-	return ambiguous(wd.req.Op, cause)
+	return ambiguous(wd.op, cause)
 }
 
 // settle sends the withdrawal and gives back what its answer reports held.
@@ -328,21 +353,22 @@ func (wd *withdrawal) run(cause error) error {
 // quorum): a refusal is final too (nothing more can be learnt by asking
 // again), and is logged.
 func (wd *withdrawal) settle(ctx context.Context) error {
-	c, req := wd.c, wd.req
-	resp, err := c.call(ctx, &wire.Request{Op: wire.OpCancel, Path: req.Path, Paths: req.Paths, Lease: req.Lease,
-		Owner: req.Owner, Client: req.Client, Seq: req.Seq}, c.cfg.requestTimeout)
+	c := wd.c
+	req := &wire.Request{Op: wire.OpCancel, Path: wd.path, Paths: wd.paths, Lease: wd.lease, Owner: wd.owner,
+		Client: wd.client, Seq: wd.seq}
+	resp, err := c.call(ctx, req, c.cfg.requestTimeout)
 	var we *wire.Error
 	switch {
 	case errors.Is(err, ErrCancelled) || errors.Is(err, ErrNotFound):
 		return nil // withdrawn, or nothing by that number to withdraw: nothing held
 	case errors.As(err, &we) && !we.Code.Retryable() && !errors.Is(err, ErrAmbiguous):
-		c.cfg.logger.Warn("warden: the withdrawal of an acquire was refused", "op", req.Op, "path", req.Path, "err", err)
+		c.cfg.logger.Warn("warden: the withdrawal of an acquire was refused", "op", wd.op, "path", wd.path, "err", err)
 		return nil
 	case err != nil:
 		return err
 	}
 	for path, token := range grantedHolds(req, resp) {
-		err := wd.undo(ctx, path, token)
+		err := wd.undo.undo(ctx, path, token)
 		if err != nil && !errors.Is(err, ErrNotHolder) && !errors.Is(err, ErrStaleToken) && !errors.Is(err, ErrSessionExpired) {
 			return err // not given back yet: the next settle asks again (same answer while it is held)
 		}

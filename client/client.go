@@ -144,13 +144,13 @@ func (c *Client) Do(ctx context.Context, req *wire.Request) (*wire.Response, err
 	if (r.Op == wire.OpAcquire || r.Op == wire.OpCampaign) && r.Wait != wire.WaitNone && r.Seq == 0 {
 		// A parked request: withdrawn when ctx ends, re-sent after a broken
 		// connection, a late grant given back.
-		return c.park(ctx, nil, &r, nil, func(ctx context.Context, path string, token uint64) error {
+		return c.park(ctx, nil, &r, nil, undoFunc(func(ctx context.Context, path string, token uint64) error {
 			if r.Op == wire.OpCampaign {
 				_, err := c.Do(ctx, &wire.Request{Op: wire.OpResign, Path: path, Token: token, Lease: r.Lease, Owner: r.Owner})
 				return err
 			}
 			return c.release(ctx, path, token, r.Lease, r.Owner)
-		})
+		}))
 	}
 	timeout := c.cfg.requestTimeout
 	if exactlyOnce(r.Op) && r.Seq == 0 {

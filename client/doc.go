@@ -41,9 +41,28 @@ and returns when it ends; nothing blocks forever.
     ErrTimeout, ...) with errors.Is. IsRetryable classifies them.
   - Linearizable reads, unless a call asks for WithStale.
   - Fair locks. Waiters are granted in arrival order by the service; a
-    release wakes only the waiters it grants. A waiter whose context ends is
-    withdrawn from the queue (OpCancel); a grant that raced with the
-    withdrawal is given back, so a caller that gave up never holds anything.
+    release wakes only the waiters it grants.
+  - A failed acquire leaves nothing held. An acquire whose caller stops
+    waiting (its context or session ended), or whose answer was lost, is
+    withdrawn (OpCancel): the service applies the withdrawal through its log
+    and answers with the acquire's fate, also when the acquire itself has
+    not reached it yet (it then takes nothing when it does), and a grant
+    that raced is given back. When the service cannot answer in time (no
+    quorum) the caller gets ErrAmbiguous and the client keeps withdrawing in
+    the background, giving back whatever it finds; while the shard has a
+    quorum a possible hold is gone within one session TTL of the error.
+  - Success only on a live session. Lock, TryLock, Campaign, Acquire and
+    LockAll report a grant only while the session is alive by the client's
+    own clock; a grant that arrives after the session's local deadline is
+    given back and the call fails with ErrSessionExpired.
+  - The holder always knows. When the service ends a hold without the
+    holder's doing (a revocation at its deadline, an admin's release,
+    resign or hand-over, the session's expiry or revocation) it tells the
+    client, pushed on each connection's hold stream and, for a notice a push
+    missed, in the next keepalive answer: within one keepalive interval
+    (TTL/3) at worst. The hold's context ends (context.Cause: a
+    *HoldLostError, or the session's cause), IsHeld turns false, and Unlock
+    or Release says the hold was lost.
 
 # Sessions
 
@@ -72,8 +91,13 @@ leader until Connected again, unless every action is fenced.
 
 Session.States delivers the changes on a channel without ever blocking the
 session (the oldest changes are dropped when the reader falls behind).
-Session.Done and Session.Context end when the session is Lost or Closed;
-Mutex.Context ends when its hold ends. Pass them to the work a lock guards.
+Session.Done and Session.Context end when the session is Lost or Closed
+(also at once when the service reports the lease ended). Mutex.Context,
+RWMutex.Context and RContext, Permit.Context, MultiLock.Context and
+Election.Context end when their hold ends: given back (cause ErrReleased),
+ended by the service (a *HoldLostError naming path, token and cause), or
+with the session (its cause, matching ErrSessionExpired). Pass them to the
+work a lock guards.
 
 # Fencing
 
@@ -133,6 +157,74 @@ A blocking acquire that would close a wait-for cycle inside a shard fails
 with ErrDeadlock instead of waiting forever. Edges run between owners
 (session lease + owner name): give the locks one unit of work takes the same
 WithOwner so its waits are seen as one.
+
+# Errors, per call, and the caller's state after each
+
+Every call may also fail with ErrClientClosed (the client was closed:
+nothing is held, its sessions are gone) and, when no endpoint answers before
+ctx ends, with ctx's error (joined with ErrNoEndpoint or the last retryable
+error: Unavailable, NotLeader, ... are retried until then).
+
+Mutex.Lock, RWMutex.Lock and RLock, Semaphore.Acquire, Election.Campaign,
+Client.Acquire (a session-less lock: no session errors) and LockAll:
+
+  - nil: held (a leader for Campaign). Token is the fencing token; the
+    hold's context is live.
+  - ctx's error (context.Canceled, context.DeadlineExceeded): ctx ended
+    first. Nothing is held: the wait was withdrawn and a grant that raced
+    was given back.
+  - an error matching both context.DeadlineExceeded and ErrTimeout: the
+    service's wait (the time left before ctx's deadline) ran out first.
+    Nothing is held.
+  - an error matching ErrAmbiguous (and ctx's error): ctx ended and the
+    withdrawal was not answered within the request timeout. The caller holds
+    nothing; the client keeps withdrawing in the background and gives back
+    a grant it turns up (see the guarantees above for how long a hold may
+    remain in the service meanwhile).
+  - ErrSessionExpired (ErrSessionClosed after Session.Close): the session
+    ended before or during the wait, or the grant came after its local
+    deadline and was given back. Nothing is held; the session is done.
+  - ErrCancelled: the request was granted but the hold ended before the
+    client learnt of it (revoked meanwhile), or it was withdrawn by another
+    party naming it. Nothing is held.
+  - ErrConflict: TryLock (TryRLock, TryAcquire, LockAll WithTry) found the
+    path held, or this Mutex is held by this process; ErrLockDelayed: a try
+    during the path's lock-delay. Nothing is held.
+  - ErrDeadlock (waiting would close a wait-for cycle), ErrSelfConflict (the
+    owner holds a conflicting lock above or below), ErrUpgradeConflict
+    (RWMutex: shared to exclusive with other readers), ErrTooMany (a waiter
+    or per-lease limit), ErrInvalidArgument (path, TTL, a semaphore of
+    another size), ErrSpansRanges, ErrUnauthorized: refused; nothing is
+    held, nothing queued.
+
+LockAll takes a set all or nothing: on any of the errors above it has given
+back every path it took.
+
+Mutex.Unlock, RWMutex.Unlock and RUnlock, Permit.Release, MultiLock.Unlock,
+Election.Resign and HandOver, Lock.Release:
+
+  - nil: given back (HandOver: the successor leads). The context ends with
+    ErrReleased.
+  - ErrNotHolder, ErrStaleToken or ErrSessionExpired: the service had
+    already ended the hold; the object no longer holds it. When the client
+    was told why, the error matches ErrHoldLost too (the *HoldLostError).
+  - ErrAmbiguous or ctx's error: not confirmed. The object still holds it;
+    call again (a release by token never frees a later holder).
+  - HandOver: ErrNotFound (no such candidate waits) or ErrInvalidArgument;
+    the leadership is unchanged.
+
+Election.Proclaim: nil, or ErrNotHolder/ErrStaleToken/ErrSessionExpired
+(no longer leader: the election forgets its leadership), or ErrAmbiguous /
+ctx's error (unknown; still leader as far as the client knows).
+
+Lock.Renew: nil (the single-lock lease runs for ttl from now), or
+ErrNotHolder/ErrStaleToken (the lock has ended), or ErrAmbiguous / ctx's
+error (unknown: renew again before the old TTL runs out).
+
+Client.NewSession: nil, or the first keepalive's error (nothing exists).
+Session.Close: nil (the lease and everything it held are gone, or the
+session was already lost), or ErrAmbiguous / ctx's error (the revoke was not
+confirmed: the lease expires one TTL after its last keepalive).
 
 # Exactly-once retries, in detail
 

@@ -54,7 +54,8 @@ func (e *Election) HandOver(ctx context.Context, successor string) error {
 
 // Campaign waits until this candidate is elected, with value as its
 // proclamation, or until ctx or the session ends (then the candidacy is
-// withdrawn and ctx's error, or one matching ErrSessionExpired, returned).
+// withdrawn and ctx's error, or one matching ErrSessionExpired, returned:
+// see Mutex.Lock for the withdrawal and the package doc for every error).
 // Campaigning while leader returns nil at once.
 func (e *Election) Campaign(ctx context.Context, value []byte) error {
 	if err := e.s.Err(); err != nil {
@@ -67,9 +68,7 @@ func (e *Election) Campaign(ctx context.Context, value []byte) error {
 	req := &wire.Request{Op: wire.OpCampaign, Path: e.path, Lease: e.s.lease, TTL: millis(e.s.ttl),
 		Owner: e.owner, Value: value, Wait: waitFor(ctx, false)}
 	e.opts.apply(req)
-	resp, err := c.park(ctx, e.s, req, nil, func(ctx context.Context, _ string, token uint64) error {
-		return e.resign(ctx, token)
-	})
+	resp, err := c.park(ctx, e.s, req, nil, e)
 	if err != nil {
 		return err
 	}
@@ -114,10 +113,14 @@ func (e *Election) asLeader(ctx context.Context, req *wire.Request, ends bool) e
 	}
 	err := e.send(ctx, req, token)
 	if err == nil && ends || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
-		e.endLead(token, errUnlocked)
+		e.endLead(token, ErrReleased)
 	}
 	return err
 }
+
+// undo implements undoer: a leadership the candidate did not keep is
+// resigned.
+func (e *Election) undo(ctx context.Context, _ string, token uint64) error { return e.resign(ctx, token) }
 
 func (e *Election) resign(ctx context.Context, token uint64) error {
 	return e.send(ctx, &wire.Request{Op: wire.OpResign}, token)

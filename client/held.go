@@ -60,20 +60,23 @@ type heldHold interface {
 	holdLost(token uint64, cause error)
 }
 
-type heldEntry struct {
-	path string
-	h    heldHold
+// heldKey names one hold: tokens are unique per shard, not across shards,
+// so the path is part of the name.
+type heldKey struct {
+	token uint64
+	path  string
 }
 
-// heldSet is a session's registry of holds, by token. Tokens are unique per
-// shard, not across shards, so an entry also names its path. A notice can
-// overtake the grant it ends (a revocation right after the grant, pushed
-// while the grant's answer is on its way): notices that find no hold are
-// kept for a while, and a hold registered later that they name is told at
-// once.
+// heldSet is a session's registry of holds. A notice can overtake the grant
+// it ends (a revocation right after the grant, pushed while the grant's
+// answer is on its way): notices that find no hold are kept for a while,
+// and a hold registered later that they name is told at once.
 type heldSet struct {
-	mu      sync.Mutex
-	m       map[uint64][]heldEntry
+	mu sync.Mutex
+	// m holds each hold's object; several objects of one process can share
+	// a hold only by mistake (one owner in two Mutexes), and then the last
+	// one registered is told.
+	m       map[heldKey]heldHold
 	pending []*HoldLostError // notices that found no hold yet, newest last
 }
 
@@ -91,55 +94,34 @@ func (hs *heldSet) add(path string, token uint64, h heldHold) {
 		}
 	}
 	if hs.m == nil {
-		hs.m = map[uint64][]heldEntry{}
+		hs.m = map[heldKey]heldHold{}
 	}
-	hs.m[token] = append(hs.m[token], heldEntry{path, h})
+	hs.m[heldKey{token, path}] = h
 	hs.mu.Unlock()
 }
 
 func (hs *heldSet) remove(path string, token uint64, h heldHold) {
+	k := heldKey{token, path}
 	hs.mu.Lock()
-	es := hs.m[token]
-	for i, e := range es {
-		if e.path == path && e.h == h {
-			es = append(es[:i], es[i+1:]...)
-			break
-		}
-	}
-	if len(es) == 0 {
-		delete(hs.m, token)
-	} else {
-		hs.m[token] = es
+	if hs.m[k] == h {
+		delete(hs.m, k)
 	}
 	hs.mu.Unlock()
 }
 
-// take removes and returns the holds lost names; with none registered, it
+// take removes and returns the hold lost names; with none registered, it
 // keeps the notice for a hold registered later.
-func (hs *heldSet) take(lost *HoldLostError) []heldHold {
-	path, token := lost.Path, lost.Token
+func (hs *heldSet) take(lost *HoldLostError) heldHold {
+	k := heldKey{lost.Token, lost.Path}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	es := hs.m[token]
-	var out []heldHold
-	keep := es[:0]
-	for _, e := range es {
-		if e.path == path {
-			out = append(out, e.h)
-		} else {
-			keep = append(keep, e)
-		}
+	h, ok := hs.m[k]
+	if ok {
+		delete(hs.m, k)
+		return h
 	}
-	switch {
-	case len(keep) == 0:
-		delete(hs.m, token)
-	default:
-		hs.m[token] = keep
-	}
-	if len(out) == 0 {
-		hs.keepPending(lost)
-	}
-	return out
+	hs.keepPending(lost)
+	return nil
 }
 
 // keepPending keeps a notice that found no hold (once: keepalive answers
@@ -175,7 +157,7 @@ func (c *Client) noticed(events []wire.Event) {
 			continue
 		}
 		lost := &HoldLostError{Path: ev.Path, Token: ev.Token, Cause: ev.Cause}
-		for _, h := range s.held.take(lost) {
+		if h := s.held.take(lost); h != nil {
 			c.cfg.logger.Warn("warden: hold lost", "path", ev.Path, "token", ev.Token, "cause", ev.Cause.String())
 			h.holdLost(ev.Token, lost)
 		}
@@ -243,7 +225,7 @@ func (l *holdLife) context() context.Context {
 	defer l.mu.Unlock()
 	if l.ctx == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(errUnlocked)
+		cancel(ErrReleased)
 		return ctx
 	}
 	return l.ctx

@@ -32,9 +32,7 @@ func (c *Client) Acquire(ctx context.Context, path string, ttl time.Duration, op
 	req := &wire.Request{Op: wire.OpAcquire, Path: path, Mode: cfg.mode, TTL: millis(ttl),
 		Wait: waitFor(ctx, cfg.try), Owner: cfg.owner}
 	cfg.apply(req)
-	resp, err := c.park(ctx, nil, req, nil, func(ctx context.Context, path string, token uint64) error {
-		return c.release(ctx, path, token, 0, cfg.owner)
-	})
+	resp, err := c.park(ctx, nil, req, nil, releaser{c, 0, cfg.owner})
 	if err != nil {
 		return nil, err
 	}

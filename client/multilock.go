@@ -92,7 +92,7 @@ func (m *MultiLock) tryGroup(ctx context.Context, paths []string, cfg lockConfig
 	req := &wire.Request{Op: wire.OpAcquireMulti, Path: paths[0], Paths: paths, Mode: cfg.mode, Lease: m.s.lease,
 		TTL: millis(m.s.ttl), Owner: m.owner, Client: c.id, Seq: c.seqs.begin()}
 	cfg.apply(req)
-	wd := &withdrawal{c: c, req: req, undo: c.releaser(m.s.lease, m.owner)}
+	wd := newWithdrawal(c, req, releaser{c, m.s.lease, m.owner})
 	defer wd.release()
 	resp, err := c.call(ctx, req, c.cfg.requestTimeout)
 	if errors.Is(err, ErrAmbiguous) {
@@ -113,7 +113,7 @@ func (m *MultiLock) waitEach(ctx context.Context, paths []string, cfg lockConfig
 		req := &wire.Request{Op: wire.OpAcquire, Path: p, Mode: cfg.mode, Lease: m.s.lease, TTL: millis(m.s.ttl),
 			Wait: waitFor(ctx, false), Owner: m.owner}
 		cfg.apply(req)
-		resp, err := c.park(ctx, m.s, req, nil, c.releaser(m.s.lease, m.owner))
+		resp, err := c.park(ctx, m.s, req, nil, releaser{c, m.s.lease, m.owner})
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func (m *MultiLock) Unlock(ctx context.Context) error {
 	slices.Reverse(keep)
 	m.held = keep
 	if len(keep) == 0 {
-		m.life.end(errUnlocked)
+		m.life.end(ErrReleased)
 	}
 	return first
 }

@@ -43,7 +43,9 @@ type hold struct {
 	cancel context.CancelCauseFunc
 }
 
-var errUnlocked = errors.New("client: lock released")
+// ErrReleased is the cause of a hold's context once the holder gave it back
+// (Unlock, Release, Resign, HandOver), and before its first grant.
+var ErrReleased = errors.New("client: hold released")
 
 // init makes h a hold of path by owner; its acquires carry cfg's options
 // (a signed grant only when signed).
@@ -52,7 +54,7 @@ func (h *hold) init(s *Session, path, owner string, mode wire.Mode, cfg lockConf
 	var req wire.Request
 	cfg.apply(&req)
 	*h = hold{s: s, gate: make(chan struct{}, 1), mode: mode, flags: req.Flags, lockDelay: req.LockDelay,
-		path: path, owner: owner, ended: errUnlocked}
+		path: path, owner: owner, ended: ErrReleased}
 }
 
 // randomOwner makes an owner name unique to one hold: a random id in hex,
@@ -111,7 +113,7 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	c := h.s.c
 	req := &wire.Request{Op: wire.OpAcquire, Path: h.path, Mode: h.mode, Lease: h.s.lease,
 		TTL: millis(h.s.ttl), Wait: waitFor(ctx, try), Owner: h.owner, Flags: h.flags, LockDelay: h.lockDelay}
-	resp, err := c.park(ctx, h.s, req, &h.route, c.releaser(h.s.lease, h.owner))
+	resp, err := c.park(ctx, h.s, req, &h.route, h)
 	if err != nil {
 		h.leave()
 		return err
@@ -132,6 +134,11 @@ func (h *hold) lock(ctx context.Context, try bool) error {
 	}
 	h.s.held.add(h.path, token, h)
 	return nil
+}
+
+// undo implements undoer: a grant this hold did not keep is released.
+func (h *hold) undo(ctx context.Context, path string, token uint64) error {
+	return h.s.c.release(ctx, path, token, h.s.lease, h.owner)
 }
 
 // holdLost implements heldHold: the service ended the hold of token.
@@ -171,7 +178,7 @@ func (h *hold) unlock(ctx context.Context) error {
 	if err != nil && !errors.Is(err, ErrNotHolder) && !errors.Is(err, ErrStaleToken) && !errors.Is(err, ErrSessionExpired) {
 		return err // not confirmed: still held, Unlock may be called again
 	}
-	h.dropped(token, errUnlocked)
+	h.dropped(token, ErrReleased)
 	return err
 }
 
@@ -265,31 +272,41 @@ func (m *Mutex) Signed() *wire.SignedGrant {
 // granted, ctx ends or the session ends. The remaining time of ctx's deadline
 // is sent as the server-side wait. When ctx ends first the queued request is
 // withdrawn (a grant that raced with the withdrawal is given back), and the
-// error is ctx's error; when the session ends it matches ErrSessionExpired.
+// error is ctx's error (matching ErrAmbiguous too when the withdrawal could
+// not be confirmed: the client finishes it in the background); when the
+// session ends, or the grant arrives after the session's local deadline, it
+// matches ErrSessionExpired. After any error nothing is held. The package
+// doc lists every error with the caller's state after it.
 func (m *Mutex) Lock(ctx context.Context) error { return m.h.lock(ctx, false) }
 
 // TryLock acquires the lock only if it is free now, and fails with an error
-// matching ErrConflict otherwise.
+// matching ErrConflict otherwise (ErrLockDelayed during the path's
+// lock-delay); its other errors are Lock's.
 func (m *Mutex) TryLock(ctx context.Context) error { return m.h.lock(ctx, true) }
 
 // Unlock releases the lock by its token. If the service has already ended
 // the hold (session lost, lock revoked) the error says so (ErrSessionExpired,
-// ErrNotHolder or ErrStaleToken) and the Mutex is unlocked. If the release
-// cannot be confirmed (ErrAmbiguous, ctx ended) the Mutex stays locked and
-// Unlock may be called again: a repeated release by token never frees a later
-// holder.
+// ErrNotHolder or ErrStaleToken, and ErrHoldLost when the client was told)
+// and the Mutex is unlocked. If the release cannot be confirmed
+// (ErrAmbiguous, ctx ended) the Mutex stays locked and Unlock may be called
+// again: a repeated release by token never frees a later holder.
 func (m *Mutex) Unlock(ctx context.Context) error { return m.h.unlock(ctx) }
 
 // Token returns the fencing token of the current hold, or 0.
 func (m *Mutex) Token() uint64 { return m.h.currentToken() }
 
-// IsHeld reports whether this Mutex holds the lock and its session is alive.
-// The service may have ended the hold in a way the client has not heard of
-// yet: protect resources with Token, not with IsHeld.
+// IsHeld reports whether this Mutex holds the lock and its session is alive
+// by the client's clock. The service tells the client when it ends a hold
+// (within one keepalive interval at worst), but until that notice arrives
+// IsHeld cannot know: protect resources with Token, not with IsHeld.
 func (m *Mutex) IsHeld() bool { return m.h.held() }
 
-// Context returns a context that is cancelled when the hold ends: on Unlock
-// or when the session ends. Before the first Lock it is already cancelled.
+// Context returns a context that is cancelled when the hold ends, with the
+// reason as its context.Cause: ErrReleased on Unlock, a *HoldLostError when
+// the service ended the hold (revoked at its deadline, released, resigned
+// or handed over by someone else), the session's cause (matching
+// ErrSessionExpired) when the session ended. Before the first Lock it is
+// already cancelled.
 func (m *Mutex) Context() context.Context { return m.h.context() }
 
 // Path returns the locked path.

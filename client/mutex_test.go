@@ -360,7 +360,7 @@ func TestMutexContextAskedAfterUnlock(t *testing.T) {
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c := m.Context(); c.Err() == nil || !errors.Is(context.Cause(c), errUnlocked) {
-		t.Fatalf("context after Unlock: err %v cause %v, want ended by errUnlocked", c.Err(), context.Cause(c))
+	if c := m.Context(); c.Err() == nil || !errors.Is(context.Cause(c), ErrReleased) {
+		t.Fatalf("context after Unlock: err %v cause %v, want ended by ErrReleased", c.Err(), context.Cause(c))
 	}
 }

@@ -38,7 +38,8 @@ func NewSemaphore(s *Session, path string, permits int, opts ...LockOption) *Sem
 }
 
 // Acquire takes a permit, waiting in FIFO order until one is free or ctx (or
-// the session) ends; see Mutex.Lock for how a wait is withdrawn.
+// the session) ends; see Mutex.Lock for how a wait is withdrawn and what
+// each error leaves.
 func (m *Semaphore) Acquire(ctx context.Context) (*Permit, error) { return m.acquire(ctx, false) }
 
 // TryAcquire takes a permit only if one is free now (else ErrConflict).
@@ -53,7 +54,7 @@ func (m *Semaphore) acquire(ctx context.Context, try bool) (*Permit, error) {
 	req := &wire.Request{Op: wire.OpAcquire, Path: m.path, Mode: wire.Shared, Permits: m.permits, Lease: m.s.lease,
 		TTL: millis(m.s.ttl), Wait: waitFor(ctx, try), Owner: owner}
 	m.opts.apply(req)
-	resp, err := c.park(ctx, m.s, req, nil, c.releaser(m.s.lease, owner))
+	resp, err := c.park(ctx, m.s, req, nil, releaser{c, m.s.lease, owner})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	err := p.sem.s.c.release(ctx, p.sem.path, p.token, p.sem.s.lease, p.owner)
 	if err == nil || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrStaleToken) || errors.Is(err, ErrSessionExpired) {
 		p.sem.s.held.remove(p.sem.path, p.token, p)
-		p.life.end(errUnlocked)
+		p.life.end(ErrReleased)
 	}
 	return err
 }

@@ -80,8 +80,14 @@ after the floor passed it, it stays until a later request of the client
 carries an AckSeq above it, so a client that re-attaches with the same Seq
 gets the outcome. Clients idle for ClientIdleMs (since their last request or
 the resolution of one of their waits) are forgotten unless they have a
-queued request. OpCancel withdraws a queued acquire by (Client, Seq);
-if it was already granted it answers the grant.
+queued request. OpCancel withdraws an acquire, campaign or multi-lock by
+(Client, Seq) and answers its fate: the grant (a multi-lock's holds) if it
+was granted and still holds, nothing otherwise; a queued one is dropped, and
+one this shard has not seen yet (a cancel carrying its path) is recorded as
+Cancelled, so the acquire takes nothing should it still arrive. A released
+event names the request that ended the hold (Client, Seq) when that request
+did not name the hold's lease and owner: the holder did not end it itself
+and must be told (wire.Event.TellsHolder).
 
 Beyond plain locks (extras.go, multi.go, revoke.go, deadlock.go).
 Semaphores: an acquire with Permits N is a shared hold, one of at most N at

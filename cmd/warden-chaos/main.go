@@ -34,14 +34,15 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  warden-chaos run [--schedule short|full] [--only substring] [--seed N] [--bugs list] [--trials N] [--out file]
+  warden-chaos run [--schedule short|full|holds] [--window d] [--only substring] [--seed N] [--bugs list] [--trials N] [--out file]
   warden-chaos client --endpoints a,b,c --oracle URL --path P --name N [--ttl 2s] [--hold 300ms]`)
 	os.Exit(2)
 }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	schedule := fs.String("schedule", "short", "short or full")
+	schedule := fs.String("schedule", "short", "short, full, or holds (the failed-acquire workload under kills and pauses, for --window)")
+	window := fs.Duration("window", 10*time.Minute, "fault window of the holds schedule")
 	only := fs.String("only", "", "run only scenarios whose name contains this")
 	seed := fs.Int64("seed", time.Now().UnixNano()%1_000_000, "seed")
 	bugs := fs.String("bugs", os.Getenv("WARDEN_TEST_BUGS"), "test-only bug switches for the nodes")
@@ -73,8 +74,11 @@ func run(args []string) int {
 		env.Bugs = strings.Split(*bugs, ",")
 	}
 	scenarios := chaos.ShortSchedule()
-	if *schedule == "full" {
+	switch *schedule {
+	case "full":
 		scenarios = chaos.FullSchedule()
+	case "holds":
+		scenarios = chaos.HoldsSchedule(*window)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# warden-chaos %s schedule, seed %d, %s\n", *schedule, *seed, time.Now().UTC().Format(time.RFC3339))
@@ -96,7 +100,8 @@ func run(args []string) int {
 		}
 		fmt.Fprintf(&b, "%s %-28s %5.0fs", status, sc.Name, time.Since(t0).Seconds())
 		for _, n := range r.Notes {
-			if strings.HasPrefix(n, "register: linearizable") || strings.HasPrefix(n, "fenced set:") || strings.HasPrefix(n, "leases:") {
+			if strings.HasPrefix(n, "register: linearizable") || strings.HasPrefix(n, "fenced set:") || strings.HasPrefix(n, "leases:") ||
+				strings.HasPrefix(n, "holds:") {
 				fmt.Fprintf(&b, " | %s", n)
 			}
 		}
