@@ -120,7 +120,9 @@ func (e *Election) asLeader(ctx context.Context, req *wire.Request, ends bool) e
 
 // undo implements undoer: a leadership the candidate did not keep is
 // resigned.
-func (e *Election) undo(ctx context.Context, _ string, token uint64) error { return e.resign(ctx, token) }
+func (e *Election) undo(ctx context.Context, _ string, token uint64) error {
+	return e.resign(ctx, token)
+}
 
 func (e *Election) resign(ctx context.Context, token uint64) error {
 	return e.send(ctx, &wire.Request{Op: wire.OpResign}, token)
