@@ -15,10 +15,9 @@ import (
 // token. The service tells the client of every end it did not ask for (a
 // revocation at its deadline, an admin's resign, release or hand-over, the
 // lease's expiry or revocation: wire.Event.TellsHolder) in two ways: pushed
-// on each pool connection's hold stream (OpHolds) as soon as a replica on
-// that node applies it, and, for the notices a push could miss (a broken
-// connection, a node without a replica of the shard), in the answers to the
-// session's keepalives. Either way the hold's context ends with a
+// on each pool connection's hold stream (OpHolds) as soon as a replica
+// applies it, and, for the notices a push could miss (a broken connection),
+// in the answers to the session's keepalives. Either way the hold's context ends with a
 // *HoldLostError, IsHeld turns false, and the next Unlock says so. A notice
 // that arrives twice, or for a hold already given back, changes nothing.
 

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -235,10 +236,10 @@ func TestRevokedPermitAndMultiLockAreTold(t *testing.T) {
 	notListed(t, admin, "/revall/x/a", all.Tokens()["/revall/x/a"])
 }
 
-// TestKeepaliveTellsWhatNoPushCould: a client behind a standalone router
-// (no replica on it to push from) still hears of a revocation, from its
-// keepalive answers, within one keepalive interval.
-func TestKeepaliveTellsWhatNoPushCould(t *testing.T) {
+// TestStandaloneRouterPushesNotices: a client behind a standalone router
+// (no replica on it) hears of a revocation pushed through the router's
+// forwarded subscription, long before its next keepalive.
+func TestStandaloneRouterPushesNotices(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
 	srv := router.New(router.Config{Seeds: c.AllEndpoints()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -254,19 +255,56 @@ func TestKeepaliveTellsWhatNoPushCould(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	const ttl = 3 * time.Second
-	s := session(t, holder, ttl)
-	m := client.NewMutex(s, "/viarouter/ns/lock")
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
+	s := session(t, holder, longTTL)
+	admin := newClient(t, c)
+	for i, path := range []string{"/viarouter/a/lock", "/viarouter/b/lock", "/viarouter/c/lock"} {
+		m := client.NewMutex(s, path)
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.ForceRevokeLock(ctx, path, m.Token(), 0); err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("through the router, lock %d", i)
+		lostBy(t, what, endedWith(t, what, m.Context(), pushWithin), wire.CauseForced)
+	}
+}
+
+// TestKeepaliveAnswersCarryEndedHolds: a keepalive answer lists the holds
+// of its leases the service ended without the holder (for a holder whose
+// pushed notice was lost), and only of its own leases.
+func TestKeepaliveAnswersCarryEndedHolds(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
+	ctx := ctxT(t, 60*time.Second)
+	rc := dialRaw(t, c.AllEndpoints()[0]) // opens no hold stream: nothing is pushed to it
+	const lease, other = 0x5eed, 0x0bed
+	rc.send(&wire.Request{ID: 1, Op: wire.OpAcquire, Path: "/kanotice/ns/lock", Lease: lease, TTL: 60_000, Owner: "o",
+		Client: 5, Seq: 1})
+	grant := rc.recv()
+	if grant.Code != wire.OK {
+		t.Fatalf("acquire: %+v", grant)
+	}
+	rc.send(&wire.Request{ID: 2, Op: wire.OpAcquire, Path: "/kanotice/other/lock", Lease: other, TTL: 60_000, Owner: "o",
+		Client: 5, Seq: 2})
+	if r := rc.recv(); r.Code != wire.OK {
+		t.Fatalf("acquire: %+v", r)
 	}
 	admin := newClient(t, c)
-	if err := admin.ForceRevokeLock(ctx, "/viarouter/ns/lock", m.Token(), 0); err != nil {
+	if err := admin.ForceRevokeLock(ctx, "/kanotice/ns/lock", grant.Token, 0); err != nil {
 		t.Fatal(err)
 	}
-	// One keepalive interval (TTL/3), plus the time a keepalive takes.
-	lostBy(t, "via keepalive", endedWith(t, "via keepalive", m.Context(), ttl/3+5*time.Second), wire.CauseForced)
-	if s.State() == client.Lost {
-		t.Fatal("the session was lost: the hold ended with it, not with its notice")
+	if err := admin.ForceRevokeLock(ctx, "/kanotice/other/lock", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// (Retried only while a shard answers Unavailable: a leader change.)
+	var r *wire.Response
+	nodetest.WaitFor(t, 10*time.Second, "an acknowledged keepalive", func() error {
+		rc.send(&wire.Request{ID: 3, Op: wire.OpKeepAlive, Leases: []uint64{lease}, TTL: 60_000})
+		r = rc.recv()
+		return r.AsError()
+	})
+	if len(r.Events) != 1 || r.Events[0].Kind != wire.EvReleased || r.Events[0].Cause != wire.CauseForced ||
+		r.Events[0].Token != grant.Token || r.Events[0].Lease != lease || r.Events[0].Path != "/kanotice/ns/lock" {
+		t.Fatalf("keepalive answer's notices: %+v, want the forced release of token %d only", r.Events, grant.Token)
 	}
 }

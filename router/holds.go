@@ -1,8 +1,10 @@
 package router
 
 import (
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wardenlock/warden/shard"
@@ -17,11 +19,13 @@ import (
 // itself (wire.Event.TellsHolder): a revocation at its deadline, an admin's
 // resign, release or hand-over, an expiry. The events come from the local
 // replicas' feeds, which apply every entry of their shard whichever node
-// leads it, so a leader change loses nothing. A shard this node holds no
-// replica of pushes nothing here; its keepalive answers carry the same
-// notices (shard/lostholds.go), as they do for a client whose connection
-// broke and took a push with it: the holder hears within one keepalive
-// interval at worst.
+// leads it, so a leader change loses nothing; for a shard this router holds
+// no replica of (a standalone router holds none) from a subscription
+// forwarded to a node that has one, which sends only these events
+// (FlagHoldNotices: a few per revocation, nothing per lock cycle). What a
+// push misses (a broken connection, a subscription being renewed) the
+// keepalive answers carry (shard/lostholds.go): the holder hears within one
+// keepalive interval at worst.
 //
 // Only the leases a connection's own acknowledged keepalives name are
 // registered on it, and keepalives are checked against the connection's
@@ -34,13 +38,27 @@ type holdHub struct {
 	s       *Server
 	mu      sync.Mutex
 	byLease map[uint64]map[*conn]struct{}
-	subs    map[uint64]holdSub // shard id -> subscription to the local replica's feed
+	subs    map[uint64]*holdSub // shard id -> the subscription that feeds the hub
 	running bool
 }
 
+// holdSub follows one shard: the local replica's feed, or a forwarded
+// subscription on a peer connection.
 type holdSub struct {
-	sh *shard.Shard
-	id uint64
+	sh    *shard.Shard // local replica (nil: forwarded)
+	id    uint64       // its feed subscription
+	peer  *peer        // forwarded: the connection and its stream
+	fwdID uint64
+	dead  atomic.Bool // the forwarded stream ended: subscribe again
+}
+
+func (sub *holdSub) stop() {
+	if sub.sh != nil {
+		sub.sh.Unwatch(sub.id)
+		return
+	}
+	sub.peer.unstream(sub.fwdID)
+	sub.peer.send(&wire.Request{Op: wire.OpUnwatch, Stream: sub.fwdID}, func(*wire.Response) {})
 }
 
 // holdResync is how often the hub checks which shards have a local replica
@@ -180,16 +198,16 @@ func (c *conn) pushHold(ev *wire.Event) {
 	}
 }
 
-// start makes the hub follow the local replicas' feeds (once the first
-// hold stream opens: a node whose clients open none pays nothing).
+// start makes the hub follow every shard (once the first hold stream
+// opens: a router whose clients open none pays nothing).
 func (h *holdHub) start() {
 	h.mu.Lock()
-	if h.running || h.s.cfg.Host == nil {
+	if h.running {
 		h.mu.Unlock()
 		return
 	}
 	h.running = true
-	h.subs = map[uint64]holdSub{}
+	h.subs = map[uint64]*holdSub{}
 	h.mu.Unlock()
 	h.s.wg.Add(1)
 	go func() {
@@ -198,8 +216,7 @@ func (h *holdHub) start() {
 	}()
 }
 
-// follow keeps one subscription on each local replica's feed until the
-// router closes.
+// follow keeps one subscription per shard until the router closes.
 func (h *holdHub) follow() {
 	defer h.unsubscribeAll()
 	for {
@@ -212,54 +229,98 @@ func (h *holdHub) follow() {
 	}
 }
 
-// resync subscribes to local replicas that have none yet (a new replica,
-// or one restarted in place) and drops subscriptions of replicas that left.
-// Only follow's goroutine changes subs; the feeds are called without h.mu
-// held (a feed calls Send with its own lock held, and Send takes h.mu).
+// resync subscribes to the shards that have no live subscription (a new
+// shard, a new or restarted local replica, a forwarded stream that ended)
+// and drops those that no longer fit (a replica that left or arrived). Only
+// follow's goroutine changes subs; the feeds and peers are called without
+// h.mu held (a feed calls Send with its own lock held, and Send takes h.mu).
 func (h *holdHub) resync() {
-	host := h.s.cfg.Host
-	want := map[uint64]*shard.Shard{}
-	for _, id := range host.ShardIDs() {
-		if sh, ok := host.Shard(id); ok {
-			want[id] = sh
+	want := map[uint64]*shard.Shard{} // shard -> its local replica, or nil
+	if t := h.s.cache.table(); t != nil {
+		for _, si := range t.Shards {
+			want[si.ID] = nil
+		}
+	}
+	if host := h.s.cfg.Host; host != nil {
+		for _, id := range host.ShardIDs() {
+			if sh, ok := host.Shard(id); ok {
+				want[id] = sh
+			}
 		}
 	}
 	h.mu.Lock()
-	var drop []holdSub
+	var drop []*holdSub
 	for id, sub := range h.subs {
-		if want[id] != sub.sh {
+		sh, ok := want[id]
+		if !ok || sub.sh != sh || sub.dead.Load() {
 			drop = append(drop, sub)
 			delete(h.subs, id)
 		}
 	}
 	var add []uint64
 	for id := range want {
-		if _, ok := h.subs[id]; !ok {
+		if h.subs[id] == nil {
 			add = append(add, id)
 		}
 	}
 	h.mu.Unlock()
 	for _, sub := range drop {
-		sub.sh.Unwatch(sub.id)
+		sub.stop()
 	}
 	for _, id := range add {
-		subID, _, err := want[id].Watch("/", true, 0, h)
+		sub, err := h.subscribe(id, want[id])
 		if err != nil {
-			h.s.log.Warn("router: cannot follow a shard's feed for hold notices", "shard", id, "err", err)
+			h.s.log.Debug("router: cannot follow a shard for hold notices yet", "shard", id, "err", err)
 			continue
 		}
 		h.mu.Lock()
-		h.subs[id] = holdSub{sh: want[id], id: subID}
+		h.subs[id] = sub
 		h.mu.Unlock()
 	}
+}
+
+// subscribe follows shard id through its local replica sh, or, without one,
+// through a node that has one.
+func (h *holdHub) subscribe(id uint64, sh *shard.Shard) (*holdSub, error) {
+	if sh != nil {
+		subID, _, err := sh.Watch("/", true, 0, h)
+		if err != nil {
+			return nil, err
+		}
+		return &holdSub{sh: sh, id: subID}, nil
+	}
+	addr, _ := h.s.cache.leaderAddr(id)
+	if addr == "" {
+		addr = h.s.cache.anyReplicaAddr(id)
+	}
+	if addr == "" {
+		return nil, errors.New("no known replica")
+	}
+	p, err := h.s.peers.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	sub := &holdSub{peer: p}
+	sub.fwdID = p.send(&wire.Request{Op: wire.OpWatch, Path: "/", Flags: wire.FlagPrefix | wire.FlagHoldNotices, Shard: id},
+		func(r *wire.Response) {
+			if r.Code != wire.OK {
+				sub.dead.Store(true) // the stream ended (its connection, the replica, a slow consumer)
+				return
+			}
+			h.Send(r.Events)
+		})
+	if sub.fwdID == 0 {
+		return nil, errPeerClosed
+	}
+	return sub, nil
 }
 
 func (h *holdHub) unsubscribeAll() {
 	h.mu.Lock()
 	subs := h.subs
-	h.subs = map[uint64]holdSub{}
+	h.subs = map[uint64]*holdSub{}
 	h.mu.Unlock()
 	for _, sub := range subs {
-		sub.sh.Unwatch(sub.id)
+		sub.stop()
 	}
 }

@@ -9,11 +9,26 @@ type connSub struct {
 	c      *conn
 	stream uint64
 	hide   bool // leave other clients' ids out of the events (hidesClients)
+	// notices: only the events that tell a holder its hold ended (a peer's
+	// hold-notice subscription, FlagHoldNotices).
+	notices bool
 }
 
 // Send implements shard.Subscriber. When the client cannot keep up the
 // watch ends with TooMany; the client resumes from its last revision.
 func (cs *connSub) Send(events []wire.Event) bool {
+	if cs.notices {
+		var keep []wire.Event
+		for i := range events {
+			if events[i].TellsHolder() {
+				keep = append(keep, events[i])
+			}
+		}
+		if len(keep) == 0 {
+			return true
+		}
+		events = keep
+	}
 	if cs.hide {
 		events = cs.c.hideEventClients(events)
 	}
@@ -59,7 +74,8 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 	}
 	if h := c.s.cfg.Host; h != nil {
 		if local, ok := h.Shard(shardID); ok {
-			sub := &connSub{c: c, stream: stream, hide: c.hidesClients(req.Path)}
+			sub := &connSub{c: c, stream: stream, hide: c.hidesClients(req.Path),
+				notices: c.peer && req.Has(wire.FlagHoldNotices)}
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
 			if err != nil {
 				done(errorResponse(req.ID, err))

@@ -13,8 +13,8 @@ import (
 // revocation at its deadline, an admin's resign or hand-over, a release by
 // token from another lease). The keepalive answers of the lease carry them:
 // the pushed notice (router/holds.go) is the fast path, this is the
-// fallback for a holder whose push was lost with its connection, or whose
-// router has no replica of the shard to push from. Every replica keeps
+// fallback for a holder whose push was lost (with its connection, or while
+// its router renewed the subscription that feeds it). Every replica keeps
 // them from its own applies, so a new leader answers with them too.
 //
 // A notice stays until its lease ends, or until the leader finds it older

@@ -24,6 +24,9 @@ func TestRequestRoundTrip(t *testing.T) {
 		{"features", Request{Op: OpAcquireMulti, Paths: []string{"/a/x", "/b/y"}, Grace: 1500, Target: "node-b",
 			Permits: 3, LockDelay: LockDelayNone, Priority: -2, Flags: FlagRevocable | FlagForce}},
 		{"internal", Request{Op: OpLeaderTransfer, Shard: 3, ToReplica: 1<<20 | 4, Chunk: 2}},
+		{"withdraw a multi-lock", Request{ID: 4, Op: OpCancel, Path: "/a/x", Paths: []string{"/a/x", "/a/y"},
+			Lease: 77, Owner: "w", Client: 9, Seq: 12}},
+		{"hold stream", Request{ID: 2, Op: OpHolds}},
 		{"trace", Request{ID: 3, Op: OpAcquire, Path: "/t",
 			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;congo=t61rcWkgMzE"}},
 	}
@@ -65,6 +68,36 @@ func TestResponseRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, resp) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, resp)
 	}
+}
+
+// TestHoldNoticesRoundTrip: a keepalive answer carrying notices and a push
+// on a hold stream, through both encoders and the decoder.
+func TestHoldNoticesRoundTrip(t *testing.T) {
+	notice := Event{Rev: 9, Kind: EvReleased, Cause: CauseResigned, Path: "/e/x", Token: 31, Lease: 5,
+		Owner: "a", Client: 77, Seq: 4, Shard: 2, Time: 1_700_000_000_000}
+	for _, resp := range []Response{
+		{ID: 3, Leases: []uint64{8}, Denied: []uint64{9}, Events: []Event{notice}},
+		{Stream: 2, Events: []Event{notice, {Rev: 10, Kind: EvLeaseEnd, Cause: CauseExpired, Lease: 5, Shard: 2}}},
+	} {
+		for name, b := range map[string][]byte{"fast": AppendResponse(nil, &resp), "msgpack": mustMarshal(t, &resp)} {
+			var got Response
+			if err := DecodeResponse(b, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, resp) {
+				t.Fatalf("%s encoder:\n got %+v\nwant %+v", name, got, resp)
+			}
+		}
+	}
+}
+
+func mustMarshal(t *testing.T, r *Response) []byte {
+	t.Helper()
+	b, err := marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestReadFrameRefusesOversizeBeforeAllocating(t *testing.T) {

@@ -15,6 +15,11 @@ const (
 	FlagRevocable uint32 = 1 << 8  // Acquire/Campaign: waiters (not only admins) may ask for this lock's revocation
 	FlagForce     uint32 = 1 << 9  // RevokeLock: an admin revocation (needs the admin permission on the path)
 	FlagMoveFinal uint32 = 1 << 12 // InstallRange: the last chunk; the destination takes ownership
+	// FlagHoldNotices (holder range: bits 20-23), on a watch forwarded over
+	// a peer connection: push only the events that tell a holder its hold
+	// ended (Event.TellsHolder), for a router with no replica of the shard.
+	// Ignored from clients.
+	FlagHoldNotices uint32 = 1 << 20
 )
 
 // LockDelayNone in Request.LockDelay turns lock-delay off for one lock
@@ -294,7 +299,7 @@ func (e *Event) TellsHolder() bool {
 	}
 	switch e.Kind {
 	case EvLeaseEnd:
-		return true
+		return e.Cause != CauseMoved
 	case EvReleased:
 		switch e.Cause {
 		case CauseForced:
