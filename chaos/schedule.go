@@ -6,12 +6,13 @@ import (
 )
 
 // ShortSchedule is what `make test` runs: kill, partition and pause the
-// leader, with the lock register and the fenced set, on 3 nodes.
+// leader, with the lock register, the fenced set and the failed-acquire
+// workload, on 3 nodes.
 func ShortSchedule() []Scenario {
 	var out []Scenario
 	for _, f := range []Fault{KillLeader, PartitionLeader, PauseLeader} {
 		out = append(out, Scenario{Name: "short/" + string(f), Nodes: 3, Fault: f,
-			Workloads: []string{WRegister, WFenced}, Window: 12 * time.Second})
+			Workloads: []string{WRegister, WFenced, WHolds}, Window: 12 * time.Second})
 	}
 	return out
 }
