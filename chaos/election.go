@@ -26,16 +26,11 @@ func (e *electionRun) run(ctx context.Context, c *Cluster, seed int64) error {
 	e.byToken = map[uint64]string{}
 	var wg sync.WaitGroup
 	for k := 0; k < 3; k++ {
-		links, err := c.NewClientLinks(fmt.Sprintf("elect-%d", k), k)
+		cl, closeCl, err := c.LinkedClient(ctx, fmt.Sprintf("elect-%d", k), k, client.WithRequestTimeout(time.Second))
 		if err != nil {
 			return err
 		}
-		defer links.Close()
-		cl, err := client.New(ctx, links.Endpoints(), client.WithRequestTimeout(time.Second))
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
+		defer closeCl()
 		wg.Add(1)
 		go func(k int, cl *client.Client) {
 			defer wg.Done()

@@ -1,8 +1,11 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"sync"
+
+	"github.com/wardenlock/warden/client"
 )
 
 // ClientLinks puts a proxy between one client and every node, so the
@@ -56,4 +59,19 @@ func (c *Cluster) NewClientLinks(name string, first int) (*ClientLinks, error) {
 		cl.proxies = append(cl.proxies, p)
 	}
 	return cl, nil
+}
+
+// LinkedClient connects a client through links of its own (NewClientLinks);
+// closing it closes the client, then its proxies.
+func (c *Cluster) LinkedClient(ctx context.Context, name string, first int, opts ...client.Option) (*client.Client, func(), error) {
+	links, err := c.NewClientLinks(name, first)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := client.New(ctx, links.Endpoints(), opts...)
+	if err != nil {
+		links.Close()
+		return nil, nil, err
+	}
+	return cl, func() { cl.Close(); links.Close() }, nil
 }

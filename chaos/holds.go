@@ -75,33 +75,23 @@ func (w *Holds) Run(ctx context.Context, c *Cluster, seed int64) error {
 	w.init()
 	var wg sync.WaitGroup
 	for k := 0; k < w.Workers; k++ {
-		links, err := c.NewClientLinks(fmt.Sprintf("holds-%d", k), k)
-		if err != nil {
-			return err
-		}
-		defer links.Close()
-		cl, err := client.New(ctx, links.Endpoints(), client.WithRequestTimeout(time.Second),
+		cl, closeCl, err := c.LinkedClient(ctx, fmt.Sprintf("holds-%d", k), k, client.WithRequestTimeout(time.Second),
 			client.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
+		defer closeCl()
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()
 			w.worker(ctx, cl, k, rand.New(rand.NewSource(seed*104729+int64(k))))
 		}(k)
 	}
-	pl, err := c.NewClientLinks("holds-poller", 0)
+	poller, closePoller, err := c.LinkedClient(ctx, "holds-poller", 0, client.WithRequestTimeout(time.Second))
 	if err != nil {
 		return err
 	}
-	defer pl.Close()
-	poller, err := client.New(ctx, pl.Endpoints(), client.WithRequestTimeout(time.Second))
-	if err != nil {
-		return err
-	}
-	defer poller.Close()
+	defer closePoller()
 	for ctx.Err() == nil {
 		w.poll(ctx, poller)
 		sleepCtx(ctx, time.Second)

@@ -45,17 +45,12 @@ func (w *Leases) violate(format string, args ...any) {
 func (w *Leases) Run(ctx context.Context, c *Cluster, seed int64) error {
 	var wg sync.WaitGroup
 	for k := 0; k < w.Pairs; k++ {
-		links, err := c.NewClientLinks(fmt.Sprintf("lease-%d", k), k)
-		if err != nil {
-			return err
-		}
-		defer links.Close()
-		cl, err := client.New(ctx, links.Endpoints(), client.WithRequestTimeout(time.Second),
+		cl, closeCl, err := c.LinkedClient(ctx, fmt.Sprintf("lease-%d", k), k, client.WithRequestTimeout(time.Second),
 			client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
 		if err != nil {
 			return err
 		}
-		defer cl.Close()
+		defer closeCl()
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()

@@ -44,17 +44,12 @@ func (w *Register) Run(ctx context.Context, c *Cluster, seed int64) error {
 	var wg sync.WaitGroup
 	paths := RegisterPaths()
 	for id := 0; id < w.Clients; id++ {
-		links, err := c.NewClientLinks(fmt.Sprintf("reg-%d", id), id)
+		cl, closeCl, err := c.LinkedClient(ctx, fmt.Sprintf("reg-%d", id), id, client.WithRequestTimeout(time.Second),
+			client.WithPoolSize(1), client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
 		if err != nil {
 			return err
 		}
-		defer links.Close()
-		cl, err := client.New(ctx, links.Endpoints(), client.WithRequestTimeout(time.Second), client.WithPoolSize(1),
-			client.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
+		defer closeCl()
 		wg.Add(1)
 		go func(id int, cl *client.Client) {
 			defer wg.Done()

@@ -23,16 +23,11 @@ type watchRun struct {
 const watchPrefix = "/reg/r1"
 
 func (w *watchRun) run(ctx context.Context, c *Cluster) error {
-	links, err := c.NewClientLinks("watch", 2)
+	cl, closeCl, err := c.LinkedClient(ctx, "watch", 2, client.WithRequestTimeout(time.Second))
 	if err != nil {
 		return err
 	}
-	defer links.Close()
-	cl, err := client.New(ctx, links.Endpoints(), client.WithRequestTimeout(time.Second))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	defer closeCl()
 	for wr := range cl.Watch(ctx, watchPrefix, client.WithPrefix()) {
 		w.mu.Lock()
 		if wr.Err != nil && ctx.Err() == nil {

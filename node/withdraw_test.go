@@ -58,10 +58,7 @@ func TestServiceWaitTimeoutIsTimeout(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
 	ctx := ctxT(t, 60*time.Second)
 	const path = "/waitout/ns/lock"
-	holder := client.NewMutex(session(t, newClient(t, c), 10*time.Second), path)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	heldLock(t, c, path)
 	rc := dialRaw(t, c.AllEndpoints()[1])
 	for i := uint64(1); i <= 3; i++ {
 		rc.send(&wire.Request{ID: i, Op: wire.OpAcquire, Path: path, TTL: 10_000, Wait: 200, Client: 91, Seq: i})
@@ -91,10 +88,7 @@ func TestLateGrantToAnEndedSessionIsGivenBack(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	const path = "/lategrant/ns/lock"
 	admin := newClient(t, c)
-	holder := client.NewMutex(session(t, newClient(t, c), 10*time.Second), path)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldLock(t, c, path)
 	clk := &jumpClock{}
 	cl, err := client.New(ctx, c.AllEndpoints(), client.WithClock(clk), client.WithRequestTimeout(15*time.Second))
 	if err != nil {
@@ -146,10 +140,7 @@ func TestStaleAcquireAfterAConnectionCut(t *testing.T) {
 	ctx := ctxT(t, 90*time.Second)
 	const path = "/cut/ns/lock"
 	admin := newClient(t, c)
-	holder := client.NewMutex(session(t, newClient(t, c), 10*time.Second), path)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldLock(t, c, path)
 	px := newFrameProxy(t, c.AllEndpoints()[0])
 	cl, err := client.New(ctx, []string{px.addr(), c.AllEndpoints()[1]}, client.WithoutDirectRouting(),
 		client.WithPoolSize(1), client.WithRequestTimeout(2*time.Second))
@@ -346,10 +337,7 @@ func TestFailedLockAcrossALeaderStopLeavesNothing(t *testing.T) {
 	admin := newClient(t, c)
 	for i := 0; i < 3; i++ {
 		path := fmt.Sprintf("/leaderstop/ns%d/lock", i)
-		holder := client.NewMutex(session(t, newClient(t, c), 10*time.Second), path)
-		if err := holder.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		holder := heldLock(t, c, path)
 		waiter := session(t, newClient(t, c), 10*time.Second)
 		const wait = 1500 * time.Millisecond
 		lctx, cancel := context.WithTimeout(ctx, wait)
@@ -392,4 +380,14 @@ func TestFailedLockAcrossALeaderStopLeavesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// heldLock locks path through a client and session of its own.
+func heldLock(t *testing.T, c *nodetest.Cluster, path string) *client.Mutex {
+	t.Helper()
+	m := client.NewMutex(session(t, newClient(t, c), 10*time.Second), path)
+	if err := m.Lock(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -185,17 +185,7 @@ func TestCLIAgainstServeProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { holder.Process.Kill(); holder.Wait() }()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			out, _, code := pc.run(t, "locks", "info", "/cli/rev/x", "-o", "json")
-			if code == 0 && strings.Contains(out, `"Token"`) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("held lock never shown: %s", out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		waitHeld(t, pc, "/cli/rev/x")
 		if _, _, code := pc.run(t, "lock", "--try", "/cli/rev/x", "--", "true"); code != 2 {
 			t.Fatalf("try on the held lock: exit %d, want 2", code)
 		}
