@@ -140,7 +140,8 @@ RevokeLock asks a holder to release within a grace period (any caller, on a
 lock taken WithRevocable; ForceRevokeLock needs the admin permission and
 works on any lock). The holder hears of it through Mutex.RevokeRequests (or
 Client.RevokeRequests); if it still holds the lock at the deadline the
-service revokes it, and the next grant's token is higher, so fenced
+service revokes it, the hold's context ends (a *HoldLostError with cause
+wire.CauseForced), and the next grant's token is higher, so fenced
 resources refuse the old holder.
 
 Lock-delay: after a lease expiry or a revocation the path is granted to
