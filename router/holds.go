@@ -35,11 +35,16 @@ import (
 // holdHub is the router's registry of hold streams and its feed
 // subscriptions.
 type holdHub struct {
-	s       *Server
-	mu      sync.Mutex
-	byLease map[uint64]map[*conn]struct{}
+	s  *Server
+	mu sync.Mutex
+	// byLease: the connections each lease is registered on, with when a
+	// keepalive last renewed it there. A registration ends with its
+	// connection, with its lease's end, or after holdIdle without a
+	// keepalive (a session that never touched a shard ends without an event).
+	byLease map[uint64]map[*conn]time.Time
 	subs    map[uint64]*holdSub // shard id -> the subscription that feeds the hub
 	running bool
+	swept   time.Time
 }
 
 // holdSub follows one shard: the local replica's feed, or a forwarded
@@ -64,6 +69,10 @@ func (sub *holdSub) stop() {
 // holdResync is how often the hub checks which shards have a local replica
 // to follow (replicas come and go with moves).
 const holdResync = time.Second
+
+// holdIdle drops a registration no keepalive renewed for this long: twice
+// the longest TTL a node takes by default (600 s), with room to spare.
+const holdIdle = 30 * time.Minute
 
 // openHolds opens this connection's hold stream under the request's id.
 func (c *conn) openHolds(req *wire.Request, done func(*wire.Response)) {
@@ -109,10 +118,11 @@ func (h *holdHub) register(c *conn, leases []uint64) {
 	if len(leases) == 0 {
 		return
 	}
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.byLease == nil {
-		h.byLease = map[uint64]map[*conn]struct{}{}
+		h.byLease = map[uint64]map[*conn]time.Time{}
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -129,10 +139,42 @@ func (h *holdHub) register(c *conn, leases []uint64) {
 	for _, id := range leases {
 		cs := h.byLease[id]
 		if cs == nil {
-			cs = map[*conn]struct{}{}
+			cs = map[*conn]time.Time{}
 			h.byLease[id] = cs
 		}
-		cs[c] = struct{}{}
+		cs[c] = now
+	}
+}
+
+// unregister drops the registrations of lease on the connections in cs
+// (the caller has taken cs out of byLease).
+func unregister(lease uint64, cs map[*conn]time.Time) {
+	for c := range cs {
+		c.mu.Lock()
+		delete(c.holdLeases, lease)
+		c.mu.Unlock()
+	}
+}
+
+// sweep drops registrations no keepalive renewed within holdIdle; it runs
+// at most once a minute.
+func (h *holdHub) sweep(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if now.Sub(h.swept) < time.Minute {
+		return
+	}
+	h.swept = now
+	for id, cs := range h.byLease {
+		for c, at := range cs {
+			if now.Sub(at) > holdIdle {
+				delete(cs, c)
+				unregister(id, map[*conn]time.Time{c: at})
+			}
+		}
+		if len(cs) == 0 {
+			delete(h.byLease, id)
+		}
 	}
 }
 
@@ -172,6 +214,7 @@ func (h *holdHub) Send(events []wire.Event) bool {
 		}
 		if ev.Kind == wire.EvLeaseEnd {
 			delete(h.byLease, ev.Lease) // the lease is gone: nothing more to tell
+			unregister(ev.Lease, cs)
 		}
 		h.mu.Unlock()
 		for _, c := range to {
@@ -221,6 +264,7 @@ func (h *holdHub) follow() {
 	defer h.unsubscribeAll()
 	for {
 		h.resync()
+		h.sweep(time.Now())
 		select {
 		case <-h.s.stop:
 			return
