@@ -139,11 +139,13 @@ func (hs *heldSet) keepPending(lost *HoldLostError) {
 
 // noticed acts on notices from the service: a hold ended (its registered
 // holder is told) or a session lease ended (the session is lost). It never
-// blocks: it runs on a connection's reader.
+// blocks: it runs on a connection's reader. The service sends only notices
+// (wire.Event.TellsHolder), and may have cleared the Client of the request
+// that ended a hold (another identity's): only the kind is checked here.
 func (c *Client) noticed(events []wire.Event) {
 	for i := range events {
 		ev := &events[i]
-		if !ev.TellsHolder() {
+		if ev.Kind != wire.EvReleased && ev.Kind != wire.EvLeaseEnd || ev.Cause == wire.CauseMoved {
 			continue
 		}
 		s := c.sessionOf(ev.Lease)

@@ -363,6 +363,7 @@ func (c *conn) handle(cl *call) {
 	case wire.OpKeepAlive:
 		c.s.keepAlive(req, func(resp *wire.Response) {
 			c.keptAlive(req, resp)
+			c.hideNoticeClients(resp.Events)
 			to.Answer(resp)
 		})
 	case wire.OpHolds:

@@ -114,6 +114,22 @@ func (c *conn) keptAlive(req *wire.Request, resp *wire.Response) {
 	c.s.holds.register(c, live)
 }
 
+// hideNoticeClients clears, in notices for this connection, the Client and
+// Seq of the request that ended a hold (another client's) where this
+// connection's identity may not see other clients' ids (hidesClients). The
+// notice itself stays: the holder learns that its hold ended and how.
+func (c *conn) hideNoticeClients(evs []wire.Event) {
+	if c.s.policy() == nil {
+		return
+	}
+	own := c.sec.helloOwned.Load()
+	for i := range evs {
+		if evs[i].Client != 0 && evs[i].Client != own && c.hidesClients(evs[i].Path) {
+			evs[i].Client, evs[i].Seq = 0, 0
+		}
+	}
+}
+
 func (h *holdHub) register(c *conn, leases []uint64) {
 	if len(leases) == 0 {
 		return
@@ -235,7 +251,9 @@ func (c *conn) pushHold(ev *wire.Event) {
 	if stream == 0 {
 		return
 	}
-	if !c.send(&wire.Response{Stream: stream, Events: []wire.Event{*ev}}) && !c.isClosed() {
+	notice := []wire.Event{*ev}
+	c.hideNoticeClients(notice)
+	if !c.send(&wire.Response{Stream: stream, Events: notice}) && !c.isClosed() {
 		c.s.slowConsumer()
 		go c.close() // not from inside the feed: closing ends watches, which takes the feed's lock
 	}

@@ -218,8 +218,11 @@ type outcome struct {
 // (Client, Seq) names one request, and a retry is the same request. Client
 // ids are owned by identities (wire.OwnedClient), so a mismatch is the
 // owner's own client reusing a Seq, never another identity's request.
+// A withdrawal recorded ahead of its acquire (op OpCancel, opCancel)
+// answers the acquire, campaign or multi-lock it withdrew.
 func (rec *outcome) answers(op wire.Op, sum uint64) bool {
-	return rec.op == op && (rec.sum == 0 || rec.sum == sum)
+	same := rec.op == op || rec.op == wire.OpCancel && (op == wire.OpAcquire || op == wire.OpCampaign || op == wire.OpAcquireMulti)
+	return same && (rec.sum == 0 || rec.sum == sum)
 }
 
 // requestSum digests what, besides its op, tells one request of a client

@@ -183,7 +183,10 @@ func (s *StateMachine) withdrawUnseen(c *client, r *wire.Request) *wire.Error {
 		return nil
 	}
 	rec := s.newRecord()
-	*rec = outcome{op: wire.OpCancel, code: wire.Cancelled, msg: "withdrawn by its client before it reached the shard"}
+	// The cancel names the acquire's path, paths and lease: its digest is
+	// the acquire's, so the record answers that acquire (outcome.answers).
+	*rec = outcome{op: wire.OpCancel, code: wire.Cancelled, msg: "withdrawn by its client before it reached the shard",
+		sum: sumOf(r)}
 	c.put(r.Seq, rec)
 	return nil
 }

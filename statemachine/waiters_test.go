@@ -133,12 +133,13 @@ func TestCancel(t *testing.T) {
 		// an entry the new leader commits) when its withdrawal is applied.
 		h := newHarness(t)
 		c := cancelReq(4, 1)
-		c.Path = "/l/a"
+		c.Path, c.Lease = "/l/a", 2 // the acquire's path and lease
 		if r := h.mustOK(c); r.Token != 0 {
 			t.Fatalf("withdrawal of an unseen acquire answered token %d", r.Token)
 		}
 		h.expect(with(acq("/l/a", ex, 2, "p"), 4, 1), wire.Cancelled)
 		h.expect(wait(with(acq("/l/a", ex, 2, "p"), 4, 1)), wire.Cancelled)
+		h.expect(with(acq("/l/a", ex, 3, "p"), 4, 1), wire.SeqReused) // another request under that Seq
 		if info := lockInfo(h, "/l/a"); len(info.Holders)+len(info.Waiters) != 0 {
 			t.Fatalf("the withdrawn acquire left %+v", info)
 		}

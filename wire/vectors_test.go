@@ -68,6 +68,10 @@ var requestVectors = []msgVector{
 	reqV("keepalive-leases", Request{ID: 13, Op: OpKeepAlive, Leases: []uint64{vLease, 1, math.MaxInt64}, TTL: 1000}),
 	reqV("revoke", Request{ID: 14, Op: OpRevoke, Lease: vLease, Client: vClient, Seq: 17, AckSeq: 17}),
 	reqV("cancel", Request{ID: 15, Op: OpCancel, Path: "/locks/billing/nightly", Client: vClient, Seq: 12}),
+	reqV("cancel-multi", Request{ID: 15, Op: OpCancel, Path: "/acct/alice", Paths: []string{"/acct/alice", "/acct/bob"},
+		Lease: vLease, Owner: "mover", Client: vClient, Seq: 30}).
+		with("withdrawing a multi-lock names its paths, lease and owner: the answer lists the holds it still has"),
+	reqV("holds", Request{ID: 2, Op: OpHolds}).with("opens the connection's hold stream, before its keepalives"),
 	reqV("lockinfo-stale", Request{ID: 16, Op: OpLockInfo, Path: "/locks/billing", Flags: FlagStale}),
 	reqV("listlocks", Request{ID: 17, Op: OpListLocks, Path: "/locks", Flags: FlagPrefix, Limit: 500}),
 	reqV("kv-get", Request{ID: 18, Op: OpKVGet, Path: "/config/feature"}),
@@ -93,6 +97,8 @@ var requestVectors = []msgVector{
 		Seq: 25, AckSeq: 25}),
 	reqV("leader", Request{ID: 28, Op: OpLeader, Path: "/elections/scheduler"}),
 	reqV("watch", Request{ID: 29, Op: OpWatch, Path: "/locks/billing", Flags: FlagPrefix | FlagPrevKV, Rev: 1234}),
+	reqV("watch-hold-notices", Request{ID: 3, Op: OpWatch, Path: "/", Flags: FlagPrefix | FlagHoldNotices, Shard: 4}).
+		with("internal: a router follows a shard it has no replica of, over a peer connection, for its hold notices only"),
 	reqV("unwatch", Request{ID: 30, Op: OpUnwatch, Stream: 29}),
 	reqV("status", Request{ID: 31, Op: OpStatus}),
 	reqV("ranges", Request{ID: 32, Op: OpRanges}),
@@ -159,6 +165,19 @@ var responseVectors = []msgVector{
 	respV("keepalive-unavailable-gone", Response{ID: 13, Code: Unavailable, Msg: "shard 3: no leader", Leases: []uint64{vLease}}).
 		with("a lease listed as gone is lost even when the code is an error"),
 	respV("cancel-granted", Response{ID: 15, Token: 9032}),
+	respV("cancel-multi-held", Response{ID: 15, Holders: []Holder{
+		{Owner: "mover", Lease: vLease, Token: 400, Count: 1, Path: "/acct/bob"}}}).
+		with("the withdrawn multi-lock still holds /acct/bob: give it back by that token"),
+	respV("keepalive-notices", Response{ID: 13, Events: []Event{
+		{Rev: 501, Kind: EvReleased, Cause: CauseForced, Path: "/locks/report", Token: 88, Lease: vLease, Owner: "o",
+			Shard: 2, Time: 1_700_000_004_000}}}).
+		with("the recent holds of the requested leases the service ended without the holder"),
+	respV("holds-started", Response{ID: 2, Stream: 2}),
+	respV("holds-push", Response{Stream: 2, Events: []Event{
+		{Rev: 502, Kind: EvReleased, Cause: CauseResigned, Path: "/elections/s2", Token: 90, Lease: vLease, Owner: "a",
+			Client: 0x1234, Seq: 7, Shard: 2, Time: 1_700_000_005_000},
+		{Rev: 503, Kind: EvLeaseEnd, Cause: CauseExpired, Lease: vLease, Shard: 2, Time: 1_700_000_006_000}}}).
+		with("a hold another client ended (its Client and Seq, or 0 where the caller may not see them), and the lease's end"),
 	respV("lockinfo", Response{ID: 16, Rev: 88,
 		Holders: []Holder{{Owner: "a", Lease: vLease, Mode: Shared, Token: 7, Count: 2, Path: "/locks/billing", TTL: 9500},
 			{Owner: "", Lease: 1<<63 | 3, Mode: Shared, Token: 8, Count: 1, Path: "/locks/billing"}},
