@@ -238,7 +238,9 @@ func TestRevokedPermitAndMultiLockAreTold(t *testing.T) {
 
 // TestStandaloneRouterPushesNotices: a client behind a standalone router
 // (no replica on it) hears of a revocation pushed through the router's
-// forwarded subscription, long before its next keepalive.
+// forwarded subscription, long before its next keepalive; also one made
+// while the node that subscription went to was down (the router follows
+// the shard through another node, from the revision it had reached).
 func TestStandaloneRouterPushesNotices(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
 	srv := router.New(router.Config{Seeds: c.AllEndpoints()})
@@ -268,6 +270,18 @@ func TestStandaloneRouterPushesNotices(t *testing.T) {
 		what := fmt.Sprintf("through the router, lock %d", i)
 		lostBy(t, what, endedWith(t, what, m.Context(), pushWithin), wire.CauseForced)
 	}
+
+	const path = "/viarouter/d/lock"
+	m := client.NewMutex(s, path)
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.StopNode(c.LeaderOf(shardOf(t, c, path))) // the node the router follows the shard through
+	if err := admin.ForceRevokeLock(ctx, path, m.Token(), 0); err != nil {
+		t.Fatal(err)
+	}
+	lostBy(t, "while the followed node was down", endedWith(t, "while the followed node was down", m.Context(), pushWithin),
+		wire.CauseForced)
 }
 
 // TestKeepaliveAnswersCarryEndedHolds: a keepalive answer lists the holds

@@ -460,8 +460,13 @@ func (c *conn) cancel(req *wire.Request, done func(*wire.Response)) {
 		return
 	}
 	// The paths, lease and owner of a multi-lock go along (the shard answers
-	// the holds it still has).
-	c.s.route(&wire.Request{ID: req.ID, Op: wire.OpCancel, Path: pw.path, Paths: req.Paths, Lease: req.Lease,
+	// the holds it still has), and the lease names the acquire to a shard
+	// that has not seen it yet (its withdrawal record answers that acquire).
+	lease := req.Lease
+	if lease == 0 {
+		lease = pw.lease
+	}
+	c.s.route(&wire.Request{ID: req.ID, Op: wire.OpCancel, Path: pw.path, Paths: req.Paths, Lease: lease,
 		Owner: req.Owner, Client: client, Seq: req.Seq, Identity: req.Identity, Trace: req.Trace}, done)
 }
 

@@ -43,18 +43,35 @@ type holdHub struct {
 	// keepalive (a session that never touched a shard ends without an event).
 	byLease map[uint64]map[*conn]time.Time
 	subs    map[uint64]*holdSub // shard id -> the subscription that feeds the hub
+	resume  map[uint64]uint64   // shard id -> the revision a renewed subscription replays from
 	running bool
 	swept   time.Time
+	// incomplete: some shard has no live subscription yet; a registration
+	// then kicks the follower, so a new client's notices are not left to
+	// its keepalives.
+	incomplete bool
+	kick       chan struct{}
 }
 
 // holdSub follows one shard: the local replica's feed, or a forwarded
 // subscription on a peer connection.
 type holdSub struct {
+	h     *holdHub
 	sh    *shard.Shard // local replica (nil: forwarded)
 	id    uint64       // its feed subscription
 	peer  *peer        // forwarded: the connection and its stream
 	fwdID uint64
-	dead  atomic.Bool // the forwarded stream ended: subscribe again
+	dead  atomic.Bool   // the forwarded stream ended: subscribe again
+	last  atomic.Uint64 // the shard revision it has covered: a renewal replays from the next
+}
+
+// Send implements shard.Subscriber for a local replica's feed.
+func (sub *holdSub) Send(events []wire.Event) bool {
+	if n := len(events); n > 0 {
+		sub.last.Store(events[n-1].Rev)
+	}
+	sub.h.deliver(events)
+	return true
 }
 
 func (sub *holdSub) stop() {
@@ -137,6 +154,12 @@ func (h *holdHub) register(c *conn, leases []uint64) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.incomplete && h.kick != nil {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	}
 	if h.byLease == nil {
 		h.byLease = map[uint64]map[*conn]time.Time{}
 	}
@@ -211,12 +234,10 @@ func (h *holdHub) forget(c *conn, leases map[uint64]struct{}) {
 	}
 }
 
-// Send implements shard.Subscriber for the local replicas' feeds: it pushes
-// each notice to the connections its lease is registered on. It never
-// refuses events (the subscription stays), and runs inside the shard's
-// apply: map lookups only, and nothing at all for the holder's own
-// releases.
-func (h *holdHub) Send(events []wire.Event) bool {
+// deliver pushes each notice among events to the connections its lease is
+// registered on. For a local replica it runs inside the shard's apply: map
+// lookups only, and nothing at all for the holder's own releases.
+func (h *holdHub) deliver(events []wire.Event) {
 	for i := range events {
 		ev := &events[i]
 		if !ev.TellsHolder() {
@@ -237,7 +258,6 @@ func (h *holdHub) Send(events []wire.Event) bool {
 			c.pushHold(ev)
 		}
 	}
-	return true
 }
 
 // pushHold sends one notice on the connection's hold stream. A client that
@@ -268,7 +288,9 @@ func (h *holdHub) start() {
 		return
 	}
 	h.running = true
-	h.subs = map[uint64]*holdSub{}
+	h.subs, h.resume = map[uint64]*holdSub{}, map[uint64]uint64{}
+	h.kick = make(chan struct{}, 1)
+	h.incomplete = true
 	h.mu.Unlock()
 	h.s.wg.Add(1)
 	go func() {
@@ -277,26 +299,39 @@ func (h *holdHub) start() {
 	}()
 }
 
-// follow keeps one subscription per shard until the router closes.
+// follow keeps one subscription per shard until the router closes. While
+// a shard has none (the table not loaded yet, no replica reachable) it
+// tries again every holdRetry.
 func (h *holdHub) follow() {
 	defer h.unsubscribeAll()
 	for {
-		h.resync()
+		wait := holdResync
+		if !h.resync() {
+			wait = holdRetry
+		}
 		h.sweep(time.Now())
 		select {
 		case <-h.s.stop:
 			return
-		case <-time.After(holdResync):
+		case <-h.kick:
+		case <-time.After(wait):
 		}
 	}
 }
 
+// holdRetry is how soon the hub tries again to follow a shard it could not.
+const holdRetry = 100 * time.Millisecond
+
 // resync subscribes to the shards that have no live subscription (a new
 // shard, a new or restarted local replica, a forwarded stream that ended)
-// and drops those that no longer fit (a replica that left or arrived). Only
-// follow's goroutine changes subs; the feeds and peers are called without
-// h.mu held (a feed calls Send with its own lock held, and Send takes h.mu).
-func (h *holdHub) resync() {
+// and drops those that no longer fit (a replica that left or arrived). A
+// renewed subscription replays from the revision after the one its
+// predecessor covered, so the notices in between are pushed too (when the
+// shard still retains them; else it starts from now, and the keepalive
+// answers carry them). Only follow's goroutine changes subs; the feeds and
+// peers are called without h.mu held (a feed calls Send with its own lock
+// held, and deliver takes h.mu). It reports whether every shard is followed.
+func (h *holdHub) resync() bool {
 	want := map[uint64]*shard.Shard{} // shard -> its local replica, or nil
 	if t := h.s.cache.table(); t != nil {
 		for _, si := range t.Shards {
@@ -317,6 +352,9 @@ func (h *holdHub) resync() {
 		if !ok || sub.sh != sh || sub.dead.Load() {
 			drop = append(drop, sub)
 			delete(h.subs, id)
+			if last := sub.last.Load(); ok && last > 0 {
+				h.resume[id] = last + 1
+			}
 		}
 	}
 	var add []uint64
@@ -329,27 +367,45 @@ func (h *holdHub) resync() {
 	for _, sub := range drop {
 		sub.stop()
 	}
+	complete := len(want) > 0
 	for _, id := range add {
-		sub, err := h.subscribe(id, want[id])
+		h.mu.Lock()
+		from := h.resume[id]
+		h.mu.Unlock()
+		sub, err := h.subscribe(id, want[id], from)
+		if err != nil && from != 0 {
+			sub, err = h.subscribe(id, want[id], 0) // what it missed is no longer retained
+		}
 		if err != nil {
 			h.s.log.Debug("router: cannot follow a shard for hold notices yet", "shard", id, "err", err)
+			complete = false
 			continue
 		}
 		h.mu.Lock()
 		h.subs[id] = sub
+		delete(h.resume, id)
 		h.mu.Unlock()
 	}
+	h.mu.Lock()
+	h.incomplete = !complete
+	h.mu.Unlock()
+	return complete
 }
 
 // subscribe follows shard id through its local replica sh, or, without one,
-// through a node that has one.
-func (h *holdHub) subscribe(id uint64, sh *shard.Shard) (*holdSub, error) {
+// through a node that has one, from revision from (0: from now).
+func (h *holdHub) subscribe(id uint64, sh *shard.Shard, from uint64) (*holdSub, error) {
+	sub := &holdSub{h: h, sh: sh}
 	if sh != nil {
-		subID, _, err := sh.Watch("/", true, 0, h)
+		subID, rev, err := sh.Watch("/", true, from, sub)
 		if err != nil {
 			return nil, err
 		}
-		return &holdSub{sh: sh, id: subID}, nil
+		sub.id = subID
+		if sub.last.Load() < rev {
+			sub.last.Store(rev)
+		}
+		return sub, nil
 	}
 	addr, _ := h.s.cache.leaderAddr(id)
 	if addr == "" {
@@ -362,17 +418,41 @@ func (h *holdHub) subscribe(id uint64, sh *shard.Shard) (*holdSub, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub := &holdSub{peer: p}
-	sub.fwdID = p.send(&wire.Request{Op: wire.OpWatch, Path: "/", Flags: wire.FlagPrefix | wire.FlagHoldNotices, Shard: id},
+	sub.peer = p
+	started := make(chan error, 1)
+	sub.fwdID = p.send(&wire.Request{Op: wire.OpWatch, Path: "/", Flags: wire.FlagPrefix | wire.FlagHoldNotices, Shard: id,
+		Rev: from},
 		func(r *wire.Response) {
 			if r.Code != wire.OK {
 				sub.dead.Store(true) // the stream ended (its connection, the replica, a slow consumer)
+				select {
+				case started <- r.AsError():
+				default:
+				}
 				return
 			}
-			h.Send(r.Events)
+			if n := len(r.Events); n > 0 && r.Events[n-1].Rev > sub.last.Load() {
+				sub.last.Store(r.Events[n-1].Rev)
+			} else if n == 0 && r.Rev > sub.last.Load() {
+				sub.last.Store(r.Rev) // the first answer: the revision it starts after
+			}
+			select {
+			case started <- nil:
+			default:
+			}
+			h.deliver(r.Events)
 		})
 	if sub.fwdID == 0 {
 		return nil, errPeerClosed
+	}
+	select {
+	case err := <-started:
+		if err != nil {
+			return nil, err
+		}
+	case <-time.After(h.s.cfg.RequestTimeout):
+		sub.stop()
+		return nil, errors.New("no answer to the subscription")
 	}
 	return sub, nil
 }

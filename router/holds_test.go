@@ -49,7 +49,7 @@ func TestHoldHubTellsOnlyTheLeasesRegisteredOnAConnection(t *testing.T) {
 	forced := func(lease uint64) wire.Event {
 		return wire.Event{Kind: wire.EvReleased, Cause: wire.CauseForced, Path: "/a", Token: 9, Lease: lease}
 	}
-	s.holds.Send([]wire.Event{forced(1), forced(2), forced(3), forced(4),
+	s.holds.deliver([]wire.Event{forced(1), forced(2), forced(3), forced(4),
 		{Kind: wire.EvReleased, Cause: wire.CauseReleased, Path: "/a", Token: 8, Lease: 1}}) // the holder's own
 	for _, tc := range []struct {
 		name string
@@ -62,12 +62,12 @@ func TestHoldHubTellsOnlyTheLeasesRegisteredOnAConnection(t *testing.T) {
 		}
 	}
 
-	s.holds.Send([]wire.Event{{Kind: wire.EvLeaseEnd, Cause: wire.CauseExpired, Lease: 1}})
+	s.holds.deliver([]wire.Event{{Kind: wire.EvLeaseEnd, Cause: wire.CauseExpired, Lease: 1}})
 	if evs := pushed(t, a); len(evs) != 1 || evs[0].Kind != wire.EvLeaseEnd {
 		t.Fatalf("a heard %+v, want its lease's end", evs)
 	}
 	pushed(t, b)
-	s.holds.Send([]wire.Event{forced(1)})
+	s.holds.deliver([]wire.Event{forced(1)})
 	if evs := append(pushed(t, a), pushed(t, b)...); len(evs) != 0 {
 		t.Fatalf("notices of an ended lease: %+v", evs)
 	}
