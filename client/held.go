@@ -59,23 +59,24 @@ type heldHold interface {
 	holdLost(token uint64, cause error)
 }
 
-// heldKey names one hold: tokens are unique per shard, not across shards,
-// so the path is part of the name.
-type heldKey struct {
-	token uint64
-	path  string
+// heldEntry is one registered hold. Tokens are unique per shard, not
+// across shards, so an entry also names its path; entries of one token on
+// several paths (several shards) are chained.
+type heldEntry struct {
+	path string
+	h    heldHold
+	next *heldEntry
 }
 
-// heldSet is a session's registry of holds. A notice can overtake the grant
-// it ends (a revocation right after the grant, pushed while the grant's
-// answer is on its way): notices that find no hold are kept for a while,
-// and a hold registered later that they name is told at once.
+// heldSet is a session's registry of holds, by token (an integer key: a
+// lock cycle registers and drops one, and hashing a path cost more). A
+// notice can overtake the grant it ends (a revocation right after the
+// grant, pushed while the grant's answer is on its way): notices that find
+// no hold are kept for a while, and a hold registered later that they name
+// is told at once.
 type heldSet struct {
-	mu sync.Mutex
-	// m holds each hold's object; several objects of one process can share
-	// a hold only by mistake (one owner in two Mutexes), and then the last
-	// one registered is told.
-	m       map[heldKey]heldHold
+	mu      sync.Mutex
+	m       map[uint64]heldEntry
 	pending []*HoldLostError // notices that found no hold yet, newest last
 }
 
@@ -93,30 +94,54 @@ func (hs *heldSet) add(path string, token uint64, h heldHold) {
 		}
 	}
 	if hs.m == nil {
-		hs.m = map[heldKey]heldHold{}
+		hs.m = map[uint64]heldEntry{}
 	}
-	hs.m[heldKey{token, path}] = h
+	e := heldEntry{path: path, h: h}
+	if old, ok := hs.m[token]; ok { // the same token on another shard's path: rare
+		e.next = new(heldEntry)
+		*e.next = old
+	}
+	hs.m[token] = e
 	hs.mu.Unlock()
 }
 
 func (hs *heldSet) remove(path string, token uint64, h heldHold) {
-	k := heldKey{token, path}
 	hs.mu.Lock()
-	if hs.m[k] == h {
-		delete(hs.m, k)
-	}
+	hs.unlink(token, path, h)
 	hs.mu.Unlock()
+}
+
+// unlink drops the entry of token on path (of h, when h is not nil) and
+// returns its hold (nil: none). Called with hs.mu held.
+func (hs *heldSet) unlink(token uint64, path string, h heldHold) heldHold {
+	e, ok := hs.m[token]
+	if !ok {
+		return nil
+	}
+	if e.path == path && (h == nil || e.h == h) {
+		if e.next == nil {
+			delete(hs.m, token)
+		} else {
+			hs.m[token] = *e.next
+		}
+		return e.h
+	}
+	for prev := &e; prev.next != nil; prev = prev.next {
+		if x := prev.next; x.path == path && (h == nil || x.h == h) {
+			prev.next = x.next
+			hs.m[token] = e
+			return x.h
+		}
+	}
+	return nil
 }
 
 // take removes and returns the hold lost names; with none registered, it
 // keeps the notice for a hold registered later.
 func (hs *heldSet) take(lost *HoldLostError) heldHold {
-	k := heldKey{lost.Token, lost.Path}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	h, ok := hs.m[k]
-	if ok {
-		delete(hs.m, k)
+	if h := hs.unlink(lost.Token, lost.Path, nil); h != nil {
 		return h
 	}
 	hs.keepPending(lost)

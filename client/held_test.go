@@ -199,3 +199,37 @@ func TestUnansweredWithdrawalGoesOnInTheBackground(t *testing.T) {
 		t.Fatalf("release %+v, want token 55 of /locks/bg", rel)
 	}
 }
+
+type recordedLoss struct{ lost []error }
+
+func (r *recordedLoss) holdLost(_ uint64, cause error) { r.lost = append(r.lost, cause) }
+
+// TestHeldSetTellsTheHoldOfTheRightPath: tokens are unique per shard only,
+// so two holds of one session can share one on different paths; a notice
+// finds the one of its path, and a notice that finds none is kept (once)
+// for a hold registered later.
+func TestHeldSetTellsTheHoldOfTheRightPath(t *testing.T) {
+	var hs heldSet
+	a, b, c := &recordedLoss{}, &recordedLoss{}, &recordedLoss{}
+	hs.add("/s1/a", 7, a)
+	hs.add("/s2/b", 7, b)
+	if h := hs.take(&HoldLostError{Path: "/s2/b", Token: 7}); h != b {
+		t.Fatalf("the notice of /s2/b found %v", h)
+	}
+	if h := hs.take(&HoldLostError{Path: "/s2/b", Token: 7}); h != nil {
+		t.Fatalf("a second notice of /s2/b found %v", h)
+	}
+	hs.remove("/s1/a", 7, a)
+	if len(hs.m) != 0 {
+		t.Fatalf("entries left: %v", hs.m)
+	}
+	hs.take(&HoldLostError{Path: "/s3/c", Token: 9, Cause: wire.CauseForced})
+	hs.take(&HoldLostError{Path: "/s3/c", Token: 9, Cause: wire.CauseForced}) // repeated by a keepalive answer
+	if len(hs.pending) != 2 { // the repeated /s2/b notice and /s3/c's, once
+		t.Fatalf("%d pending notices, want 2", len(hs.pending))
+	}
+	hs.add("/s3/c", 9, c)
+	if len(c.lost) != 1 || len(hs.m) != 0 || len(hs.pending) != 1 {
+		t.Fatalf("a hold registered after its notice: told %v, registry %v, pending %v", c.lost, hs.m, hs.pending)
+	}
+}
