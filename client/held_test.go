@@ -225,7 +225,8 @@ func TestHeldSetTellsTheHoldOfTheRightPath(t *testing.T) {
 	}
 	hs.take(&HoldLostError{Path: "/s3/c", Token: 9, Cause: wire.CauseForced})
 	hs.take(&HoldLostError{Path: "/s3/c", Token: 9, Cause: wire.CauseForced}) // repeated by a keepalive answer
-	if len(hs.pending) != 2 { // the repeated /s2/b notice and /s3/c's, once
+	// Pending: the repeated /s2/b notice, and /s3/c's once.
+	if len(hs.pending) != 2 {
 		t.Fatalf("%d pending notices, want 2", len(hs.pending))
 	}
 	hs.add("/s3/c", 9, c)
