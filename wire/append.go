@@ -173,42 +173,42 @@ func (r *Request) fieldCount() int {
 // EncodeMsgpack writes, without allocating beyond growing b.
 func AppendRequest(b []byte, r *Request) []byte {
 	b = appendMapLen(b, r.fieldCount())
-	b = appendUintField(b, 1, r.ID)
-	b = appendUintField(b, 2, uint64(r.Op))
-	b = appendStringField(b, 3, r.Path)
-	b = appendUintField(b, 4, uint64(r.Mode))
-	b = appendUintField(b, 5, r.Lease)
-	b = appendIntField(b, 6, r.TTL)
-	b = appendIntField(b, 7, r.Wait)
-	b = appendUintField(b, 8, r.Token)
-	b = appendStringField(b, 9, r.Owner)
-	b = appendBytesField(b, 10, r.Value)
-	b = appendUintField(b, 11, r.Version)
-	b = appendUintField(b, 12, r.Rev)
-	b = appendUintField(b, 13, r.Client)
-	b = appendUintField(b, 14, r.Seq)
-	b = appendUintField(b, 15, r.AckSeq)
-	b = appendUintField(b, 16, r.Gen)
-	b = appendUintField(b, 17, uint64(r.Flags))
-	b = appendUintField(b, 18, uint64(r.Limit))
-	b = appendUintField(b, 19, r.Stream)
-	b = appendStringField(b, 20, r.Auth)
-	b = appendUintsField(b, 21, r.Leases)
-	b = appendRangesField(b, 22, r.Ranges)
-	b = appendUintField(b, 23, r.Shard)
-	b = appendUintField(b, 24, r.Term)
-	b = appendIntsField(b, 65, r.Remaining)
-	b = appendUintField(b, 80, uint64(r.Chunk))
-	b = appendUintField(b, 81, r.ToReplica)
-	b = appendStringField(b, 70, r.Identity)
-	b = appendUintField(b, 71, r.LeaseKey)
-	b = appendStringsField(b, 30, r.Paths)
-	b = appendIntField(b, 31, r.Grace)
-	b = appendStringField(b, 32, r.Target)
-	b = appendUintField(b, 33, uint64(r.Permits))
-	b = appendIntField(b, 34, r.LockDelay)
-	b = appendIntField(b, 35, r.Priority)
-	b = appendStringField(b, 60, r.Trace)
+	b = appendUintField(b, reqID, r.ID)
+	b = appendUintField(b, reqOp, uint64(r.Op))
+	b = appendStringField(b, reqPath, r.Path)
+	b = appendUintField(b, reqMode, uint64(r.Mode))
+	b = appendUintField(b, reqLease, r.Lease)
+	b = appendIntField(b, reqTTL, r.TTL)
+	b = appendIntField(b, reqWait, r.Wait)
+	b = appendUintField(b, reqToken, r.Token)
+	b = appendStringField(b, reqOwner, r.Owner)
+	b = appendBytesField(b, reqValue, r.Value)
+	b = appendUintField(b, reqVersion, r.Version)
+	b = appendUintField(b, reqRev, r.Rev)
+	b = appendUintField(b, reqClient, r.Client)
+	b = appendUintField(b, reqSeq, r.Seq)
+	b = appendUintField(b, reqAckSeq, r.AckSeq)
+	b = appendUintField(b, reqGen, r.Gen)
+	b = appendUintField(b, reqFlags, uint64(r.Flags))
+	b = appendUintField(b, reqLimit, uint64(r.Limit))
+	b = appendUintField(b, reqStream, r.Stream)
+	b = appendStringField(b, reqAuth, r.Auth)
+	b = appendUintsField(b, reqLeases, r.Leases)
+	b = appendRangesField(b, reqRanges, r.Ranges)
+	b = appendUintField(b, reqShard, r.Shard)
+	b = appendUintField(b, reqTerm, r.Term)
+	b = appendIntsField(b, reqRemaining, r.Remaining)
+	b = appendUintField(b, reqChunk, uint64(r.Chunk))
+	b = appendUintField(b, reqToReplica, r.ToReplica)
+	b = appendStringField(b, reqIdentity, r.Identity)
+	b = appendUintField(b, reqLeaseKey, r.LeaseKey)
+	b = appendStringsField(b, reqPaths, r.Paths)
+	b = appendIntField(b, reqGrace, r.Grace)
+	b = appendStringField(b, reqTarget, r.Target)
+	b = appendUintField(b, reqPermits, uint64(r.Permits))
+	b = appendIntField(b, reqLockDelay, r.LockDelay)
+	b = appendIntField(b, reqPriority, r.Priority)
+	b = appendStringField(b, reqTrace, r.Trace)
 	return b
 }
 
@@ -252,25 +252,25 @@ func AppendResponse(b []byte, r *Response) []byte {
 		return append(b, out...)
 	}
 	b = appendMapLen(b, r.fieldCount())
-	b = appendUintField(b, 1, r.ID)
-	b = appendUintField(b, 2, uint64(r.Code))
-	b = appendStringField(b, 3, r.Msg)
-	b = appendUintField(b, 4, r.Token)
-	b = appendUintField(b, 5, r.Lease)
-	b = appendIntField(b, 6, r.TTL)
-	b = appendUintField(b, 7, r.Rev)
-	b = appendBytesField(b, 8, r.Value)
-	b = appendUintField(b, 9, r.Version)
-	b = appendUintField(b, 10, uint64(r.Mode))
-	b = appendUintField(b, 11, uint64(r.Count))
-	b = appendStringField(b, 12, r.Owner)
-	b = appendStringField(b, 13, r.Path)
-	b = appendUintField(b, 14, r.Stream)
+	b = appendUintField(b, respID, r.ID)
+	b = appendUintField(b, respCode, uint64(r.Code))
+	b = appendStringField(b, respMsg, r.Msg)
+	b = appendUintField(b, respToken, r.Token)
+	b = appendUintField(b, respLease, r.Lease)
+	b = appendIntField(b, respTTL, r.TTL)
+	b = appendUintField(b, respRev, r.Rev)
+	b = appendBytesField(b, respValue, r.Value)
+	b = appendUintField(b, respVersion, r.Version)
+	b = appendUintField(b, respMode, uint64(r.Mode))
+	b = appendUintField(b, respCount, uint64(r.Count))
+	b = appendStringField(b, respOwner, r.Owner)
+	b = appendStringField(b, respPath, r.Path)
+	b = appendUintField(b, respStream, r.Stream)
 	if r.Hint != nil {
-		b = appendHint(append(b, 15), r.Hint)
+		b = appendHint(append(b, respHint), r.Hint)
 	}
 	if len(r.Holders) > 0 {
-		b = AppendArrayLen(append(b, 16), len(r.Holders))
+		b = AppendArrayLen(append(b, respHolders), len(r.Holders))
 		for i := range r.Holders {
 			h := &r.Holders[i]
 			b = append(b, 0x97)
@@ -284,7 +284,7 @@ func AppendResponse(b []byte, r *Response) []byte {
 		}
 	}
 	if len(r.Waiters) > 0 {
-		b = AppendArrayLen(append(b, 17), len(r.Waiters))
+		b = AppendArrayLen(append(b, respWaiters), len(r.Waiters))
 		for i := range r.Waiters {
 			w := &r.Waiters[i]
 			b = append(b, 0x96)
@@ -297,7 +297,7 @@ func AppendResponse(b []byte, r *Response) []byte {
 		}
 	}
 	if len(r.KVs) > 0 {
-		b = AppendArrayLen(append(b, 18), len(r.KVs))
+		b = AppendArrayLen(append(b, respKVs), len(r.KVs))
 		for i := range r.KVs {
 			kv := &r.KVs[i]
 			b = append(b, 0x96)
@@ -310,15 +310,15 @@ func AppendResponse(b []byte, r *Response) []byte {
 		}
 	}
 	if len(r.Events) > 0 {
-		b = AppendArrayLen(append(b, 19), len(r.Events))
+		b = AppendArrayLen(append(b, respEvents), len(r.Events))
 		for i := range r.Events {
 			b = appendEvent(b, &r.Events[i])
 		}
 	}
-	b = appendUintsField(b, 20, r.Leases)
-	b = appendRangesField(b, 21, r.Ranges)
+	b = appendUintsField(b, respLeases, r.Leases)
+	b = appendRangesField(b, respRanges, r.Ranges)
 	if len(r.Grants) > 0 {
-		b = AppendArrayLen(append(b, 22), len(r.Grants))
+		b = AppendArrayLen(append(b, respGrants), len(r.Grants))
 		for i := range r.Grants {
 			g := &r.Grants[i]
 			b = append(b, 0x96)
@@ -330,10 +330,10 @@ func AppendResponse(b []byte, r *Response) []byte {
 			b = AppendUint(b, uint64(g.Mode))
 		}
 	}
-	b = appendUintsField(b, 70, r.Denied)
-	b = appendIntField(b, 30, r.DelayUntil)
-	b = appendIntField(b, 31, r.RevokeAt)
-	b = appendUintField(b, 32, uint64(r.Permits))
+	b = appendUintsField(b, respDenied, r.Denied)
+	b = appendIntField(b, respDelayUntil, r.DelayUntil)
+	b = appendIntField(b, respRevokeAt, r.RevokeAt)
+	b = appendUintField(b, respPermits, uint64(r.Permits))
 	return b
 }
 

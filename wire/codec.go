@@ -12,7 +12,7 @@ import (
 // Request and Response are encoded as msgpack maps from small integer field
 // numbers to values, holding only the non-zero fields: compact, and a reader
 // skips fields it does not know, so fields can be added without a version bump.
-// Field numbers are the protocol (docs/protocol.md); never reuse one.
+// The field numbers are declared in fields.go.
 
 var (
 	_ msgpack.CustomEncoder = (*Request)(nil)
@@ -71,42 +71,42 @@ func (w *fieldWriter) value(k int, present bool, v any) {
 }
 
 func (r *Request) fields(w *fieldWriter) {
-	w.uint(1, r.ID)
-	w.uint(2, uint64(r.Op))
-	w.str(3, r.Path)
-	w.uint(4, uint64(r.Mode))
-	w.uint(5, r.Lease)
-	w.int(6, r.TTL)
-	w.int(7, r.Wait)
-	w.uint(8, r.Token)
-	w.str(9, r.Owner)
-	w.bytes(10, r.Value)
-	w.uint(11, r.Version)
-	w.uint(12, r.Rev)
-	w.uint(13, r.Client)
-	w.uint(14, r.Seq)
-	w.uint(15, r.AckSeq)
-	w.uint(16, r.Gen)
-	w.uint(17, uint64(r.Flags))
-	w.uint(18, uint64(r.Limit))
-	w.uint(19, r.Stream)
-	w.str(20, r.Auth)
-	w.value(21, len(r.Leases) > 0, r.Leases)
-	w.value(22, len(r.Ranges) > 0, r.Ranges)
-	w.uint(23, r.Shard)
-	w.uint(24, r.Term)
-	w.value(65, len(r.Remaining) > 0, r.Remaining)
-	w.uint(80, uint64(r.Chunk))
-	w.uint(81, r.ToReplica)
-	w.str(70, r.Identity)
-	w.uint(71, r.LeaseKey)
-	w.value(30, len(r.Paths) > 0, r.Paths)
-	w.int(31, r.Grace)
-	w.str(32, r.Target)
-	w.uint(33, uint64(r.Permits))
-	w.int(34, r.LockDelay)
-	w.int(35, r.Priority)
-	w.str(60, r.Trace)
+	w.uint(reqID, r.ID)
+	w.uint(reqOp, uint64(r.Op))
+	w.str(reqPath, r.Path)
+	w.uint(reqMode, uint64(r.Mode))
+	w.uint(reqLease, r.Lease)
+	w.int(reqTTL, r.TTL)
+	w.int(reqWait, r.Wait)
+	w.uint(reqToken, r.Token)
+	w.str(reqOwner, r.Owner)
+	w.bytes(reqValue, r.Value)
+	w.uint(reqVersion, r.Version)
+	w.uint(reqRev, r.Rev)
+	w.uint(reqClient, r.Client)
+	w.uint(reqSeq, r.Seq)
+	w.uint(reqAckSeq, r.AckSeq)
+	w.uint(reqGen, r.Gen)
+	w.uint(reqFlags, uint64(r.Flags))
+	w.uint(reqLimit, uint64(r.Limit))
+	w.uint(reqStream, r.Stream)
+	w.str(reqAuth, r.Auth)
+	w.value(reqLeases, len(r.Leases) > 0, r.Leases)
+	w.value(reqRanges, len(r.Ranges) > 0, r.Ranges)
+	w.uint(reqShard, r.Shard)
+	w.uint(reqTerm, r.Term)
+	w.value(reqRemaining, len(r.Remaining) > 0, r.Remaining)
+	w.uint(reqChunk, uint64(r.Chunk))
+	w.uint(reqToReplica, r.ToReplica)
+	w.str(reqIdentity, r.Identity)
+	w.uint(reqLeaseKey, r.LeaseKey)
+	w.value(reqPaths, len(r.Paths) > 0, r.Paths)
+	w.int(reqGrace, r.Grace)
+	w.str(reqTarget, r.Target)
+	w.uint(reqPermits, uint64(r.Permits))
+	w.int(reqLockDelay, r.LockDelay)
+	w.int(reqPriority, r.Priority)
+	w.str(reqTrace, r.Trace)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -137,81 +137,81 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			return err
 		}
 		switch k {
-		case 1:
+		case reqID:
 			r.ID, err = dec.DecodeUint64()
-		case 2:
+		case reqOp:
 			var v uint8
 			v, err = dec.DecodeUint8()
 			r.Op = Op(v)
-		case 3:
+		case reqPath:
 			r.Path, err = dec.DecodeString()
-		case 4:
+		case reqMode:
 			var v uint8
 			v, err = dec.DecodeUint8()
 			r.Mode = Mode(v)
-		case 5:
+		case reqLease:
 			r.Lease, err = dec.DecodeUint64()
-		case 6:
+		case reqTTL:
 			r.TTL, err = dec.DecodeInt64()
-		case 7:
+		case reqWait:
 			r.Wait, err = dec.DecodeInt64()
-		case 8:
+		case reqToken:
 			r.Token, err = dec.DecodeUint64()
-		case 9:
+		case reqOwner:
 			r.Owner, err = dec.DecodeString()
-		case 10:
+		case reqValue:
 			r.Value, err = dec.DecodeBytes()
-		case 11:
+		case reqVersion:
 			r.Version, err = dec.DecodeUint64()
-		case 12:
+		case reqRev:
 			r.Rev, err = dec.DecodeUint64()
-		case 13:
+		case reqClient:
 			r.Client, err = dec.DecodeUint64()
-		case 14:
+		case reqSeq:
 			r.Seq, err = dec.DecodeUint64()
-		case 15:
+		case reqAckSeq:
 			r.AckSeq, err = dec.DecodeUint64()
-		case 16:
+		case reqGen:
 			r.Gen, err = dec.DecodeUint64()
-		case 17:
+		case reqFlags:
 			r.Flags, err = dec.DecodeUint32()
-		case 18:
+		case reqLimit:
 			r.Limit, err = dec.DecodeUint32()
-		case 19:
+		case reqStream:
 			r.Stream, err = dec.DecodeUint64()
-		case 20:
+		case reqAuth:
 			r.Auth, err = dec.DecodeString()
-		case 21:
+		case reqLeases:
 			err = decodeList(dec, &r.Leases)
-		case 22:
+		case reqRanges:
 			err = decodeList(dec, &r.Ranges)
-		case 23:
+		case reqShard:
 			r.Shard, err = dec.DecodeUint64()
-		case 24:
+		case reqTerm:
 			r.Term, err = dec.DecodeUint64()
-		case 65:
+		case reqRemaining:
 			err = decodeList(dec, &r.Remaining)
-		case 80:
+		case reqChunk:
 			r.Chunk, err = dec.DecodeUint32()
-		case 81:
+		case reqToReplica:
 			r.ToReplica, err = dec.DecodeUint64()
-		case 70:
+		case reqIdentity:
 			r.Identity, err = dec.DecodeString()
-		case 71:
+		case reqLeaseKey:
 			r.LeaseKey, err = dec.DecodeUint64()
-		case 30:
+		case reqPaths:
 			err = decodeList(dec, &r.Paths)
-		case 31:
+		case reqGrace:
 			r.Grace, err = dec.DecodeInt64()
-		case 32:
+		case reqTarget:
 			r.Target, err = dec.DecodeString()
-		case 33:
+		case reqPermits:
 			r.Permits, err = dec.DecodeUint32()
-		case 34:
+		case reqLockDelay:
 			r.LockDelay, err = dec.DecodeInt64()
-		case 35:
+		case reqPriority:
 			r.Priority, err = dec.DecodeInt64()
-		case 60:
+		case reqTrace:
 			r.Trace, err = dec.DecodeString()
 		default:
 			err = dec.Skip()
@@ -224,34 +224,34 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 }
 
 func (r *Response) fields(w *fieldWriter) {
-	w.uint(1, r.ID)
-	w.uint(2, uint64(r.Code))
-	w.str(3, r.Msg)
-	w.uint(4, r.Token)
-	w.uint(5, r.Lease)
-	w.int(6, r.TTL)
-	w.uint(7, r.Rev)
-	w.bytes(8, r.Value)
-	w.uint(9, r.Version)
-	w.uint(10, uint64(r.Mode))
-	w.uint(11, uint64(r.Count))
-	w.str(12, r.Owner)
-	w.str(13, r.Path)
-	w.uint(14, r.Stream)
-	w.value(15, r.Hint != nil, r.Hint)
-	w.value(16, len(r.Holders) > 0, r.Holders)
-	w.value(17, len(r.Waiters) > 0, r.Waiters)
-	w.value(18, len(r.KVs) > 0, r.KVs)
-	w.value(19, len(r.Events) > 0, r.Events)
-	w.value(20, len(r.Leases) > 0, r.Leases)
-	w.value(21, len(r.Ranges) > 0, r.Ranges)
-	w.value(22, len(r.Grants) > 0, r.Grants)
-	w.value(23, r.Table != nil, r.Table)
-	w.value(24, r.Signed != nil, r.Signed)
-	w.value(70, len(r.Denied) > 0, r.Denied)
-	w.int(30, r.DelayUntil)
-	w.int(31, r.RevokeAt)
-	w.uint(32, uint64(r.Permits))
+	w.uint(respID, r.ID)
+	w.uint(respCode, uint64(r.Code))
+	w.str(respMsg, r.Msg)
+	w.uint(respToken, r.Token)
+	w.uint(respLease, r.Lease)
+	w.int(respTTL, r.TTL)
+	w.uint(respRev, r.Rev)
+	w.bytes(respValue, r.Value)
+	w.uint(respVersion, r.Version)
+	w.uint(respMode, uint64(r.Mode))
+	w.uint(respCount, uint64(r.Count))
+	w.str(respOwner, r.Owner)
+	w.str(respPath, r.Path)
+	w.uint(respStream, r.Stream)
+	w.value(respHint, r.Hint != nil, r.Hint)
+	w.value(respHolders, len(r.Holders) > 0, r.Holders)
+	w.value(respWaiters, len(r.Waiters) > 0, r.Waiters)
+	w.value(respKVs, len(r.KVs) > 0, r.KVs)
+	w.value(respEvents, len(r.Events) > 0, r.Events)
+	w.value(respLeases, len(r.Leases) > 0, r.Leases)
+	w.value(respRanges, len(r.Ranges) > 0, r.Ranges)
+	w.value(respGrants, len(r.Grants) > 0, r.Grants)
+	w.value(respTable, r.Table != nil, r.Table)
+	w.value(respSigned, r.Signed != nil, r.Signed)
+	w.value(respDenied, len(r.Denied) > 0, r.Denied)
+	w.int(respDelayUntil, r.DelayUntil)
+	w.int(respRevokeAt, r.RevokeAt)
+	w.uint(respPermits, uint64(r.Permits))
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -282,68 +282,68 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 			return err
 		}
 		switch k {
-		case 1:
+		case respID:
 			r.ID, err = dec.DecodeUint64()
-		case 2:
+		case respCode:
 			var v uint16
 			v, err = dec.DecodeUint16()
 			r.Code = Code(v)
-		case 3:
+		case respMsg:
 			r.Msg, err = dec.DecodeString()
-		case 4:
+		case respToken:
 			r.Token, err = dec.DecodeUint64()
-		case 5:
+		case respLease:
 			r.Lease, err = dec.DecodeUint64()
-		case 6:
+		case respTTL:
 			r.TTL, err = dec.DecodeInt64()
-		case 7:
+		case respRev:
 			r.Rev, err = dec.DecodeUint64()
-		case 8:
+		case respValue:
 			r.Value, err = dec.DecodeBytes()
-		case 9:
+		case respVersion:
 			r.Version, err = dec.DecodeUint64()
-		case 10:
+		case respMode:
 			var v uint8
 			v, err = dec.DecodeUint8()
 			r.Mode = Mode(v)
-		case 11:
+		case respCount:
 			r.Count, err = dec.DecodeUint32()
-		case 12:
+		case respOwner:
 			r.Owner, err = dec.DecodeString()
-		case 13:
+		case respPath:
 			r.Path, err = dec.DecodeString()
-		case 14:
+		case respStream:
 			r.Stream, err = dec.DecodeUint64()
-		case 15:
+		case respHint:
 			r.Hint = new(Hint)
 			err = dec.Decode(r.Hint)
-		case 16:
+		case respHolders:
 			err = decodeList(dec, &r.Holders)
-		case 17:
+		case respWaiters:
 			err = decodeList(dec, &r.Waiters)
-		case 18:
+		case respKVs:
 			err = decodeList(dec, &r.KVs)
-		case 19:
+		case respEvents:
 			err = decodeList(dec, &r.Events)
-		case 20:
+		case respLeases:
 			err = decodeList(dec, &r.Leases)
-		case 21:
+		case respRanges:
 			err = decodeList(dec, &r.Ranges)
-		case 22:
+		case respGrants:
 			err = decodeList(dec, &r.Grants)
-		case 23:
+		case respTable:
 			r.Table = new(RouteTable)
 			err = dec.Decode(r.Table)
-		case 24:
+		case respSigned:
 			r.Signed = new(SignedGrant)
 			err = dec.Decode(r.Signed)
-		case 70:
+		case respDenied:
 			err = decodeList(dec, &r.Denied)
-		case 30:
+		case respDelayUntil:
 			r.DelayUntil, err = dec.DecodeInt64()
-		case 31:
+		case respRevokeAt:
 			r.RevokeAt, err = dec.DecodeInt64()
-		case 32:
+		case respPermits:
 			r.Permits, err = dec.DecodeUint32()
 		default:
 			err = dec.Skip()

@@ -60,12 +60,12 @@ type Request struct {
 	Shard   uint64 // target shard chosen by the router (informational)
 	Term    uint64 // internal: the proposing leader's Raft term (Noop marker, Expire, Checkpoint)
 	// Remaining (internal, Checkpoint): ms left on Leases[i], or -1 to clear
-	// its checkpoint. Field 65.
+	// its checkpoint.
 	Remaining []int64
-	// Chunk (internal, ExportRange): which chunk of the export. Field 80.
+	// Chunk (internal, ExportRange): which chunk of the export.
 	Chunk uint32
 	// ToReplica (internal, LeaderTransfer): the replica id that is to lead
-	// the shard. Field 81.
+	// the shard.
 	ToReplica uint64
 	// Identity is set by the router, never trusted from a client: the
 	// authenticated identity of the connection that sent a lease-bearing
@@ -76,7 +76,7 @@ type Request struct {
 	// shard: Lease must equal LeaseID(LeaseKey). Only the session's client
 	// knows it (it never appears in answers or events), so with auth on an
 	// identity that learns a lease id cannot open it first on a shard its
-	// owner has not used yet. Field 71.
+	// owner has not used yet.
 	LeaseKey uint64
 
 	Paths     []string // AcquireMulti: the paths, all served by one shard
@@ -87,7 +87,7 @@ type Request struct {
 	Priority  int64    // Campaign: higher-priority candidates win a free leadership first
 
 	// Trace is the W3C trace context of the calling span, "traceparent" or
-	// "traceparent;tracestate", set only when tracing is on. Field 60.
+	// "traceparent;tracestate", set only when tracing is on.
 	Trace string
 }
 
