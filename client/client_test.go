@@ -264,18 +264,6 @@ func TestSeqTrackerAckFloor(t *testing.T) {
 	}
 }
 
-func TestBackoffFullJitterBounds(t *testing.T) {
-	b := Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond}
-	for attempt := range 40 {
-		ceil := min(b.Max, b.Base<<min(attempt, 20))
-		for range 50 {
-			if d := b.Delay(attempt); d <= 0 || d > ceil {
-				t.Fatalf("Delay(%d) = %s, want in (0, %s]", attempt, d, ceil)
-			}
-		}
-	}
-}
-
 // An oversized request is refused locally: the server's TooLarge answer
 // could not be matched to it.
 func TestOversizedRequestRefusedLocally(t *testing.T) {

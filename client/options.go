@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/wardenlock/warden/internal/backoff"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -24,7 +25,7 @@ type config struct {
 	poolSize       int
 	credentials    string
 	logger         *slog.Logger
-	backoff        Backoff
+	backoff        backoff.Policy // between retries and reconnects
 	tls            *tls.Config
 	maxFrame       int
 	clock          clock
@@ -40,7 +41,7 @@ func defaultConfig() config {
 		requestTimeout: 5 * time.Second,
 		poolSize:       2,
 		logger:         slog.New(slog.DiscardHandler),
-		backoff:        Backoff{Base: defaultBackoffBase, Max: defaultBackoffMax},
+		backoff:        backoff.Policy{Base: 10 * time.Millisecond, Max: 2 * time.Second},
 		maxFrame:       wire.DefaultMaxFrame,
 		clock:          realClock{},
 		direct:         true,
@@ -113,7 +114,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithBackoff sets the base and cap of the full-jitter backoff used between
-// retries and reconnects (default 50 ms, 2 s).
+// retries and reconnects: retry n waits a random time of up to
+// min(max, base·2^n). The default, 10 ms and 2 s, makes the first retries
+// after a failover come quickly (an election takes 150–300 ms) and later
+// ones back off.
 func WithBackoff(base, max time.Duration) Option {
 	return func(c *config) {
 		if base > 0 {

@@ -2,10 +2,10 @@ package router
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/internal/backoff"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
@@ -71,7 +71,7 @@ func (t *routeTry) retry(resp *wire.Response) {
 	if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && t.s.cache.table() == nil {
 		t.s.cache.refresh(ctx)
 	}
-	if !sleepCtx(ctx, jitter(t.attempt)) || closed(t.quit) {
+	if retryBackoff.Wait(ctx, t.attempt) != nil || closed(t.quit) {
 		t.done.Answer(resp)
 		return
 	}
@@ -108,11 +108,9 @@ func retryable(req *wire.Request, resp *wire.Response) bool {
 	return resp.Code.Retryable()
 }
 
-// jitter is full-jitter exponential backoff: uniform in [0, min(cap, base·2^n)).
-func jitter(attempt int) time.Duration {
-	d := 5 * time.Millisecond << min(attempt, 6)
-	return time.Duration(rand.Int64N(int64(d))) + time.Millisecond
-}
+// retryBackoff spaces a request's routing retries: an election is over in
+// a few hundred ms, so the ceiling stops at 320 ms.
+var retryBackoff = backoff.Policy{Base: 5 * time.Millisecond, Max: 320 * time.Millisecond}
 
 // dispatch makes one attempt: locate the shard, then run the request on the
 // local replica or forward it to the node that leads the shard.

@@ -63,16 +63,6 @@ func TestRetryableOnlyWhenSafe(t *testing.T) {
 	}
 }
 
-func TestJitterBounded(t *testing.T) {
-	for attempt := 0; attempt < 20; attempt++ {
-		for i := 0; i < 100; i++ {
-			if d := jitter(attempt); d <= 0 || d > 330*1e6 {
-				t.Fatalf("attempt %d: backoff %v out of bounds", attempt, d)
-			}
-		}
-	}
-}
-
 // A merged keepalive's answer is split: each caller hears the shared code
 // and only its own gone leases.
 func TestSplitKeepAliveAnswers(t *testing.T) {

@@ -246,14 +246,3 @@ func randomID() uint64 {
 	rand.Read(b[:])
 	return binary.BigEndian.Uint64(b[:]) >> 1
 }
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}

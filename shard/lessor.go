@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/internal/backoff"
 	"github.com/wardenlock/warden/internal/leasetrace"
 	"github.com/wardenlock/warden/internal/logagg"
 	"github.com/wardenlock/warden/internal/testbugs"
@@ -239,7 +240,7 @@ func (l *lessor) load(epoch uint64) {
 		select {
 		case <-l.s.stopc:
 			return
-		case <-time.After(backoff(attempt)):
+		case <-time.After(lessorRetry.Delay(attempt)):
 		}
 	}
 }
@@ -298,15 +299,14 @@ func (l *lessor) markTerm(epoch uint64) bool {
 		select {
 		case <-l.s.stopc:
 			return false
-		case <-time.After(backoff(attempt)):
+		case <-time.After(lessorRetry.Delay(attempt)):
 		}
 	}
 }
 
-func backoff(attempt int) time.Duration {
-	d := 20 * time.Millisecond << min(attempt, 5)
-	return d
-}
+// lessorRetry spaces a new leader's retries of its lease-table load and
+// of its term marker.
+var lessorRetry = backoff.Policy{Base: 20 * time.Millisecond, Max: 640 * time.Millisecond}
 
 // tick proposes Expire for leases whose deadline has passed.
 func (l *lessor) tick() {

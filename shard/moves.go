@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wardenlock/warden/internal/backoff"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/wire"
 )
@@ -255,6 +256,9 @@ func (h *Host) submitTo(shardID uint64, req *wire.Request, done func(*wire.Respo
 		Msg: fmt.Sprintf("shard %d has no replica on node %d and no router forwards for it", shardID, h.cfg.NodeID)})
 }
 
+// shardOpRetry spaces shardOp's retries.
+var shardOpRetry = backoff.Policy{Base: 20 * time.Millisecond, Max: 640 * time.Millisecond}
+
 // shardOp runs an internal op on a shard, through its local replica or a
 // node that has one, and retries routing and availability errors until ctx
 // ends.
@@ -280,7 +284,7 @@ func (h *Host) shardOp(ctx context.Context, shardID uint64, req *wire.Request) (
 			return r, r.AsError()
 		case <-h.stopc:
 			return r, errStopped
-		case <-time.After(backoff(attempt)):
+		case <-time.After(shardOpRetry.Delay(attempt)):
 		}
 	}
 }
