@@ -89,7 +89,7 @@ func serveConfig(t *testing.T, args []string) node.Config {
 
 func tryServeConfig(args []string) (node.Config, error) {
 	var got node.Config
-	cmd := newServeCmd(func(cfg node.Config, _ fileConfig, _ *serveSecurity) error { got = cfg; return nil })
+	cmd := newServeCmd(func(cfg node.Config, _ serveFlags, _ *serveSecurity) error { got = cfg; return nil })
 	cmd.SetArgs(args)
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)

@@ -36,15 +36,12 @@ type serveSecurity struct {
 
 // quotaFlags are the per-identity quotas (auth on). The router's count per
 // node; the state machine's per shard, and must be the same on every node
-// (statemachine.Config). 0 = the default.
+// (statemachine.Config).
 type quotaFlags struct {
-	Watches int `yaml:"watches"` // watch streams per identity per node
-	Leases  int `yaml:"leases"`  // session and single-lock leases per identity per shard
-	Locks   int `yaml:"locks"`   // holds + queued requests per identity per shard
-	Waiters int `yaml:"waiters"` // queued requests per identity per shard
-	// Rate and Burst in the file are --rate and --burst.
-	Rate  float64 `yaml:"rate"`
-	Burst int     `yaml:"burst"`
+	Watches int // watch streams per identity per node
+	Leases  int // session and single-lock leases per identity per shard
+	Locks   int // holds + queued requests per identity per shard
+	Waiters int // queued requests per identity per shard
 }
 
 func (s *serveSecurity) register(f *pflag.FlagSet) {
@@ -112,26 +109,6 @@ func (s *serveSecurity) apply(cfg *node.Config) error {
 	cfg.SM.MaxOwnerLeases, cfg.SM.MaxOwnerLocks, cfg.SM.MaxOwnerWaiters = s.quotas.Leases, s.quotas.Locks, s.quotas.Waiters
 	sec.AcceptRate, sec.ByteRate, sec.FrameRate, sec.RefusalRate = s.acceptRate, s.ipByteRate, s.ipFrameRate, s.refusalRate
 	return nil
-}
-
-// fileQuotas takes the config file's quotas for the flags not given on the
-// command line.
-func (s *serveSecurity) fileQuotas(q quotaFlags, flags *pflag.FlagSet) {
-	set := func(name string, apply func()) {
-		if !flags.Changed(name) {
-			apply()
-		}
-	}
-	set("identity-watches", func() { s.quotas.Watches = pickInt(q.Watches, s.quotas.Watches) })
-	set("identity-leases", func() { s.quotas.Leases = pickInt(q.Leases, s.quotas.Leases) })
-	set("identity-locks", func() { s.quotas.Locks = pickInt(q.Locks, s.quotas.Locks) })
-	set("identity-waiters", func() { s.quotas.Waiters = pickInt(q.Waiters, s.quotas.Waiters) })
-	set("rate", func() {
-		if q.Rate != 0 {
-			s.rate = q.Rate
-		}
-	})
-	set("burst", func() { s.burst = pickInt(q.Burst, s.burst) })
 }
 
 func trimSpace(b []byte) []byte {

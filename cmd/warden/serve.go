@@ -14,70 +14,63 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/router"
 )
 
-// fileConfig is the YAML config file; flags override it.
-type fileConfig struct {
-	ID              uint64   `yaml:"id"`
-	DataDir         string   `yaml:"data-dir"`
-	Listen          string   `yaml:"listen"`
-	Raft            string   `yaml:"raft"`
-	RaftListen      string   `yaml:"raft-listen"`
-	SigningKey      string   `yaml:"signing-key"`
-	Admin           string   `yaml:"admin"`
-	Members         []string `yaml:"members"` // "id=raft-address"
-	Join            []string `yaml:"join"`    // client addresses of running nodes
-	Shards          int      `yaml:"shards"`
-	Replicas        int      `yaml:"replicas"`
-	NamespaceDepth  int      `yaml:"namespace-depth"`
-	RTTMillis       int      `yaml:"rtt-ms"`
-	LogLevel        string   `yaml:"log-level"`
-	AuditRetention  string   `yaml:"audit-retention"` // e.g. 168h
-	AuditMaxBytes   int64    `yaml:"audit-max-bytes"`
-	NoAudit         bool     `yaml:"no-audit"`
-	NoLeaderBalance bool     `yaml:"no-leader-balance"`
-	LockDelay       string   `yaml:"lock-delay"`   // default lock-delay (a duration; the same on every node)
-	MemoryLimit     string   `yaml:"memory-limit"` // soft memory limit: auto, off or a size (memlimit.go)
-	Procs           string   `yaml:"procs"`        // GOMAXPROCS: auto, runtime or a count (procs.go)
-	MaxBatchOps     int      `yaml:"max-batch-ops"`
-	MaxInflight     int      `yaml:"max-inflight-entries"`
-	SnapshotEntries uint64   `yaml:"snapshot-entries"`
-	NodeInflight    int      `yaml:"node-inflight-entries"`
-	EntryLinger     string   `yaml:"entry-linger"`
-	QueueHold       string   `yaml:"queue-hold"`
-	StepWorkers     int      `yaml:"step-workers"`
+// serveFlags are the values of `warden serve`'s flags (a config file sets
+// them too: config.go).
+type serveFlags struct {
+	ID              uint64
+	DataDir         string
+	Listen          string
+	Raft            string
+	RaftListen      string
+	SigningKey      string
+	Admin           string
+	Members         []string // "id=raft-address"
+	Join            []string // client addresses of running nodes
+	Shards          int
+	Replicas        int
+	NamespaceDepth  int
+	RTTMillis       int
+	LogLevel        string
+	AuditRetention  string // e.g. 168h
+	AuditMaxBytes   int64
+	NoAudit         bool
+	NoLeaderBalance bool
+	LockDelay       string // default lock-delay (a duration; the same on every node)
+	MemoryLimit     string // soft memory limit: auto, off or a size (memlimit.go)
+	Procs           string // GOMAXPROCS: auto, runtime or a count (procs.go)
+	MaxBatchOps     int
+	MaxInflight     int
+	SnapshotEntries uint64
+	NodeInflight    int
+	EntryLinger     string
+	QueueHold       string
+	StepWorkers     int
 
-	Advertise string `yaml:"advertise"` // client address others dial ("": the bound --listen address)
+	Advertise string // client address others dial ("": the bound --listen address)
 
 	// The admin port's guard (admin.Limits, admin.CheckExposure).
-	InsecurePlaintextAdmin bool   `yaml:"insecure-plaintext-admin"`
-	AdminMaxConnsPerAddr   int    `yaml:"admin-max-conns-per-addr"`
-	AdminMaxConns          int    `yaml:"admin-max-conns"`
-	AdminHeaderTimeout     string `yaml:"admin-header-timeout"`
-	AdminIdleTimeout       string `yaml:"admin-idle-timeout"`
-
-	// Quotas per identity (auth on); the command line's --identity-* and
-	// --rate/--burst flags win.
-	Quotas quotaFlags `yaml:"quotas"`
+	InsecurePlaintextAdmin bool
+	AdminMaxConnsPerAddr   int
+	AdminMaxConns          int
+	AdminHeaderTimeout     string
+	AdminIdleTimeout       string
 }
 
 func serveCmd() *cobra.Command { return newServeCmd(serveNode) }
 
 // newServeCmd is `warden serve`, which builds a node's config from the
-// config file and the flags and hands it to run (serveNode; the tests of
-// the ops/ files capture it instead).
-func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) error) *cobra.Command {
+// flags (and the config file, which sets flags) and hands it to run
+// (serveNode; the tests of the ops/ files capture it instead).
+func newServeCmd(run func(cfg node.Config, fc serveFlags, sec *serveSecurity) error) *cobra.Command {
 	var (
-		cfgPath string
-		fc      fileConfig
-		members string
-		join    string
-		sec     serveSecurity
+		fc  serveFlags
+		sec serveSecurity
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -90,18 +83,6 @@ func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) er
   warden serve --id 4 --data-dir /var/lib/warden \
     --listen 10.0.0.4:7070 --raft 10.0.0.4:7170 --join 10.0.0.1:7070,10.0.0.2:7070`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cfgPath != "" {
-				if err := loadFileConfig(cfgPath, &fc, cmd); err != nil {
-					return err
-				}
-				sec.fileQuotas(fc.Quotas, cmd.Flags())
-			}
-			if members != "" {
-				fc.Members = strings.Split(members, ",")
-			}
-			if join != "" {
-				fc.Join = strings.Split(join, ",")
-			}
 			cfg, err := nodeConfig(fc)
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
@@ -113,7 +94,6 @@ func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) er
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfgPath, "config", "", "YAML config file (flags override it)")
 	f.Uint64Var(&fc.ID, "id", 1, "node id (unique, non-zero)")
 	f.StringVar(&fc.DataDir, "data-dir", "./data/node1", "where Raft logs and snapshots live")
 	f.StringVar(&fc.Listen, "listen", "127.0.0.1:7070", "client address")
@@ -127,8 +107,8 @@ func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) er
 	f.IntVar(&fc.AdminMaxConns, "admin-max-conns", admin.DefaultLimits.MaxConns, "open admin connections, all addresses (-1: unlimited)")
 	f.StringVar(&fc.AdminHeaderTimeout, "admin-header-timeout", admin.DefaultLimits.HeaderTimeout.String(), "an admin connection must finish its TLS handshake and send a whole request within it")
 	f.StringVar(&fc.AdminIdleTimeout, "admin-idle-timeout", admin.DefaultLimits.IdleTimeout.String(), "a kept-alive admin connection without a next request is closed after it")
-	f.StringVar(&members, "members", "", "initial members as id=raft-address,... (default: this node alone)")
-	f.StringVar(&join, "join", "", "join a running cluster through these node client addresses (host:port,...) instead of creating one")
+	f.StringSliceVar(&fc.Members, "members", nil, "initial members as id=raft-address,... (default: this node alone)")
+	f.StringSliceVar(&fc.Join, "join", nil, "join a running cluster through these node client addresses (host:port,...) instead of creating one")
 	sec.register(f)
 	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
 	f.IntVar(&fc.Replicas, "replicas", 0, "replicas per data shard at cluster creation (0: on every initial member)")
@@ -150,11 +130,12 @@ func newServeCmd(run func(cfg node.Config, fc fileConfig, sec *serveSecurity) er
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
 	f.StringVar(&fc.Procs, "procs", "auto", "Go Ps (GOMAXPROCS) the node runs: auto (one when its cgroup allows it at most one core, where Go's own default is two; else Go's default), runtime (always Go's default) or a count; GOMAXPROCS, if set, wins")
 	withObservability(cmd)
+	withConfigFile(cmd)
 	return cmd
 }
 
 // serveNode runs the node of `warden serve` until SIGINT or SIGTERM.
-func serveNode(cfg node.Config, fc fileConfig, sec *serveSecurity) error {
+func serveNode(cfg node.Config, fc serveFlags, sec *serveSecurity) error {
 	limit, err := applyMemoryLimit(fc.MemoryLimit)
 	if err != nil {
 		return &exitError{code: exitFailure, err: err}
@@ -168,76 +149,9 @@ func serveNode(cfg node.Config, fc fileConfig, sec *serveSecurity) error {
 	return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
 }
 
-func loadFileConfig(path string, fc *fileConfig, cmd *cobra.Command) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var fromFile fileConfig
-	if err := yaml.Unmarshal(b, &fromFile); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	// Flags given on the command line win over the file.
-	set := func(name string, apply func()) {
-		if !cmd.Flags().Changed(name) {
-			apply()
-		}
-	}
-	set("id", func() { fc.ID = pick(fromFile.ID, fc.ID) })
-	set("data-dir", func() { fc.DataDir = pickS(fromFile.DataDir, fc.DataDir) })
-	set("listen", func() { fc.Listen = pickS(fromFile.Listen, fc.Listen) })
-	set("raft", func() { fc.Raft = pickS(fromFile.Raft, fc.Raft) })
-	set("advertise", func() { fc.Advertise = pickS(fromFile.Advertise, fc.Advertise) })
-	set("raft-listen", func() { fc.RaftListen = pickS(fromFile.RaftListen, fc.RaftListen) })
-	set("signing-key", func() { fc.SigningKey = pickS(fromFile.SigningKey, fc.SigningKey) })
-	set("admin", func() { fc.Admin = pickS(fromFile.Admin, fc.Admin) })
-	set("insecure-plaintext-admin", func() { fc.InsecurePlaintextAdmin = fc.InsecurePlaintextAdmin || fromFile.InsecurePlaintextAdmin })
-	set("admin-max-conns-per-addr", func() { fc.AdminMaxConnsPerAddr = pickInt(fromFile.AdminMaxConnsPerAddr, fc.AdminMaxConnsPerAddr) })
-	set("admin-max-conns", func() { fc.AdminMaxConns = pickInt(fromFile.AdminMaxConns, fc.AdminMaxConns) })
-	set("admin-header-timeout", func() { fc.AdminHeaderTimeout = pickS(fromFile.AdminHeaderTimeout, fc.AdminHeaderTimeout) })
-	set("admin-idle-timeout", func() { fc.AdminIdleTimeout = pickS(fromFile.AdminIdleTimeout, fc.AdminIdleTimeout) })
-	set("members", func() { fc.Members = fromFile.Members })
-	set("join", func() { fc.Join = fromFile.Join })
-	set("shards", func() { fc.Shards = int(pick(uint64(fromFile.Shards), uint64(fc.Shards))) })
-	set("replicas", func() { fc.Replicas = int(pick(uint64(fromFile.Replicas), uint64(fc.Replicas))) })
-	set("namespace-depth", func() { fc.NamespaceDepth = int(pick(uint64(fromFile.NamespaceDepth), uint64(fc.NamespaceDepth))) })
-	set("rtt-ms", func() { fc.RTTMillis = int(pick(uint64(fromFile.RTTMillis), uint64(fc.RTTMillis))) })
-	set("log-level", func() { fc.LogLevel = pickS(fromFile.LogLevel, fc.LogLevel) })
-	set("audit-retention", func() { fc.AuditRetention = pickS(fromFile.AuditRetention, fc.AuditRetention) })
-	set("audit-max-bytes", func() { fc.AuditMaxBytes = int64(pick(uint64(fromFile.AuditMaxBytes), uint64(fc.AuditMaxBytes))) })
-	set("no-audit", func() { fc.NoAudit = fc.NoAudit || fromFile.NoAudit })
-	set("no-leader-balance", func() { fc.NoLeaderBalance = fc.NoLeaderBalance || fromFile.NoLeaderBalance })
-	set("snapshot-entries", func() { fc.SnapshotEntries = pick(fromFile.SnapshotEntries, fc.SnapshotEntries) })
-	set("lock-delay", func() { fc.LockDelay = pickS(fromFile.LockDelay, fc.LockDelay) })
-	set("memory-limit", func() { fc.MemoryLimit = pickS(fromFile.MemoryLimit, fc.MemoryLimit) })
-	set("procs", func() { fc.Procs = pickS(fromFile.Procs, fc.Procs) })
-	set("max-batch-ops", func() { fc.MaxBatchOps = int(pick(uint64(fromFile.MaxBatchOps), uint64(fc.MaxBatchOps))) })
-	set("max-inflight-entries", func() { fc.MaxInflight = int(pick(uint64(fromFile.MaxInflight), uint64(fc.MaxInflight))) })
-	set("node-inflight-entries", func() { fc.NodeInflight = int(pick(uint64(fromFile.NodeInflight), uint64(fc.NodeInflight))) })
-	set("entry-linger", func() { fc.EntryLinger = pickS(fromFile.EntryLinger, fc.EntryLinger) })
-	set("queue-hold", func() { fc.QueueHold = pickS(fromFile.QueueHold, fc.QueueHold) })
-	set("step-workers", func() { fc.StepWorkers = int(pick(uint64(fromFile.StepWorkers), uint64(fc.StepWorkers))) })
-	fc.Quotas = fromFile.Quotas // taken by serveSecurity.fileQuotas, flag by flag
-	return nil
-}
-
 // maxStepWorkers bounds --step-workers: each is a goroutine with its own
 // share of the node's shards, and more than a node has shards only idle.
 const maxStepWorkers = 256
-
-func pick(v, def uint64) uint64 {
-	if v != 0 {
-		return v
-	}
-	return def
-}
-
-func pickInt(v, def int) int {
-	if v != 0 {
-		return v
-	}
-	return def
-}
 
 func pickS(v, def string) string {
 	if v != "" {
@@ -246,7 +160,7 @@ func pickS(v, def string) string {
 	return def
 }
 
-func nodeConfig(fc fileConfig) (node.Config, error) {
+func nodeConfig(fc serveFlags) (node.Config, error) {
 	cfg := node.Config{
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
 		DataShards: fc.Shards, Replicas: fc.Replicas, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
@@ -337,7 +251,7 @@ func nodeConfig(fc fileConfig) (node.Config, error) {
 }
 
 // adminLimits fills the admin port's guard from the flags.
-func adminLimits(fc fileConfig, cfg *node.Config) error {
+func adminLimits(fc serveFlags, cfg *node.Config) error {
 	cfg.AdminPlaintextAnywhere = fc.InsecurePlaintextAdmin
 	cfg.AdminLimits.MaxConnsPerAddr, cfg.AdminLimits.MaxConns = fc.AdminMaxConnsPerAddr, fc.AdminMaxConns
 	for _, d := range []struct {
@@ -405,8 +319,9 @@ func runNodes(cfgs []node.Config, log *slog.Logger, reload func([]*node.Node, *s
 
 func routerCmd() *cobra.Command {
 	var (
-		listen, seeds, level string
-		sec                  serveSecurity
+		listen, level string
+		seeds         []string
+		sec           serveSecurity
 	)
 	cmd := &cobra.Command{
 		Use:   "router",
@@ -420,7 +335,7 @@ func routerCmd() *cobra.Command {
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
-			srv := router.New(router.Config{Seeds: strings.Split(seeds, ","), Log: log, Security: rsec})
+			srv := router.New(router.Config{Seeds: seeds, Log: log, Security: rsec})
 			ln, err := router.Listen(listen)
 			if err != nil {
 				return err
@@ -446,8 +361,9 @@ func routerCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7060", "client address")
-	cmd.Flags().StringVar(&seeds, "seeds", "127.0.0.1:7070,127.0.0.1:7071,127.0.0.1:7072", "node client addresses")
+	cmd.Flags().StringSliceVar(&seeds, "seeds", []string{"127.0.0.1:7070", "127.0.0.1:7071", "127.0.0.1:7072"}, "node client addresses")
 	cmd.Flags().StringVar(&level, "log-level", "warn", "log level")
 	sec.register(cmd.Flags())
+	withConfigFile(cmd)
 	return cmd
 }
