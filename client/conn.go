@@ -139,6 +139,10 @@ func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed
 		tlsConn := tls.Client(nc, tc)
 		if err := tlsConn.HandshakeContext(ctx); err != nil {
 			nc.Close()
+			var rhe tls.RecordHeaderError
+			if errors.As(err, &rhe) {
+				return nil, fmt.Errorf("client: %s did not answer in TLS (a plaintext port? connect without TLS): %w", addr, err)
+			}
 			return nil, err
 		}
 		nc = tlsConn
@@ -184,12 +188,20 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 		return err
 	}
 	body, err := wire.ReadFrame(br, cn.cfg.maxFrame, nil)
+	if fe := (*wire.FrameSizeError)(nil); errors.As(err, &fe) && tlsRecord(fe.Size) {
+		return fmt.Errorf("client: %s answered in TLS (its port expects TLS: connect with TLS): %w", cn.addr, err)
+	}
 	if err != nil {
 		return err
 	}
 	var resp wire.Response
 	if err := wire.DecodeResponse(body, &resp); err != nil {
 		return err
+	}
+	if resp.ID == 0 && resp.Code != wire.OK {
+		// Refused before the hello was read (a per-address connection
+		// limit, a port that expects TLS): the server's own reason.
+		return fmt.Errorf("client: %s refused the connection: %w", cn.addr, resp.AsError())
 	}
 	if resp.ID != req.ID {
 		return wire.Errorf(wire.Malformed, "handshake answer has id %d, want %d", resp.ID, req.ID)
@@ -199,6 +211,13 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 	}
 	cn.info = resp.Value
 	return nil
+}
+
+// tlsRecord reports whether a frame length read from the server is the
+// start of a TLS record (an alert or a handshake, version 3.x).
+func tlsRecord(size int) bool {
+	kind, major := size>>24, size>>16&0xff
+	return (kind == 0x15 || kind == 0x16) && major == 0x03
 }
 
 // send registers a call (and, for a watch, its stream under the same id)

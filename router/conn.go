@@ -82,6 +82,9 @@ func (c *conn) readLoop() {
 		var err error
 		buf, err = wire.ReadFrameSkip(r, c.s.cfg.MaxFrame, c.oversizeSkip(), buf)
 		if err != nil {
+			if c.misdialed(err, r) {
+				return // another protocol: told so (misdial.go)
+			}
 			// fe is declared here, not per frame: its address escapes,
 			// which would cost an allocation for every frame read.
 			var fe *wire.FrameSizeError
