@@ -210,6 +210,7 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 		return fmt.Errorf("client: handshake with %s refused: %w", cn.addr, err)
 	}
 	cn.info = resp.Value
+	cn.cfg.ttlLimits.learn(resp.Value)
 	return nil
 }
 

@@ -91,6 +91,9 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if err := c.cfg.ttlLimits.check(cfg.ttl); err != nil {
+		return nil, fmt.Errorf("client: new session: %w", err)
+	}
 	key, lease := newLeaseKey()
 	s := &Session{c: c, lease: lease, ttl: cfg.ttl, clock: c.cfg.clock,
 		done: make(chan struct{}), states: make(chan SessionState, stateBuffer)}

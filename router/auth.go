@@ -693,7 +693,8 @@ func (s *Server) AuthorizeAdmin(identity, op, path string) error {
 type peerDialer struct {
 	tls    func() *tls.Config // nil = plaintext
 	secret string
-	checks bool // this router checks its clients (auth on): it may forward to nodes that do
+	checks bool               // this router checks its clients (auth on): it may forward to nodes that do
+	learn  func(hello []byte) // takes what a node's handshake answer tells (limits.go)
 }
 
 func (d peerDialer) dial(addr string, timeout time.Duration) (net.Conn, error) {

@@ -405,6 +405,7 @@ func (c *conn) helloFrom(req *wire.Request, done func(*wire.Response)) {
 	if h := c.s.cfg.Host; h != nil {
 		info["node"] = h.NodeID()
 	}
+	c.s.ttl.addTo(info)
 	if c.peer && c.s.policy() != nil {
 		// A forwarding router checks its clients itself; one without a
 		// policy must not forward to a node that has one (dialPeer).
