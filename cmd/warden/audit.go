@@ -90,6 +90,7 @@ take RFC 3339 times, unix milliseconds or a duration before now.`,
 	cmd.Flags().StringVar(&until, "until", "", "up to this time (same forms)")
 	cmd.Flags().Uint64Var(&token, "token", 0, "only records of this fencing token")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many (the most recent); default 1000")
+	bound(cmd.Flags(), nonNegative, "limit")
 	return cmd
 }
 

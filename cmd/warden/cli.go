@@ -38,12 +38,14 @@ func addClientCommands(root *cobra.Command) {
 	pf.StringVar(&gf.endpoints, "endpoints", def, "comma-separated node or router addresses (env WARDEN_ENDPOINTS)")
 	pf.StringVarP(&gf.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&gf.timeout, "timeout", 10*time.Second, "per-request timeout")
+	bound(pf, positive, "timeout")
 	addClientSecurityFlags(pf)
 	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd(), rangeCmd())
 	root.AddCommand(semCmd(), lockAllCmd())
 	root.AddCommand(benchCmd())
 	root.AddCommand(snapshotCmd(), restoreCmd(), auditCmd())
 	root.AddCommand(nodeCmd(), replicaCmd(), shardsCmd()) // cli_machines.go
+	root.AddCommand(versionCmd())
 }
 
 // signalContext is cancelled on SIGINT/SIGTERM.
@@ -74,7 +76,7 @@ func fail(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrTimeout):
+	case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrLockDelayed):
 		return &exitError{code: exitConflict, err: err}
 	case errors.Is(err, client.ErrNotFound):
 		return &exitError{code: exitNotFound, err: err}

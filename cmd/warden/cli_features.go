@@ -51,6 +51,8 @@ ends, as for lock. Exit codes as for lock.`,
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
 	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
+	bound(cmd.Flags(), positive, "ttl")
+	bound(cmd.Flags(), nonNegative, "grace")
 	return cmd
 }
 
@@ -102,6 +104,8 @@ lock. Exit codes as for lock.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
 	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	cmd.Flags().BoolVar(&try, "try", false, "fail at once (exit 2) if any path is held")
+	bound(cmd.Flags(), positive, "ttl")
+	bound(cmd.Flags(), nonNegative, "grace")
 	return cmd
 }
 
@@ -198,6 +202,7 @@ revocable can be revoked.`,
 	f.Uint64Var(&token, "token", 0, "the holder's token (0: every holder)")
 	f.DurationVar(&grace, "grace", 5*time.Second, "time the holder has to release (0: revoke now)")
 	f.BoolVar(&force, "force", false, "admin revocation: works on any lock")
+	bound(f, nonNegative, "grace")
 	return cmd
 }
 

@@ -171,6 +171,7 @@ func transferCmd() *cobra.Command {
 		}),
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "wait this long for the node to lead the shard (0: do not wait)")
+	bound(cmd.Flags(), nonNegative, "wait")
 	return cmd
 }
 

@@ -80,6 +80,8 @@ lock. With --observe it prints every leader change. Exit codes as for lock.`,
 	cmd.Flags().Int64Var(&priority, "priority", 0, "candidate priority: the highest waiting one wins a free leadership")
 	cmd.Flags().StringVar(&owner, "owner", "", "candidate name (what `elect handover` names; default random)")
 	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
+	bound(cmd.Flags(), positive, "ttl")
+	bound(cmd.Flags(), nonNegative, "grace")
 	cmd.AddCommand(electHandOverCmd())
 	return cmd
 }
@@ -156,6 +158,7 @@ func kvCmd() *cobra.Command {
 		}),
 	}
 	put.Flags().Int64Var(&expect, "expect-version", -1, "only write if the key is at this version (0 = must not exist)")
+	bound(put.Flags(), minusOne, "expect-version")
 	get := &cobra.Command{
 		Use: "get <key>", Short: "Read a value", Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -34,6 +35,8 @@ func main() {
 		Short:         "Warden: a sharded, linearizable lock and coordination service",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Numeric flags are checked against their bounds first (bounds.go).
+		PersistentPreRunE: checkBounds,
 	}
 	root.AddCommand(serveCmd(), devCmd(), routerCmd(), signingKeyCmd())
 	addClientCommands(root)
@@ -42,13 +45,19 @@ func main() {
 	if err == nil {
 		return
 	}
+	code := exitFailure
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "warden:", ee.err)
-		}
-		os.Exit(ee.code)
+		code, err = ee.code, ee.err
 	}
-	fmt.Fprintln(os.Stderr, "warden:", err)
-	os.Exit(exitFailure)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, errorLine(err))
+	}
+	os.Exit(code)
+}
+
+// errorLine is how an error is shown: one "warden: " prefix, whether or not
+// the error's own text starts with one (every server error's does).
+func errorLine(err error) string {
+	return "warden: " + strings.TrimPrefix(err.Error(), "warden: ")
 }
