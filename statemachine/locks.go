@@ -76,7 +76,7 @@ func (s *StateMachine) acquireAt(n *lockNode, r *wire.Request, out *wire.Respons
 	if blocked || delayed > 0 {
 		if r.Wait == wire.WaitNone {
 			if delayed > 0 {
-				return wire.Errorf(wire.LockDelayed, "%s is in lock-delay until %d (unix ms)", r.Path, delayed)
+				return lockDelayed(r.Path, delayed)
 			}
 			return wire.Errorf(wire.Conflict, "%s is locked or has conflicting waiters", r.Path)
 		}

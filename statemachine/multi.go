@@ -99,7 +99,7 @@ func (s *StateMachine) multiCheck(n *lockNode, p string, r *wire.Request) *wire.
 	}
 	if len(s.delays) > 0 {
 		if until := s.delayedUntil(p); until > 0 {
-			return wire.Errorf(wire.LockDelayed, "%s is in lock-delay until %d", p, until)
+			return lockDelayed(p, until)
 		}
 	}
 	return nil
