@@ -229,7 +229,7 @@ func (s *Session) setStateLocked(st SessionState) {
 		return
 	}
 	if st == Suspended && s.state == Connected {
-		s.c.cfg.logger.Info("warden: session suspended", "lease", s.lease)
+		s.c.cfg.logger.Info("warden: session suspended", "lease", wire.HexID(s.lease))
 	}
 	s.state = st
 	for {
@@ -254,7 +254,7 @@ func (s *Session) end(st SessionState, cause error) {
 		s.setStateLocked(st)
 		close(s.states)
 		if st == Lost {
-			s.c.cfg.logger.Warn("warden: session lost", "lease", s.lease, "cause", cause)
+			s.c.cfg.logger.Warn("warden: session lost", "lease", wire.HexID(s.lease), "cause", cause)
 		}
 	}
 	s.mu.Unlock()

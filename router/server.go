@@ -84,6 +84,7 @@ type Server struct {
 	closing    chan struct{} // closed by Close: ends an accept pause
 	forwarded  atomic.Uint64 // requests sent on to another node (route.go)
 	ttl        ttlBounds     // told to clients at the handshake (limits.go)
+	live       liveness      // what this router hears from the other nodes (liveness.go)
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -113,7 +114,8 @@ func New(cfg Config) *Server {
 		s.pacer.lim = rate.NewLimiter(rate.Limit(cfg.Security.AcceptRate), cfg.Security.AcceptBurst)
 	}
 	s.stop = make(chan struct{})
-	s.wg.Add(1)
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); s.livenessLoop() }()
 	if cfg.Host == nil {
 		go func() { defer s.wg.Done(); s.refreshLoop() }()
 	} else {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/wire"
 )
 
 func lockCmd() *cobra.Command {
@@ -86,7 +87,11 @@ if the lock was lost; 130 if warden was interrupted; 1 on other errors.`,
 				}
 			}
 			if len(args) == 1 {
-				fmt.Printf("locked %s token=%d lease=%d (Ctrl-C releases)\n", args[0], token, s.Lease())
+				mode := "exclusive"
+				if shared {
+					mode = "shared"
+				}
+				printHeld("locked", heldOut{Path: args[0], Mode: mode, Token: token, Lease: wire.HexID(s.Lease())})
 				select {
 				case <-ctx.Done():
 					release()

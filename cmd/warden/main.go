@@ -30,18 +30,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	root := &cobra.Command{
-		Use:           "warden",
-		Short:         "Warden: a sharded, linearizable lock and coordination service",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		// Numeric flags are checked against their bounds first (bounds.go).
-		PersistentPreRunE: checkBounds,
-	}
-	root.AddCommand(serveCmd(), devCmd(), routerCmd(), signingKeyCmd())
-	addClientCommands(root)
-	root.AddCommand(certsCmd(), superviseCmd())
-	err := root.Execute()
+	err := newRoot().Execute()
 	if err == nil {
 		return
 	}
@@ -54,6 +43,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, errorLine(err))
 	}
 	os.Exit(code)
+}
+
+// newRoot builds the command tree.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "warden",
+		Short:         "Warden: a sharded, linearizable lock and coordination service",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Numeric flags are checked against their bounds first (bounds.go).
+		PersistentPreRunE: checkBounds,
+	}
+	root.AddCommand(serveCmd(), devCmd(), routerCmd(), signingKeyCmd())
+	addClientCommands(root)
+	root.AddCommand(certsCmd(), superviseCmd())
+	return root
 }
 
 // errorLine is how an error is shown: one "warden: " prefix, whether or not

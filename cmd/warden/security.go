@@ -51,7 +51,7 @@ type quotaFlags struct {
 
 func (s *serveSecurity) register(f *pflag.FlagSet) {
 	f.BoolVar(&s.plaintext, "plaintext", false, "serve without TLS (an explicit choice: clients, Raft and admin traffic unencrypted)")
-	f.StringVar(&s.tlsDir, "tls-dir", "", "directory made by `warden certs` (ca.pem, client-ca.pem, node.pem, node-key.pem)")
+	f.StringVar(&s.tlsDir, "tls-dir", "", "`dir` made by warden certs (ca.pem, client-ca.pem, node.pem, node-key.pem)")
 	f.StringVar(&s.caFile, "cacert", "", "node CA (verifies other nodes; clients verify this node with it)")
 	f.StringVar(&s.clientCA, "client-cacert", "", "client CA (verifies client certificates; optional)")
 	f.StringVar(&s.cert, "cert", "", "this node's certificate")
@@ -166,7 +166,7 @@ var cliSec struct {
 }
 
 func addClientSecurityFlags(pf *pflag.FlagSet) {
-	pf.StringVar(&cliSec.tlsDir, "tls-dir", os.Getenv("WARDEN_TLS_DIR"), "directory made by `warden certs`: TLS with ca.pem and client.pem (env WARDEN_TLS_DIR)")
+	pf.StringVar(&cliSec.tlsDir, "tls-dir", os.Getenv("WARDEN_TLS_DIR"), "`dir` made by warden certs: TLS with ca.pem and client.pem (env WARDEN_TLS_DIR)")
 	pf.StringVar(&cliSec.caFile, "cacert", "", "CA that signed the nodes' certificates (turns TLS on)")
 	pf.StringVar(&cliSec.cert, "cert", "", "client certificate (identity = its CN or URI SAN)")
 	pf.StringVar(&cliSec.key, "key", "", "client private key")

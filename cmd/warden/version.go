@@ -19,7 +19,7 @@ warden_build_info metric.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in := buildinfo.Get()
-			if gf.output == "json" {
+			if jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), in)
 			}
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), in)
