@@ -467,6 +467,10 @@ func (cn *conn) readLoop(br *bufio.Reader) {
 // stream. The first answer to OpWatch carries the request id and goes to the
 // call; later frames of the stream go to the stream whatever their id.
 func (cn *conn) dispatch(resp *wire.Response) {
+	if resp.ID == 0 && resp.Stream == 0 && resp.Code != wire.OK {
+		cn.closing(resp)
+		return
+	}
 	cn.mu.Lock()
 	cl, ok := cn.pending[resp.ID]
 	if ok && resp.Code == wire.Queued {
@@ -496,6 +500,27 @@ func (cn *conn) dispatch(resp *wire.Response) {
 			cn.unwatch(resp.Stream)
 		}()
 	}
+}
+
+// closing takes the frame a server sends before it closes the connection
+// (ID 0, no stream): a connection idle with nothing open (Closed), a frame
+// stalled or too large (Malformed, TooLarge). The connection is failed with
+// the server's reason. After an idle close nothing the client sent since
+// was read (the server closes only with no request in flight and nothing
+// unread): each pending call gets the Closed answer, which callers retry
+// on another connection as not applied.
+func (cn *conn) closing(resp *wire.Response) {
+	if resp.Code == wire.Closed {
+		cn.mu.Lock()
+		pending := cn.pending
+		cn.pending = map[uint64]*call{}
+		cn.mu.Unlock()
+		for _, cl := range pending {
+			answer := *resp
+			cl.done <- result{resp: &answer}
+		}
+	}
+	cn.fail(resp.AsError())
 }
 
 // resolve answers one pending call locally.
