@@ -29,7 +29,7 @@ func lockCmd() *cobra.Command {
 		Short: "Hold a lock while a command runs (or until interrupted)",
 		Long: `lock acquires <path> on a session and runs the command with
 WARDEN_LOCK_PATH, WARDEN_LOCK_TOKEN (the fencing token) and WARDEN_LOCK_LEASE
-in its environment. The command runs in a process group of its own. If the
+(the session's lease id, in hex) in its environment. The command runs in a process group of its own. If the
 hold ends while the command runs (the session is lost, the lock is revoked or
 released by someone else), the whole group, everything the command started
 included, is sent SIGTERM (SIGKILL after --grace), and warden exits 3. When
