@@ -22,8 +22,15 @@ deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required (https://go.dev/dl)"; exit 1; }
 	$(GO) mod download
 
+# The version and commit `warden version`, /v1/status and warden_build_info
+# report (git describe marks a tree with uncommitted changes "-dirty").
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   := -X github.com/wardenlock/warden/internal/buildinfo.version=$(VERSION) \
+             -X github.com/wardenlock/warden/internal/buildinfo.commit=$(COMMIT)
+
 build: deps
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/warden
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/warden
 
 run: build
 	./$(BIN) dev --data-dir ./data

@@ -14,6 +14,7 @@ import (
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/wire"
 )
 
 // fixture is a running 3-node cluster with admin ports and known state:
@@ -24,7 +25,7 @@ type fixture struct {
 	admin   []string // admin addresses by node index
 	held    map[string]uint64
 	waiter  string
-	session uint64
+	session wire.HexID
 	elected uint64
 }
 
@@ -43,7 +44,7 @@ func start(t *testing.T) *fixture {
 	t.Cleanup(func() { cl.Close() })
 	f.cl = cl
 	s := session(t, cl)
-	f.session = s.Lease()
+	f.session = wire.HexID(s.Lease())
 	for _, p := range []string{"/locks/billing/job-1", "/locks/billing/job-2"} {
 		m := client.NewMutex(s, p, client.WithOwner("worker-a"))
 		if err := m.Lock(ctx); err != nil {
@@ -190,6 +191,30 @@ func TestAdminAPI(t *testing.T) {
 				t.Errorf("node %d advertises admin %q, want %q", n.ID, n.AdminAddr, f.admin[n.ID-1])
 			}
 		}
+		if st.Version == "" {
+			t.Errorf("status names no version")
+		}
+		// Range bounds are route keys in hex; the ranges cover the key space.
+		share := 0.0
+		for i, r := range st.Ranges {
+			if (r.Start != "" || i > 0) && len(r.Start) != 16 || r.End != "" && len(r.End) != 16 {
+				t.Errorf("range %d bounds %q..%q, want 16 hex digits or empty", i, r.Start, r.End)
+			}
+			share += r.Share
+		}
+		if share < 0.999 || share > 1.001 {
+			t.Errorf("the ranges' shares add up to %v, want 1", share)
+		}
+		// Every node hears from every other (the first probes take a moment).
+		waitFor(t, func() bool {
+			getJSON(t, base+"/v1/status", &st)
+			for _, n := range st.Nodes {
+				if n.State != "up" || n.LastHeard.IsZero() || n.Version == "" {
+					return false
+				}
+			}
+			return len(st.Nodes) == 3
+		})
 	})
 
 	t.Run("locks", func(t *testing.T) {

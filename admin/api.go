@@ -10,6 +10,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 	"github.com/valyala/fasthttp"
 
+	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -17,6 +18,8 @@ import (
 // Status is what /v1/status answers: this node's view of the cluster.
 type Status struct {
 	Node     uint64        `json:"node"`
+	Version  string        `json:"version"`          // this node's build (warden version)
+	Commit   string        `json:"commit,omitempty"` // its commit, when known
 	TableGen uint64        `json:"table_gen"`
 	Conns    int           `json:"connections"`
 	Nodes    []NodeInfo    `json:"nodes"`
@@ -43,13 +46,17 @@ type LogStoreInfo struct {
 	CopiedReplicas    uint64  `json:"rotation_copied_replicas"`
 }
 
-// NodeInfo is one member of the cluster.
+// NodeInfo is one member of the cluster, and whether this node hears from
+// it: up, down (its client port refuses connections), unreachable (no
+// answer) or unknown (not asked yet), with the time of its last answer
+// (router.Liveness).
 type NodeInfo struct {
 	ID         uint64 `json:"id"`
 	ClientAddr string `json:"client_addr"`
 	RaftAddr   string `json:"raft_addr"`
 	AdminAddr  string `json:"admin_addr,omitempty"`
 	Self       bool   `json:"self"`
+	router.Liveness
 }
 
 // ShardInfo is one data shard as this node sees it; the counts are read from
@@ -72,12 +79,17 @@ type ShardInfo struct {
 	Watchers int      `json:"watchers"`
 }
 
-// RangeInfo is one range of the hashed key space.
+// RangeInfo is one range of the hashed key space. Its bounds are route keys
+// (the 64-bit hash of a namespace, wire.RouteKey) in 16 hex digits, the form
+// `warden ranges` shows and `warden range split/merge/move` take; "" is the
+// start or the end of the key space. Share is the fraction of the key space
+// the range covers: namespaces hash evenly over it.
 type RangeInfo struct {
-	Start string `json:"start"`
-	End   string `json:"end"`
-	Shard uint64 `json:"shard"`
-	Gen   uint64 `json:"gen"`
+	Start string  `json:"start"`
+	End   string  `json:"end"`
+	Share float64 `json:"share"`
+	Shard uint64  `json:"shard"`
+	Gen   uint64  `json:"gen"`
 }
 
 // CheckResult is one readiness check.
@@ -89,15 +101,23 @@ type CheckResult struct {
 
 func (s *Server) status() Status {
 	rs := s.cfg.Router.Status()
-	st := Status{Node: rs.Node, TableGen: rs.TableGen, Conns: rs.Conns, AdminConnsRefused: s.ConnsRefused()}
+	st := Status{Node: rs.Node, Version: rs.Version, Commit: rs.Commit, TableGen: rs.TableGen, Conns: rs.Conns,
+		AdminConnsRefused: s.ConnsRefused()}
 	t := s.cfg.Host.Table()
 	if t != nil {
+		live := s.cfg.Router.NodeLiveness()
 		for _, n := range t.Nodes {
+			l, ok := live[n.ID]
+			if !ok {
+				l.State = router.NodeUnknown
+			}
 			st.Nodes = append(st.Nodes, NodeInfo{ID: n.ID, ClientAddr: n.ClientAddr, RaftAddr: n.RaftAddr,
-				AdminAddr: n.AdminAddr, Self: n.ID == rs.Node})
+				AdminAddr: n.AdminAddr, Self: n.ID == rs.Node, Liveness: l})
 		}
+		slices.SortFunc(st.Nodes, func(a, b NodeInfo) int { return cmp64(a.ID, b.ID) })
 		for _, r := range t.Ranges {
-			st.Ranges = append(st.Ranges, RangeInfo{Start: r.Start, End: r.End, Shard: r.Shard, Gen: r.Gen})
+			st.Ranges = append(st.Ranges, RangeInfo{Start: wire.RouteKeyHex(r.Start), End: wire.RouteKeyHex(r.End),
+				Share: wire.RangeShare(r.Start, r.End), Shard: r.Shard, Gen: r.Gen})
 		}
 	}
 	nh := s.cfg.Host.NodeHost()
@@ -137,22 +157,22 @@ func (s *Server) status() Status {
 
 // Lock is one held lock grant with its queue, as /v1/locks lists it.
 type Lock struct {
-	Path    string   `json:"path"`
-	Mode    string   `json:"mode"`
-	Owner   string   `json:"owner,omitempty"`
-	Lease   uint64   `json:"lease"`
-	Token   uint64   `json:"token"`
-	Holds   uint32   `json:"holds"`
-	TTLMs   int64    `json:"ttl_ms"` // time left on the lease; 0 when the answering replica does not know it
-	Waiters []Waiter `json:"waiters"`
+	Path    string     `json:"path"`
+	Mode    string     `json:"mode"`
+	Owner   string     `json:"owner,omitempty"`
+	Lease   wire.HexID `json:"lease"`
+	Token   uint64     `json:"token"`
+	Holds   uint32     `json:"holds"`
+	TTLMs   int64      `json:"ttl_ms"` // time left on the lease; 0 when the answering replica does not know it
+	Waiters []Waiter   `json:"waiters"`
 }
 
 // Waiter is one queued request, in queue order.
 type Waiter struct {
-	Owner string `json:"owner,omitempty"`
-	Lease uint64 `json:"lease"`
-	Mode  string `json:"mode"`
-	Path  string `json:"path"`
+	Owner string     `json:"owner,omitempty"`
+	Lease wire.HexID `json:"lease"`
+	Mode  string     `json:"mode"`
+	Path  string     `json:"path"`
 }
 
 const (
@@ -172,7 +192,7 @@ func (s *Server) locks(ctx context.Context, prefix string, limit int) ([]Lock, e
 	var paths []string
 	index := map[string]int{}
 	for i, h := range resp.Holders {
-		out[i] = Lock{Path: h.Path, Mode: h.Mode.String(), Owner: h.Owner, Lease: h.Lease, Token: h.Token, Holds: h.Count, TTLMs: h.TTL}
+		out[i] = Lock{Path: h.Path, Mode: h.Mode.String(), Owner: h.Owner, Lease: wire.HexID(h.Lease), Token: h.Token, Holds: h.Count, TTLMs: h.TTL}
 		if _, ok := index[h.Path]; !ok {
 			index[h.Path] = len(paths)
 			paths = append(paths, h.Path)
@@ -191,7 +211,7 @@ func (s *Server) locks(ctx context.Context, prefix string, limit int) ([]Lock, e
 				return
 			}
 			for _, w := range r.Waiters {
-				waiters[i] = append(waiters[i], Waiter{Owner: w.Owner, Lease: w.Lease, Mode: w.Mode.String(), Path: w.Path})
+				waiters[i] = append(waiters[i], Waiter{Owner: w.Owner, Lease: wire.HexID(w.Lease), Mode: w.Mode.String(), Path: w.Path})
 			}
 		}()
 	}
@@ -207,10 +227,10 @@ func (s *Server) locks(ctx context.Context, prefix string, limit int) ([]Lock, e
 
 // Session is one live lease and the shards it lives on.
 type Session struct {
-	ID     uint64   `json:"id"`
-	TTLMs  int64    `json:"ttl_ms"`
-	Single bool     `json:"single_lock"` // made by a session-less acquire
-	Shards []uint64 `json:"shards"`
+	ID     wire.HexID `json:"id"`
+	TTLMs  int64      `json:"ttl_ms"`
+	Single bool       `json:"single_lock"` // made by a session-less acquire
+	Shards []uint64   `json:"shards"`
 }
 
 // sessions lists live leases, read linearizably from every local replica.
@@ -225,7 +245,7 @@ func (s *Server) sessions(ctx context.Context, limit int) ([]Session, error) {
 		for _, li := range infos {
 			se := byID[li.ID]
 			if se == nil {
-				se = &Session{ID: li.ID, TTLMs: li.TTL, Single: li.ID&statemachine.SingleLeaseBit != 0}
+				se = &Session{ID: wire.HexID(li.ID), TTLMs: li.TTL, Single: li.ID&statemachine.SingleLeaseBit != 0}
 				byID[li.ID] = se
 			}
 			se.Shards = append(se.Shards, id)
@@ -235,7 +255,7 @@ func (s *Server) sessions(ctx context.Context, limit int) ([]Session, error) {
 	for _, se := range byID {
 		out = append(out, *se)
 	}
-	slices.SortFunc(out, func(a, b Session) int { return cmp64(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Session) int { return cmp64(uint64(a.ID), uint64(b.ID)) })
 	if len(out) > limit {
 		out = out[:limit]
 	}
@@ -254,11 +274,11 @@ func cmp64(a, b uint64) int {
 
 // Election is one election's current leader.
 type Election struct {
-	Path  string `json:"path"`
-	Value string `json:"value"`
-	Owner string `json:"owner,omitempty"`
-	Lease uint64 `json:"lease"`
-	Token uint64 `json:"token"`
+	Path  string     `json:"path"`
+	Value string     `json:"value"`
+	Owner string     `json:"owner,omitempty"`
+	Lease wire.HexID `json:"lease"`
+	Token uint64     `json:"token"`
 }
 
 // elections lists the elections under prefix that have a leader: held
@@ -279,7 +299,7 @@ func (s *Server) elections(ctx context.Context, prefix string, limit int) ([]Ele
 		if err != nil || r.Value == nil {
 			continue
 		}
-		out = append(out, Election{Path: l.Path, Value: string(r.Value), Owner: r.Owner, Lease: r.Lease, Token: r.Token})
+		out = append(out, Election{Path: l.Path, Value: string(r.Value), Owner: r.Owner, Lease: wire.HexID(r.Lease), Token: r.Token})
 	}
 	return out, nil
 }

@@ -1,10 +1,12 @@
 package admin_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,30 +27,23 @@ func chromiumPath() string {
 
 // TestStatusPageInChromium loads the status page of a running cluster with
 // known locks in headless Chromium and checks what the browser rendered:
-// the lock paths with their tokens and waiters, and every shard's leader.
+// the lock paths with their tokens and waiters, every shard's leader, every
+// node up; then, with one node stopped, that node down, and a screenshot of
+// that page in the test's artifact directory (go test -artifacts keeps it).
 func TestStatusPageInChromium(t *testing.T) {
 	bin := chromiumPath()
 	if bin == "" {
 		t.Skip("chromium is not installed: run `make browser-test`, which installs Debian's chromium package")
 	}
 	f := start(t)
-	// Leaders may move (the host balances them) while the page renders: a
-	// shard's row must show its leader from just before or just after.
+	// The nodes hear from each other before the page is read. Leaders may
+	// move (the host balances them) while the page renders: a shard's row
+	// must show its leader from just before or just after.
+	waitNodeStates(t, f.admin[1], map[uint64]string{1: "up", 2: "up", 3: "up"})
 	var before admin.Status
 	getJSON(t, "http://"+f.admin[1]+"/v1/status", &before)
 	url := "http://" + f.admin[1] + "/?prefix=/locks/billing"
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--user-data-dir="+t.TempDir(), "--dump-dom", url)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
-	dom := string(out)
+	dom := chromium(t, bin, "--dump-dom", url)
 
 	if !strings.Contains(dom, "<title>Warden node 2</title>") {
 		t.Fatalf("not the status page of node 2:\n%.2000s", dom)
@@ -91,5 +86,71 @@ func TestStatusPageInChromium(t *testing.T) {
 		if !strings.Contains(dom, n.ClientAddr) {
 			t.Errorf("node %d (%s) is not listed", n.ID, n.ClientAddr)
 		}
+		if got := nodeState(dom, n.ID); got != "up" {
+			t.Errorf("node %d is shown %q, want up", n.ID, got)
+		}
 	}
+
+	// Node 3 stops: node 2's page shows it down (its client port refuses
+	// connections), with the time it was last heard from.
+	f.c.StopNode(2)
+	waitNodeStates(t, f.admin[1], map[uint64]string{1: "up", 2: "up", 3: "down"})
+	dom = chromium(t, bin, "--dump-dom", url)
+	if got := nodeState(dom, 3); got != "down" {
+		t.Errorf("the stopped node 3 is shown %q, want down", got)
+	}
+	if got := nodeState(dom, 1); got != "up" {
+		t.Errorf("node 1 is shown %q, want up", got)
+	}
+	heard := regexp.MustCompile(`<tr data-node="3">(?s:.*?)<td class="heard">([^<]*)</td>`).FindStringSubmatch(dom)
+	if heard == nil || !strings.HasSuffix(heard[1], "ago") && heard[1] != "just now" {
+		t.Errorf("node 3's last heard: %q, want a time", heard)
+	}
+	shot := filepath.Join(t.ArtifactDir(), "status-node-down.png")
+	chromium(t, bin, "--screenshot="+shot, "--window-size=1280,1400", url)
+	if b, err := os.ReadFile(shot); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Fatalf("no screenshot at %s: %v", shot, err)
+	}
+	t.Logf("screenshot of the page with node 3 down: %s", shot)
+}
+
+// chromium runs headless Chromium on url and returns what it printed.
+func chromium(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--hide-scrollbars", "--user-data-dir=" + t.TempDir()}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	}
+	return string(out)
+}
+
+// nodeState is the state the rendered page shows for node id.
+func nodeState(dom string, id uint64) string {
+	re := regexp.MustCompile(fmt.Sprintf(`<tr data-node="%d">(?s:.*?)<td class="state (?:ok|bad)"[^>]*>([a-z]+)</td>`, id))
+	if m := re.FindStringSubmatch(dom); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// waitNodeStates waits until the node at adminAddr reports the given states.
+func waitNodeStates(t *testing.T, adminAddr string, want map[uint64]string) {
+	t.Helper()
+	waitFor(t, func() bool {
+		var st admin.Status
+		getJSON(t, "http://"+adminAddr+"/v1/status", &st)
+		for _, n := range st.Nodes {
+			if w, ok := want[n.ID]; ok && n.State != w {
+				return false
+			}
+		}
+		return len(st.Nodes) == len(want)
+	})
 }

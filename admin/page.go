@@ -4,9 +4,12 @@ import (
 	"bytes"
 	_ "embed"
 	"html/template"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/wardenlock/warden/router"
 )
 
 //go:embed page.html
@@ -19,6 +22,9 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return (time.Duration(ms) * time.Millisecond).Round(100 * time.Millisecond).String()
 	},
+	// heard is when a node last answered, relative to the page's time.
+	"heard":   router.HeardAgo,
+	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
 }).Parse(pageHTML))
 
 type pageData struct {
@@ -29,14 +35,16 @@ type pageData struct {
 	Locks     []Lock
 	LockErr   string
 	Rendered  string
+	Now       time.Time
 }
 
 // page renders the status page: the cluster overview and, for a caller with
 // the admin role, the locks held under ?prefix= (default /). Plain
 // server-side HTML; no scripts.
 func (s *Server) page(ctx *fasthttp.RequestCtx, showLocks bool) {
+	now := time.Now().UTC()
 	d := pageData{Status: s.status(), Scheme: "http", ShowLocks: showLocks, Prefix: queryPrefix(ctx),
-		Rendered: time.Now().UTC().Format(time.RFC3339)}
+		Rendered: now.Format(time.RFC3339), Now: now}
 	if s.cfg.TLS != nil {
 		d.Scheme = "https"
 	}

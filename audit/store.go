@@ -657,24 +657,24 @@ func (s *Store) shards() []uint64 {
 
 // Record is one audit record.
 type Record struct {
-	Time   time.Time `json:"time"`
-	Shard  uint64    `json:"shard"`
-	Rev    uint64    `json:"revision"`
-	Kind   string    `json:"kind"`
-	Cause  string    `json:"cause,omitempty"`
-	Path   string    `json:"path"`
-	Mode   string    `json:"mode,omitempty"`
-	Token  uint64    `json:"token,omitempty"`
-	Owner  string    `json:"owner,omitempty"`
-	Lease  uint64    `json:"lease,omitempty"`
-	TTLms  int64     `json:"ttl_ms,omitempty"`
-	Client uint64    `json:"client,omitempty"`
+	Time   time.Time  `json:"time"`
+	Shard  uint64     `json:"shard"`
+	Rev    uint64     `json:"revision"`
+	Kind   string     `json:"kind"`
+	Cause  string     `json:"cause,omitempty"`
+	Path   string     `json:"path"`
+	Mode   string     `json:"mode,omitempty"`
+	Token  uint64     `json:"token,omitempty"`
+	Owner  string     `json:"owner,omitempty"`
+	Lease  wire.HexID `json:"lease,omitempty"`
+	TTLms  int64      `json:"ttl_ms,omitempty"`
+	Client wire.HexID `json:"client,omitempty"`
 }
 
 // RecordOf turns an event into a record.
 func RecordOf(ev *wire.Event) Record {
 	r := Record{Time: time.UnixMilli(ev.Time).UTC(), Shard: ev.Shard, Rev: ev.Rev, Kind: ev.Kind.String(),
-		Cause: ev.Cause.String(), Path: ev.Path, Token: ev.Token, Owner: ev.Owner, Lease: ev.Lease, TTLms: ev.TTL, Client: ev.Client}
+		Cause: ev.Cause.String(), Path: ev.Path, Token: ev.Token, Owner: ev.Owner, Lease: wire.HexID(ev.Lease), TTLms: ev.TTL, Client: wire.HexID(ev.Client)}
 	switch ev.Kind {
 	case wire.EvAcquired, wire.EvQueued, wire.EvDequeued, wire.EvReleased:
 		r.Mode = ev.Mode.String()

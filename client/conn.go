@@ -139,6 +139,10 @@ func dial(ctx context.Context, addr string, cfg *config, client uint64, onClosed
 		tlsConn := tls.Client(nc, tc)
 		if err := tlsConn.HandshakeContext(ctx); err != nil {
 			nc.Close()
+			var rhe tls.RecordHeaderError
+			if errors.As(err, &rhe) {
+				return nil, fmt.Errorf("client: %s did not answer in TLS (a plaintext port? connect without TLS): %w", addr, err)
+			}
 			return nil, err
 		}
 		nc = tlsConn
@@ -184,12 +188,20 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 		return err
 	}
 	body, err := wire.ReadFrame(br, cn.cfg.maxFrame, nil)
+	if fe := (*wire.FrameSizeError)(nil); errors.As(err, &fe) && tlsRecord(fe.Size) {
+		return fmt.Errorf("client: %s answered in TLS (its port expects TLS: connect with TLS): %w", cn.addr, err)
+	}
 	if err != nil {
 		return err
 	}
 	var resp wire.Response
 	if err := wire.DecodeResponse(body, &resp); err != nil {
 		return err
+	}
+	if resp.ID == 0 && resp.Code != wire.OK {
+		// Refused before the hello was read (a per-address connection
+		// limit, a port that expects TLS): the server's own reason.
+		return fmt.Errorf("client: %s refused the connection: %w", cn.addr, resp.AsError())
 	}
 	if resp.ID != req.ID {
 		return wire.Errorf(wire.Malformed, "handshake answer has id %d, want %d", resp.ID, req.ID)
@@ -198,7 +210,15 @@ func (cn *conn) hello(ctx context.Context, br *bufio.Reader, client uint64) erro
 		return fmt.Errorf("client: handshake with %s refused: %w", cn.addr, err)
 	}
 	cn.info = resp.Value
+	cn.cfg.ttlLimits.learn(resp.Value)
 	return nil
+}
+
+// tlsRecord reports whether a frame length read from the server is the
+// start of a TLS record (an alert or a handshake, version 3.x).
+func tlsRecord(size int) bool {
+	kind, major := size>>24, size>>16&0xff
+	return (kind == 0x15 || kind == 0x16) && major == 0x03
 }
 
 // send registers a call (and, for a watch, its stream under the same id)
@@ -447,6 +467,10 @@ func (cn *conn) readLoop(br *bufio.Reader) {
 // stream. The first answer to OpWatch carries the request id and goes to the
 // call; later frames of the stream go to the stream whatever their id.
 func (cn *conn) dispatch(resp *wire.Response) {
+	if resp.ID == 0 && resp.Stream == 0 && resp.Code != wire.OK {
+		cn.closing(resp)
+		return
+	}
 	cn.mu.Lock()
 	cl, ok := cn.pending[resp.ID]
 	if ok && resp.Code == wire.Queued {
@@ -476,6 +500,27 @@ func (cn *conn) dispatch(resp *wire.Response) {
 			cn.unwatch(resp.Stream)
 		}()
 	}
+}
+
+// closing takes the frame a server sends before it closes the connection
+// (ID 0, no stream): a connection idle with nothing open (Closed), a frame
+// stalled or too large (Malformed, TooLarge). The connection is failed with
+// the server's reason. After an idle close nothing the client sent since
+// was read (the server closes only with no request in flight and nothing
+// unread): each pending call gets the Closed answer, which callers retry
+// on another connection as not applied.
+func (cn *conn) closing(resp *wire.Response) {
+	if resp.Code == wire.Closed {
+		cn.mu.Lock()
+		pending := cn.pending
+		cn.pending = map[uint64]*call{}
+		cn.mu.Unlock()
+		for _, cl := range pending {
+			answer := *resp
+			cl.done <- result{resp: &answer}
+		}
+	}
+	cn.fail(resp.AsError())
 }
 
 // resolve answers one pending call locally.

@@ -69,8 +69,11 @@ and returns when it ends; nothing blocks forever.
 A Session is a lease that the client keeps alive: it owns locks, queued
 waiters, election candidacies and ephemeral keys, and when it ends they all
 end. The client picks the lease id itself (random, top bit clear) and sends a
-keepalive every TTL/3 (WithTTL, default 10 s). Its state follows Apache
-Curator's vocabulary:
+keepalive every TTL/3 (WithTTL, default 10 s; a TTL outside the bounds the
+cluster names at the handshake, 1 s..600 s by default, is refused by
+NewSession with a *TTLError before anything is sent). A Put with
+WithLease(s) carries the session's TTL and lease key like its locks, so it
+works on any shard. Its state follows Apache Curator's vocabulary:
 
 	            keepalive fails or is overdue
 	Connected ---------------------------------> Suspended

@@ -219,7 +219,7 @@ func (k *keepAliveScheduler) settle(batch []*Session, sent time.Time, resp *wire
 			ka.sendAt = now.Add(s.ttl / 3)
 			s.setState(Connected)
 		default:
-			s.c.cfg.logger.Warn("warden: keepalive failed", "lease", s.lease, "err", r.err)
+			s.c.cfg.logger.Warn("warden: keepalive failed", "lease", wire.HexID(s.lease), "err", r.err)
 			ka.sendAt = now.Add(min(s.c.cfg.backoff.Delay(ka.failures), s.ttl/3))
 			ka.failures++
 			s.setState(Suspended)

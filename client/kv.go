@@ -30,7 +30,7 @@ func (c *Client) Get(ctx context.Context, path string, opts ...OpOption) (KV, er
 // key is ephemeral: it is deleted when the session ends.
 func (c *Client) Put(ctx context.Context, path string, value []byte, opts ...OpOption) (uint64, error) {
 	o := applyOps(opts)
-	return c.put(ctx, &wire.Request{Op: wire.OpKVPut, Path: path, Value: value, Lease: o.lease})
+	return c.put(ctx, &wire.Request{Op: wire.OpKVPut, Path: path, Value: value, Lease: o.lease, TTL: millis(o.leaseTTL)})
 }
 
 // CAS writes a key only if its current version is expect (0: only if it does
@@ -38,7 +38,7 @@ func (c *Client) Put(ctx context.Context, path string, value []byte, opts ...OpO
 // matching ErrVersionMismatch.
 func (c *Client) CAS(ctx context.Context, path string, expect uint64, value []byte, opts ...OpOption) (uint64, error) {
 	o := applyOps(opts)
-	return c.put(ctx, &wire.Request{Op: wire.OpKVPut, Path: path, Value: value, Lease: o.lease,
+	return c.put(ctx, &wire.Request{Op: wire.OpKVPut, Path: path, Value: value, Lease: o.lease, TTL: millis(o.leaseTTL),
 		Flags: wire.FlagHasExpect, Version: expect})
 }
 

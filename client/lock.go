@@ -28,6 +28,9 @@ type Lock struct {
 // shared. The lock expires unless renewed within ttl: use Renew, or a
 // Session and Mutex for automatic keepalive.
 func (c *Client) Acquire(ctx context.Context, path string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	if err := c.cfg.ttlLimits.check(ttl); err != nil {
+		return nil, err
+	}
 	cfg := lockConfigOf(opts)
 	req := &wire.Request{Op: wire.OpAcquire, Path: path, Mode: cfg.mode, TTL: millis(ttl),
 		Wait: waitFor(ctx, cfg.try), Owner: cfg.owner}
@@ -59,6 +62,9 @@ func (l *Lock) TTL() time.Duration {
 // Renew restarts the lease's TTL (and sets it to ttl). It fails with
 // ErrNotHolder or ErrStaleToken when the lock has already ended.
 func (l *Lock) Renew(ctx context.Context, ttl time.Duration) error {
+	if err := l.c.cfg.ttlLimits.check(ttl); err != nil {
+		return err
+	}
 	req := &wire.Request{Op: wire.OpRenew, Path: l.path, Token: l.token, TTL: millis(ttl),
 		Lease: l.lease, Client: l.c.id, Seq: l.c.seqs.begin()}
 	defer l.c.seqs.end(req.Seq)

@@ -20,6 +20,7 @@ type Option func(*config)
 
 type config struct {
 	leaseKeys      *leaseKeys // the client's session lease keys (session.go), shared by its connections
+	ttlLimits      *ttlLimits // the TTL bounds the handshakes named (ttl.go)
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
 	poolSize       int
@@ -37,6 +38,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		leaseKeys:      &leaseKeys{},
+		ttlLimits:      &ttlLimits{},
 		dialTimeout:    3 * time.Second,
 		requestTimeout: 5 * time.Second,
 		poolSize:       2,
@@ -184,11 +186,13 @@ type sessionConfig struct {
 // DefaultSessionTTL is the lease TTL of a session made without WithTTL.
 const DefaultSessionTTL = 10 * time.Second
 
-// WithTTL sets the session's lease TTL (default 10 s; the server accepts
-// 1 s..600 s unless configured otherwise). Keepalives are sent every TTL/3.
+// WithTTL sets the session's lease TTL (default 10 s; 0 keeps the default).
+// The cluster accepts 1 s..600 s unless configured otherwise; NewSession
+// refuses a TTL outside the bounds the cluster named at the handshake, or
+// a negative one, with a *TTLError. Keepalives are sent every TTL/3.
 func WithTTL(d time.Duration) SessionOption {
 	return func(c *sessionConfig) {
-		if d > 0 {
+		if d != 0 {
 			c.ttl = d
 		}
 	}
@@ -279,6 +283,7 @@ type opConfig struct {
 	rev       uint64
 	stale     bool
 	lease     uint64
+	leaseTTL  time.Duration // the lease's TTL: a shard that has not seen the lease yet creates it with it
 	limit     uint32
 	hasExpect bool
 	expect    uint64
@@ -321,8 +326,12 @@ func WithRev(rev uint64) OpOption { return func(o *opConfig) { o.rev = rev } }
 // Reads are linearizable without it.
 func WithStale() OpOption { return func(o *opConfig) { o.stale = true } }
 
-// WithLease makes a Put ephemeral: the key is deleted when s ends.
-func WithLease(s *Session) OpOption { return func(o *opConfig) { o.lease = s.Lease() } }
+// WithLease makes a Put ephemeral: the key is deleted when s ends. The
+// put carries the session's TTL and lease key, so it works on a shard the
+// session has not used before.
+func WithLease(s *Session) OpOption {
+	return func(o *opConfig) { o.lease, o.leaseTTL = s.Lease(), s.TTL() }
+}
 
 // WithLimit bounds the entries List and ListLocks return (0: server default).
 func WithLimit(n uint32) OpOption { return func(o *opConfig) { o.limit = n } }

@@ -91,6 +91,9 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if err := c.cfg.ttlLimits.check(cfg.ttl); err != nil {
+		return nil, fmt.Errorf("client: new session: %w", err)
+	}
 	key, lease := newLeaseKey()
 	s := &Session{c: c, lease: lease, ttl: cfg.ttl, clock: c.cfg.clock,
 		done: make(chan struct{}), states: make(chan SessionState, stateBuffer)}
@@ -226,7 +229,7 @@ func (s *Session) setStateLocked(st SessionState) {
 		return
 	}
 	if st == Suspended && s.state == Connected {
-		s.c.cfg.logger.Info("warden: session suspended", "lease", s.lease)
+		s.c.cfg.logger.Info("warden: session suspended", "lease", wire.HexID(s.lease))
 	}
 	s.state = st
 	for {
@@ -251,7 +254,7 @@ func (s *Session) end(st SessionState, cause error) {
 		s.setStateLocked(st)
 		close(s.states)
 		if st == Lost {
-			s.c.cfg.logger.Warn("warden: session lost", "lease", s.lease, "cause", cause)
+			s.c.cfg.logger.Warn("warden: session lost", "lease", wire.HexID(s.lease), "cause", cause)
 		}
 	}
 	s.mu.Unlock()

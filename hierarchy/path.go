@@ -3,6 +3,7 @@ package hierarchy
 import (
 	"math/bits"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -27,8 +28,8 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Validate checks that p is a normalised absolute path: "/" or "/seg(/seg)*"
-// with no empty, "." or ".." segment, no control characters, and within the
-// limits. The error is a *wire.Error with code InvalidArgument that says what
+// with no empty, "." or ".." segment, no control characters, valid UTF-8,
+// and within the limits. The error is a *wire.Error with code InvalidArgument that says what
 // is wrong.
 func Validate(p string, lim Limits) error {
 	lim = lim.withDefaults()
@@ -48,8 +49,11 @@ func plainPath(p string, lim Limits) bool {
 		return false
 	}
 	depth, start, i := 0, 1, 1
+	var seen uint64 // every byte's top bit: set when a byte is not ASCII
 	for ; i+8 <= len(p); i += 8 {
-		for m := marked(load64(p[i:])); m != 0; m &= m - 1 {
+		w := load64(p[i:])
+		seen |= w
+		for m := marked(w); m != 0; m &= m - 1 {
 			j := i + bits.TrailingZeros64(m)/8
 			if p[j] != '/' || badSegment(p[start:j]) {
 				return false
@@ -65,7 +69,12 @@ func plainPath(p string, lim Limits) bool {
 				return false
 			}
 			depth, start = depth+1, i+1
+		} else {
+			seen |= uint64(c)
 		}
+	}
+	if seen&high != 0 && !utf8.ValidString(p) { // only paths with non-ASCII bytes pay
+		return false
 	}
 	return !badSegment(p[start:]) && depth+1 <= lim.MaxDepth
 }
@@ -106,6 +115,9 @@ func whyInvalid(p string, lim Limits) error {
 	}
 	if p == "/" {
 		return nil
+	}
+	if !utf8.ValidString(p) {
+		return wire.Errorf(wire.InvalidArgument, "path %q is not valid UTF-8", p)
 	}
 	depth := 0
 	start := 1

@@ -30,6 +30,10 @@ func TestValidate(t *testing.T) {
 		{"depth limit", "/a/b/c/d", true},
 		{"too long", "/" + strings.Repeat("x", 64), false},
 		{"dots inside names", "/a.b/..c", true},
+		{"utf-8", "/locks/\u00e9t\u00e9/\u65e5\u672c", true},
+		{"not utf-8", "/locks/\xff\xfe", false},
+		{"truncated utf-8", "/a/\xc3", false},
+		{"not utf-8 past eight bytes", "/billing/jobs-and-more/\xc0\xaf", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

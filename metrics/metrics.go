@@ -15,6 +15,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/wardenlock/warden/audit"
+	"github.com/wardenlock/warden/internal/buildinfo"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
 )
@@ -23,7 +24,8 @@ import (
 type Config struct {
 	Host   *shard.Host    // the node's replicas; nil for a standalone router
 	Router *router.Server // its router; nil: no request metrics
-	// Version is reported by warden_build_info.
+	// Version is reported by warden_build_info (default: the build's,
+	// internal/buildinfo).
 	Version string
 	// Audit is the node's audit store (nil: no audit metrics).
 	Audit *audit.Store
@@ -46,7 +48,7 @@ type Metrics struct {
 // Close stops observing.
 func New(cfg Config) (*Metrics, error) {
 	if cfg.Version == "" {
-		cfg.Version = "dev"
+		cfg.Version = buildinfo.Get().Version
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -92,7 +94,8 @@ func (m *Metrics) buildInfo() error {
 	if err != nil {
 		return err
 	}
-	set := metric.WithAttributes(attrString("version", m.cfg.Version), attrString("goversion", runtime.Version()))
+	set := metric.WithAttributes(attrString("version", m.cfg.Version), attrString("commit", buildinfo.Get().ShortCommit()),
+		attrString("goversion", runtime.Version()))
 	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(g, 1, set)
 		return nil

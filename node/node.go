@@ -208,6 +208,8 @@ func Start(cfg Config) (*Node, error) {
 	if rc.Paths.MaxDepth == 0 {
 		rc.Paths = cfg.SM.Paths
 	}
+	smc := cfg.SM.WithDefaults()
+	rc.MinTTL, rc.MaxTTL = time.Duration(smc.MinTTL)*time.Millisecond, time.Duration(smc.MaxTTL)*time.Millisecond
 	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), Audit: store, ln: ln, done: make(chan error, 1), closing: make(chan struct{})}
 	go func() { n.done <- n.Router.Serve(ln) }()
 	if len(cfg.Join) > 0 {

@@ -46,6 +46,8 @@ type Security struct {
 	Rate            float64       // requests per second per identity, or per client IP with auth off (default DefaultIdentityRate with auth on, unlimited without; <0 = unlimited)
 	Burst           int           // token bucket depth (default max(1, Rate))
 	HelloTimeout    time.Duration // a new connection must complete TLS and Hello within it (default 10 s)
+	FrameTimeout    time.Duration // after the handshake, a frame must arrive whole within it once begun (default 30 s; idle.go)
+	IdleTimeout     time.Duration // a connection with nothing open and silent this long is closed (default 10 min; <0 = never)
 	ConnRate        float64       // new connections per second per client IP (default 500; <0 = unlimited)
 	ConnBurst       int           // (default 2 × ConnRate)
 	MaxOversize     int           // oversized frames skipped per connection before it is closed (default 0: the first closes it)
@@ -80,6 +82,13 @@ type Security struct {
 // cannot take a node's whole capacity (a node serves about 100k lock ops/s).
 const DefaultIdentityRate = 10_000
 
+// DefaultFrameTimeout and DefaultIdleTimeout are Security.FrameTimeout's
+// and Security.IdleTimeout's defaults.
+const (
+	DefaultFrameTimeout = 30 * time.Second
+	DefaultIdleTimeout  = 10 * time.Minute
+)
+
 // DefaultIdentityWatches is Security.MaxIdentityWatches's default: four
 // connections' worth of the per-connection limit.
 const DefaultIdentityWatches = 16_384
@@ -102,6 +111,12 @@ func (sc *Security) fill(log *slog.Logger) {
 	}
 	if sc.HelloTimeout <= 0 {
 		sc.HelloTimeout = 10 * time.Second
+	}
+	if sc.FrameTimeout <= 0 {
+		sc.FrameTimeout = DefaultFrameTimeout
+	}
+	if sc.IdleTimeout == 0 {
+		sc.IdleTimeout = DefaultIdleTimeout
 	}
 	if sc.ConnRate == 0 {
 		sc.ConnRate = 500
@@ -347,17 +362,21 @@ var (
 	throttledReads atomic.Int64 // reader pauses for an IP over its byte/frame budget
 	oversizeClosed atomic.Int64 // connections closed for an oversized length prefix
 	silentRefusals atomic.Int64 // refused connections closed without an answer (over Security.RefusalRate)
+	stalledClosed  atomic.Int64 // connections closed for a frame incomplete past Security.FrameTimeout
+	idleClosed     atomic.Int64 // connections closed after Security.IdleTimeout with nothing open
 )
 
 // FloodStats counts what the flood protections did, in this process.
 type FloodStats struct {
 	ConnsRefused, AcceptsPaced, ReadsThrottled, OversizeClosed int64
 	SilentRefusals                                             int64 // refused without an answer frame (a flood of refusals)
+	StalledClosed, IdleClosed                                  int64 // closed by the frame and idle timeouts (idle.go)
 }
 
 // ReadFloodStats returns the process-wide flood counters.
 func ReadFloodStats() FloodStats {
-	return FloodStats{connsRefused.Load(), acceptsPaced.Load(), throttledReads.Load(), oversizeClosed.Load(), silentRefusals.Load()}
+	return FloodStats{connsRefused.Load(), acceptsPaced.Load(), throttledReads.Load(), oversizeClosed.Load(), silentRefusals.Load(),
+		stalledClosed.Load(), idleClosed.Load()}
 }
 
 // admit is called for every request before it is routed or proposed. It
@@ -674,7 +693,8 @@ func (s *Server) AuthorizeAdmin(identity, op, path string) error {
 type peerDialer struct {
 	tls    func() *tls.Config // nil = plaintext
 	secret string
-	checks bool // this router checks its clients (auth on): it may forward to nodes that do
+	checks bool               // this router checks its clients (auth on): it may forward to nodes that do
+	learn  func(hello []byte) // takes what a node's handshake answer tells (limits.go)
 }
 
 func (d peerDialer) dial(addr string, timeout time.Duration) (net.Conn, error) {

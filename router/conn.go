@@ -32,6 +32,7 @@ type conn struct {
 	budget *hostBudget  // the client IP's read budget (flood.go); nil = none
 	share  *fairShare   // this connection's fair share of it (flood.go); nil = none
 	meter  readMeter    // reader goroutine only
+	rd     readDeadline // reader goroutine only (idle.go)
 	pauses int          // reader pauses for the budget (reader goroutine only)
 
 	mu      sync.Mutex
@@ -79,9 +80,26 @@ func (c *conn) readLoop() {
 	defer func() { putReader(r, small) }()
 	var buf []byte
 	for {
+		if c.hello {
+			// Past the handshake the reader keeps its own deadline
+			// (idle.go): idle connections, stalled frames.
+			if r.Buffered() == 0 && !c.awaitFrame(r) {
+				return
+			}
+			if !frameBuffered(r) {
+				c.armRead(false)
+			}
+		}
 		var err error
 		buf, err = wire.ReadFrameSkip(r, c.s.cfg.MaxFrame, c.oversizeSkip(), buf)
 		if err != nil {
+			if c.hello && isTimeout(err) {
+				c.stalled()
+				return
+			}
+			if c.misdialed(err, r) {
+				return // another protocol: told so (misdial.go)
+			}
 			// fe is declared here, not per frame: its address escapes,
 			// which would cost an allocation for every frame read.
 			var fe *wire.FrameSizeError
@@ -387,6 +405,7 @@ func (c *conn) helloFrom(req *wire.Request, done func(*wire.Response)) {
 	if h := c.s.cfg.Host; h != nil {
 		info["node"] = h.NodeID()
 	}
+	c.s.ttl.addTo(info)
 	if c.peer && c.s.policy() != nil {
 		// A forwarding router checks its clients itself; one without a
 		// policy must not forward to a node that has one (dialPeer).

@@ -53,6 +53,9 @@ func dialPeer(addr string, timeout time.Duration, maxFrame int, dialer peerDiale
 			Auth bool `json:"auth"`
 		}
 		json.Unmarshal(r.Value, &info)
+		if dialer.learn != nil {
+			dialer.learn(r.Value)
+		}
 		if info.Auth && !dialer.checks {
 			// The node trusts what its peers forward; this router checks
 			// nothing, so forwarding would let every client past the

@@ -40,6 +40,10 @@ type Config struct {
 	// SigningKey, when set, signs grants that ask for it (FlagSigned):
 	// the cluster's Ed25519 key, the same on every node.
 	SigningKey ed25519.PrivateKey
+	// MinTTL and MaxTTL are the lease TTL bounds the shards enforce
+	// (statemachine.Config), told to clients at the handshake (limits.go).
+	// Zero: a standalone router learns them from the nodes.
+	MinTTL, MaxTTL time.Duration
 }
 
 func (c *Config) fill() {
@@ -79,6 +83,8 @@ type Server struct {
 	refusals   *rate.Limiter // refusals answered with a frame (nil = all)
 	closing    chan struct{} // closed by Close: ends an accept pause
 	forwarded  atomic.Uint64 // requests sent on to another node (route.go)
+	ttl        ttlBounds     // told to clients at the handshake (limits.go)
+	live       liveness      // what this router hears from the other nodes (liveness.go)
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -95,6 +101,8 @@ func New(cfg Config) *Server {
 		peers: &peers{m: map[string]*peer{}, timeout: cfg.DialTimeout, maxFrame: cfg.MaxFrame,
 			dialer: peerDialer{secret: cfg.Security.PeerSecret, checks: cfg.Security.Policy != nil}}}
 	s.peers.dialer.tls = s.cfg.Security.peerTLS
+	s.ttl.configure(cfg.MinTTL, cfg.MaxTTL)
+	s.peers.dialer.learn = s.ttl.learn
 	s.pol.Store(cfg.Security.Policy)
 	s.denied = logagg.New(cfg.Security.Audit, slog.LevelInfo, "auth: denied", 10*time.Second)
 	s.cache = newRangeCache(s)
@@ -106,7 +114,8 @@ func New(cfg Config) *Server {
 		s.pacer.lim = rate.NewLimiter(rate.Limit(cfg.Security.AcceptRate), cfg.Security.AcceptBurst)
 	}
 	s.stop = make(chan struct{})
-	s.wg.Add(1)
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); s.livenessLoop() }()
 	if cfg.Host == nil {
 		go func() { defer s.wg.Done(); s.refreshLoop() }()
 	} else {

@@ -1,10 +1,18 @@
 package router
 
-import "github.com/wardenlock/warden/shard"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/wardenlock/warden/internal/buildinfo"
+	"github.com/wardenlock/warden/shard"
+)
 
 // Status is what OpStatus answers (as JSON) and the admin API serves.
 type Status struct {
 	Node     uint64 `json:"node,omitempty"`
+	Version  string `json:"version"`          // this process's build (internal/buildinfo)
+	Commit   string `json:"commit,omitempty"` // its commit, when known
 	TableGen uint64 `json:"table_gen"`
 	Ranges   int    `json:"ranges"`
 	Conns    int    `json:"connections"`
@@ -18,11 +26,13 @@ type Status struct {
 	Passes *shard.PassCounts `json:"passes,omitempty"`
 }
 
-// NodeStatus describes one cluster member.
+// NodeStatus describes one cluster member, and whether this router hears
+// from it (liveness.go).
 type NodeStatus struct {
 	ID         uint64 `json:"id"`
 	ClientAddr string `json:"client_addr"`
 	RaftAddr   string `json:"raft_addr"`
+	Liveness
 }
 
 // ShardStatus describes one data shard as this node sees it.
@@ -47,7 +57,8 @@ func (s *Server) Forwarded() uint64 { return s.forwarded.Load() }
 
 // Status reports what this router knows of the cluster.
 func (s *Server) Status() Status {
-	st := Status{Conns: s.Conns(), Forwarded: s.Forwarded()}
+	bi := buildinfo.Get()
+	st := Status{Conns: s.Conns(), Forwarded: s.Forwarded(), Version: bi.Version, Commit: bi.ShortCommit()}
 	info := s.routeInfo()
 	if h := s.cfg.Host; h != nil {
 		st.Node = h.NodeID()
@@ -59,9 +70,15 @@ func (s *Server) Status() Status {
 		return st
 	}
 	st.TableGen, st.Ranges = t.Gen, len(t.Ranges)
+	live := s.NodeLiveness()
 	for _, n := range t.Nodes {
-		st.Nodes = append(st.Nodes, NodeStatus{ID: n.ID, ClientAddr: n.ClientAddr, RaftAddr: n.RaftAddr})
+		l, ok := live[n.ID]
+		if !ok {
+			l = Liveness{State: NodeUnknown}
+		}
+		st.Nodes = append(st.Nodes, NodeStatus{ID: n.ID, ClientAddr: n.ClientAddr, RaftAddr: n.RaftAddr, Liveness: l})
 	}
+	slices.SortFunc(st.Nodes, func(a, b NodeStatus) int { return cmp.Compare(a.ID, b.ID) })
 	for _, si := range t.Shards {
 		ss := ShardStatus{ID: si.ID, Leader: info.Leaders[si.ID], Replicas: si.Replicas, Ranges: len(t.RangesOf(si.ID))}
 		if h := s.cfg.Host; h != nil {
@@ -75,3 +92,6 @@ func (s *Server) Status() Status {
 	}
 	return st
 }
+
+// buildVersion is this process's build version.
+func buildVersion() string { return buildinfo.Get().Version }

@@ -521,7 +521,7 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 				l.trace("ended since the read", "lease", id, "req", ka.id)
 			}
 			*resp = wire.Response{ID: ka.id, Code: wire.Unavailable,
-				Msg: fmt.Sprintf("lease %d ended while its keepalive was being checked; keepalive not applied, try again", id)}
+				Msg: fmt.Sprintf("lease %x ended while its keepalive was being checked; keepalive not applied, try again", id)}
 			i += len(ka.ids)
 			continue
 		}

@@ -103,7 +103,7 @@ func loadCheckpoints(c *recovery) {
 			return
 		}
 		if !c.leaseLive(id) {
-			r.fail(fmt.Errorf("checkpoint of lease %d, which is not live", id))
+			r.fail(fmt.Errorf("checkpoint of lease %x, which is not live", id))
 			return
 		}
 		c.checkpoints[id] = rem

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wardenlock/warden/wire"
 )
@@ -124,6 +125,14 @@ func (s *StateMachine) delayedUntil(path string) int64 {
 		}
 	}
 	return until
+}
+
+// lockDelayed is a try-acquire's refusal during path's lock-delay, which
+// ends at the stamped time until (unix ms); the time is shown in RFC 3339,
+// UTC (formatting reads no clock).
+func lockDelayed(path string, until int64) *wire.Error {
+	return wire.Errorf(wire.LockDelayed, "%s is in lock-delay until %s", path,
+		time.UnixMilli(until).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 }
 
 // related reports whether a and b are equal or one is an ancestor of the other.

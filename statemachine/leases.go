@@ -38,7 +38,7 @@ func (s *StateMachine) useLease(r *wire.Request) (*lease, *wire.Error) {
 		return l, nil
 	}
 	if _, gone := s.tombs[id]; gone {
-		return nil, wire.Errorf(wire.SessionExpired, "lease %d has ended", id)
+		return nil, wire.Errorf(wire.SessionExpired, "lease %x has ended", id)
 	}
 	if err := checkLeaseKey(r); err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func (s *StateMachine) opRenew(r *wire.Request, out *wire.Response) *wire.Error 
 		return err
 	}
 	if !h.single {
-		return wire.Errorf(wire.InvalidArgument, "%s is held by session lease %d: keep the session alive instead", r.Path, h.lw)
+		return wire.Errorf(wire.InvalidArgument, "%s is held by session lease %x: keep the session alive instead", r.Path, h.lw)
 	}
 	if err := s.checkTTL(r.TTL); err != nil {
 		return err
@@ -107,7 +107,7 @@ func (s *StateMachine) opEndLease(r *wire.Request, out *wire.Response, cause wir
 		// deadlines; its proposal can reach the log through the new leader,
 		// which has been acknowledging keepalives. Only the lessor of the
 		// latest term decides expiries.
-		return wire.Errorf(wire.Conflict, "expiry of lease %d was decided in term %d, superseded by term %d",
+		return wire.Errorf(wire.Conflict, "expiry of lease %x was decided in term %d, superseded by term %d",
 			r.Lease, r.Term, s.maxTerm)
 	}
 	if r.Lease&SingleLeaseBit != 0 {
@@ -191,7 +191,7 @@ func staleExpiry(r *wire.Request, rev uint64) bool {
 }
 
 func renewedSince(r *wire.Request) *wire.Error {
-	return wire.Errorf(wire.Conflict, "lease %d was renewed after revision %d: expiry skipped", r.Lease, r.Rev)
+	return wire.Errorf(wire.Conflict, "lease %x was renewed after revision %d: expiry skipped", r.Lease, r.Rev)
 }
 
 // single returns the holder of a single-lock lease id, or nil.

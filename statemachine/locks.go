@@ -76,18 +76,18 @@ func (s *StateMachine) acquireAt(n *lockNode, r *wire.Request, out *wire.Respons
 	if blocked || delayed > 0 {
 		if r.Wait == wire.WaitNone {
 			if delayed > 0 {
-				return wire.Errorf(wire.LockDelayed, "%s is in lock-delay until %d (unix ms)", r.Path, delayed)
+				return lockDelayed(r.Path, delayed)
 			}
 			return wire.Errorf(wire.Conflict, "%s is locked or has conflicting waiters", r.Path)
 		}
 		if l != nil && s.wouldDeadlock(n, mode, l.id, r.Owner) {
-			return wire.Errorf(wire.Deadlock, "waiting for %s would close a wait-for cycle (owner %q of lease %d)", r.Path, r.Owner, l.id)
+			return wire.Errorf(wire.Deadlock, "waiting for %s would close a wait-for cycle (owner %q of lease %x)", r.Path, r.Owner, l.id)
 		}
 		return s.enqueue(n, mode, r, l, campaign, out)
 	}
 	s.noteLoad(l, nil)
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
-		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
+		return wire.Errorf(wire.TooMany, "lease %x holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
 	if r.Identity != "" {
 		if err := s.grantQuota(r, l); err != nil {

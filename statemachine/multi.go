@@ -55,7 +55,7 @@ func (s *StateMachine) opAcquireMulti(r *wire.Request, out *wire.Response) *wire
 		return err
 	}
 	if len(l.holders)+len(l.waiters)+len(r.Paths) > s.cfg.MaxLeaseLock {
-		return wire.Errorf(wire.TooMany, "lease %d would hold more than %d locks", l.id, s.cfg.MaxLeaseLock)
+		return wire.Errorf(wire.TooMany, "lease %x would hold more than %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
 	if err := s.quotaForLocks(l.ten, len(r.Paths), false); err != nil {
 		return err
@@ -99,7 +99,7 @@ func (s *StateMachine) multiCheck(n *lockNode, p string, r *wire.Request) *wire.
 	}
 	if len(s.delays) > 0 {
 		if until := s.delayedUntil(p); until > 0 {
-			return wire.Errorf(wire.LockDelayed, "%s is in lock-delay until %d", p, until)
+			return lockDelayed(p, until)
 		}
 	}
 	return nil

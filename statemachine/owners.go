@@ -32,9 +32,9 @@ func checkLeaseKey(r *wire.Request) *wire.Error {
 		return nil
 	}
 	if r.LeaseKey == 0 {
-		return wire.Errorf(wire.Unauthorized, "lease %d is new on this shard: creating it needs its key (LeaseKey), which %q did not send", r.Lease, r.Identity)
+		return wire.Errorf(wire.Unauthorized, "lease %x is new on this shard: creating it needs its key (LeaseKey), which %q did not send", r.Lease, r.Identity)
 	}
-	return wire.Errorf(wire.Unauthorized, "lease %d is new on this shard and the key %q sent does not prove it", r.Lease, r.Identity)
+	return wire.Errorf(wire.Unauthorized, "lease %x is new on this shard and the key %q sent does not prove it", r.Lease, r.Identity)
 }
 
 // checkOwner refuses r on a lease bound to another identity.
@@ -42,7 +42,7 @@ func checkOwner(l *lease, r *wire.Request) *wire.Error {
 	if l.owner == "" || r.Identity == "" || l.owner == r.Identity {
 		return nil
 	}
-	return wire.Errorf(wire.Unauthorized, "lease %d belongs to another identity, not %q", l.id, r.Identity)
+	return wire.Errorf(wire.Unauthorized, "lease %x belongs to another identity, not %q", l.id, r.Identity)
 }
 
 // singleIdentity is the identity a single-lock lease made by r is bound
@@ -159,9 +159,9 @@ func loadLeaseOwners(c *recovery) {
 		case r.err != nil:
 			return
 		case l == nil:
-			r.fail(fmt.Errorf("owner recorded for unknown lease %d", id))
+			r.fail(fmt.Errorf("owner recorded for unknown lease %x", id))
 		case owner == "":
-			r.fail(fmt.Errorf("empty owner recorded for lease %d", id))
+			r.fail(fmt.Errorf("empty owner recorded for lease %x", id))
 		default:
 			l.owner = internIdentity(owner)
 		}

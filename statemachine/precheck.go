@@ -73,7 +73,7 @@ func (s *StateMachine) precheck(r *wire.Request) *wire.Error {
 		return nil // re-entry: no new lock
 	}
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
-		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
+		return wire.Errorf(wire.TooMany, "lease %x holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
 	if n == nil || r.Wait == wire.WaitNone || int(n.Queued()) < s.cfg.MaxWaiters {
 		return nil

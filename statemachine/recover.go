@@ -176,7 +176,7 @@ func (c *recovery) readHolder(n *lockNode, h *holder) {
 	}
 	l := c.leases[id]
 	if l == nil || int(h.leaseIdx) >= len(l.holders) || l.holders[h.leaseIdx] != nil {
-		r.fail(fmt.Errorf("holder of lease %d does not fit its lease", id))
+		r.fail(fmt.Errorf("holder of lease %x does not fit its lease", id))
 		return
 	}
 	l.holders[h.leaseIdx] = h
@@ -208,7 +208,7 @@ func (c *recovery) linkWaiter(w *waiter) {
 	if w.lease != 0 {
 		l := c.leases[w.lease]
 		if l == nil || int(w.leaseIdx) >= len(l.waiters) || l.waiters[w.leaseIdx] != nil {
-			r.fail(fmt.Errorf("waiter of lease %d does not fit its lease", w.lease))
+			r.fail(fmt.Errorf("waiter of lease %x does not fit its lease", w.lease))
 			return
 		}
 		l.waiters[w.leaseIdx] = w
@@ -238,7 +238,7 @@ func (c *recovery) readKV(n *lockNode, e *nodeExt) {
 	}
 	l := c.leases[kv.lease]
 	if l == nil || int(kv.leaseIdx) >= len(l.keys) || l.keys[kv.leaseIdx] != nil {
-		r.fail(fmt.Errorf("key of lease %d does not fit its lease", kv.lease))
+		r.fail(fmt.Errorf("key of lease %x does not fit its lease", kv.lease))
 		return
 	}
 	l.keys[kv.leaseIdx] = n
@@ -252,7 +252,7 @@ func (c *recovery) checkLeaseLists() {
 	}
 	for _, l := range c.leases {
 		if slicesHaveNil(l.holders) || slicesHaveNil(l.waiters) || slicesHaveNil(l.keys) {
-			c.r.fail(fmt.Errorf("lease %d lost entries", l.id))
+			c.r.fail(fmt.Errorf("lease %x lost entries", l.id))
 			return
 		}
 	}

@@ -14,7 +14,7 @@ func (s *StateMachine) enqueue(n *lockNode, mode wire.Mode, r *wire.Request, l *
 		return wire.Errorf(wire.TooMany, "%s already has %d waiters", r.Path, s.cfg.MaxWaiters)
 	}
 	if l != nil && len(l.holders)+len(l.waiters) >= s.cfg.MaxLeaseLock {
-		return wire.Errorf(wire.TooMany, "lease %d holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
+		return wire.Errorf(wire.TooMany, "lease %x holds or waits for %d locks", l.id, s.cfg.MaxLeaseLock)
 	}
 	t := s.requestTenant(r, l)
 	if err := s.quotaForLocks(t, 1, true); err != nil {

@@ -180,8 +180,9 @@ type KV struct {
 	ModRev    uint64
 }
 
-// Range is an interval [Start, End) of encoded namespace keys (see
-// hierarchy.Key) owned by one shard. End "" means unbounded.
+// Range is an interval [Start, End) of route keys (RouteKey: the 64-bit
+// hash of a namespace) owned by one shard. Start "" is the start of the key
+// space, End "" its end.
 type Range struct {
 	_msgpack struct{} `msgpack:",as_array"`
 	Start    string

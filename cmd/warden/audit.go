@@ -69,14 +69,14 @@ take RFC 3339 times, unix milliseconds or a duration before now.`,
 			if err := json.Unmarshal(body, &ans); err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
-			if gf.output == "json" {
+			if jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), ans)
 			}
 			w := table(cmd.OutOrStdout())
 			fmt.Fprintln(w, "TIME\tPATH\tEVENT\tCAUSE\tTOKEN\tOWNER\tLEASE\tMODE")
 			for _, r := range ans.Records {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.Format("2006-01-02T15:04:05.000Z07:00"), r.Path, r.Kind,
-					dash(r.Cause), dashU(r.Token), dash(r.Owner), dashX(r.Lease), dash(r.Mode))
+					dash(r.Cause), dashU(r.Token), dash(r.Owner), leaseStr(uint64(r.Lease)), dash(r.Mode))
 			}
 			w.Flush()
 			if len(ans.Records) == 0 {
@@ -90,6 +90,7 @@ take RFC 3339 times, unix milliseconds or a duration before now.`,
 	cmd.Flags().StringVar(&until, "until", "", "up to this time (same forms)")
 	cmd.Flags().Uint64Var(&token, "token", 0, "only records of this fencing token")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many (the most recent); default 1000")
+	bound(cmd.Flags(), nonNegative, "limit")
 	return cmd
 }
 
@@ -105,11 +106,4 @@ func dashU(v uint64) string {
 		return "-"
 	}
 	return strconv.FormatUint(v, 10)
-}
-
-func dashX(v uint64) string {
-	if v == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%x", v)
 }

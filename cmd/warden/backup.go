@@ -96,7 +96,7 @@ point per shard) through a node's admin API, and the range table after them.
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
-			if gf.output == "json" {
+			if jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), m)
 			}
 			w := table(cmd.OutOrStdout())
@@ -139,7 +139,7 @@ every token issued after the restore is above every token issued before.`,
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
-			if gf.output == "json" {
+			if jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), m)
 			}
 			w := table(cmd.OutOrStdout())

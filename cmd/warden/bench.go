@@ -127,6 +127,9 @@ stdout, plus --html/--json/--csv files.`,
 	f.StringVar(&title, "title", "Warden load test", "report title")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar even on a terminal")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile (warmup included) to this file")
+	bound(f, positive, "duration", "repeat", "conns", "pool", "ttl", "paths", "hot-locks", "depths", "sessions",
+		"session-ttl", "elections", "watchers", "interval", "locks")
+	bound(f, nonNegative, "warmup", "rate", "hold")
 	cmd.AddCommand(benchNodeCmd())
 	return cmd
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,12 +37,14 @@ func addClientCommands(root *cobra.Command) {
 	pf.StringVar(&gf.endpoints, "endpoints", def, "comma-separated node or router addresses (env WARDEN_ENDPOINTS)")
 	pf.StringVarP(&gf.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&gf.timeout, "timeout", 10*time.Second, "per-request timeout")
+	bound(pf, positive, "timeout")
 	addClientSecurityFlags(pf)
 	root.AddCommand(lockCmd(), electCmd(), watchCmd(), kvCmd(), locksCmd(), statusCmd(), rangesCmd(), rangeCmd())
 	root.AddCommand(semCmd(), lockAllCmd())
 	root.AddCommand(benchCmd())
 	root.AddCommand(snapshotCmd(), restoreCmd(), auditCmd())
 	root.AddCommand(nodeCmd(), replicaCmd(), shardsCmd()) // cli_machines.go
+	root.AddCommand(versionCmd())
 }
 
 // signalContext is cancelled on SIGINT/SIGTERM.
@@ -74,7 +75,7 @@ func fail(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrTimeout):
+	case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrTimeout), errors.Is(err, client.ErrLockDelayed):
 		return &exitError{code: exitConflict, err: err}
 	case errors.Is(err, client.ErrNotFound):
 		return &exitError{code: exitNotFound, err: err}
@@ -84,12 +85,6 @@ func fail(err error) error {
 		return &exitError{code: exitInterrupted, err: err}
 	}
 	return &exitError{code: exitFailure, err: err}
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 2, 4, 2, ' ', 0) }

@@ -46,11 +46,13 @@ ends, as for lock. Exit codes as for lock.`,
 				p.Release(rctx)
 				cancel()
 			}()
-			return holdWhile(ctx, p.Context(), s, cmd, args, 2, args[0], p.Token(), grace)
+			return holdWhile(ctx, p.Context(), s, cmd, args, 2, heldOut{Path: args[0], Token: p.Token()}, grace)
 		}),
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
 	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
+	bound(cmd.Flags(), positive, "ttl")
+	bound(cmd.Flags(), nonNegative, "grace")
 	return cmd
 }
 
@@ -92,26 +94,38 @@ lock. Exit codes as for lock.`,
 				cancel()
 			}()
 			var pairs []string
+			var held heldOut
 			for _, p := range m.Paths() {
 				pairs = append(pairs, fmt.Sprintf("%s=%d", p, m.Tokens()[p]))
+				held.Locks = append(held.Locks, heldLock{Path: p, Token: m.Tokens()[p]})
 			}
 			os.Setenv("WARDEN_LOCK_TOKENS", strings.Join(pairs, ","))
-			return holdWhile(ctx, m.Context(), s, cmd, args, len(paths), strings.Join(paths, ","), 0, grace)
+			return holdWhile(ctx, m.Context(), s, cmd, args, len(paths), held, grace)
 		}),
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
 	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	cmd.Flags().BoolVar(&try, "try", false, "fail at once (exit 2) if any path is held")
+	bound(cmd.Flags(), positive, "ttl")
+	bound(cmd.Flags(), nonNegative, "grace")
 	return cmd
 }
 
 // holdWhile runs the command after the dash (args[first:] when there is
 // one) while the hold whose context is held lives, or waits for an
 // interrupt.
-func holdWhile(ctx, held context.Context, s *client.Session, cmd *cobra.Command, args []string, first int, what string, token uint64, grace time.Duration) error {
+func holdWhile(ctx, held context.Context, s *client.Session, cmd *cobra.Command, args []string, first int, what heldOut, grace time.Duration) error {
+	what.Lease = wire.HexID(s.Lease())
+	path := what.Path
+	for i, l := range what.Locks {
+		if i > 0 {
+			path += ","
+		}
+		path += l.Path
+	}
 	dash := cmd.ArgsLenAtDash()
 	if dash < 0 || dash >= len(args) || dash < first {
-		fmt.Printf("holding %s token=%d lease=%d (Ctrl-C releases)\n", what, token, s.Lease())
+		printHeld("holding", what)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -119,7 +133,7 @@ func holdWhile(ctx, held context.Context, s *client.Session, cmd *cobra.Command,
 			return &exitError{code: exitLost, err: fmt.Errorf("lost: %v", context.Cause(held))}
 		}
 	}
-	code, err := runHolding(ctx, held, what, token, s.Lease(), args[dash:], grace)
+	code, err := runHolding(ctx, held, path, what.Token, s.Lease(), args[dash:], grace)
 	if err != nil {
 		return err
 	}
@@ -138,27 +152,27 @@ func locksInfoCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			if gf.output == "json" {
-				return printJSON(os.Stdout, info)
+			if jsonOutput() {
+				return printJSON(os.Stdout, lockInfoOf(info))
 			}
 			fmt.Printf("path %s", info.Path)
 			if info.Permits > 0 {
 				fmt.Printf("  semaphore of %d permits", info.Permits)
 			}
 			if !info.DelayUntil.IsZero() {
-				fmt.Printf("  lock-delay until %s", info.DelayUntil.Format(time.RFC3339Nano))
+				fmt.Printf("  lock-delay until %s", info.DelayUntil.UTC().Format(time.RFC3339Nano))
 			}
 			if !info.RevokeAt.IsZero() {
-				fmt.Printf("  revocation due %s", info.RevokeAt.Format(time.RFC3339Nano))
+				fmt.Printf("  revocation due %s", info.RevokeAt.UTC().Format(time.RFC3339Nano))
 			}
 			fmt.Println()
 			w := table(os.Stdout)
 			fmt.Fprintln(w, "ROLE\tMODE\tTOKEN\tLEASE\tOWNER")
 			for _, h := range info.Holders {
-				fmt.Fprintf(w, "holder\t%s\t%d\t%d\t%s\n", h.Mode, h.Token, h.Lease, h.Owner)
+				fmt.Fprintf(w, "holder\t%s\t%d\t%s\t%s\n", h.Mode, h.Token, leaseStr(h.Lease), h.Owner)
 			}
 			for _, q := range info.Waiters {
-				fmt.Fprintf(w, "waiter\t%s\t-\t%d\t%s\n", q.Mode, q.Lease, q.Owner)
+				fmt.Fprintf(w, "waiter\t%s\t-\t%s\t%s\n", q.Mode, leaseStr(q.Lease), q.Owner)
 			}
 			return w.Flush()
 		}),
@@ -190,14 +204,15 @@ revocable can be revoked.`,
 			if err != nil {
 				return fail(err)
 			}
-			fmt.Printf("revocation of %s requested (grace %v)\n", args[0], grace)
-			return nil
+			return report(doneOut{Action: "revoke", Path: args[0], Token: token, GraceMs: grace.Milliseconds()},
+				fmt.Sprintf("revocation of %s requested (grace %v)", args[0], grace))
 		}),
 	}
 	f := cmd.Flags()
 	f.Uint64Var(&token, "token", 0, "the holder's token (0: every holder)")
 	f.DurationVar(&grace, "grace", 5*time.Second, "time the holder has to release (0: revoke now)")
 	f.BoolVar(&force, "force", false, "admin revocation: works on any lock")
+	bound(f, nonNegative, "grace")
 	return cmd
 }
 
@@ -215,8 +230,8 @@ func electHandOverCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			fmt.Printf("%s: %s leads now, token=%d\n", args[0], resp.Owner, resp.Token)
-			return nil
+			return report(doneOut{Action: "handover", Path: args[0], Owner: resp.Owner, Token: resp.Token},
+				fmt.Sprintf("%s: %s leads now, token=%d", args[0], resp.Owner, resp.Token))
 		}),
 	}
 }
@@ -228,4 +243,21 @@ type wireHandOver struct {
 
 func (h wireHandOver) request() *wire.Request {
 	return &wire.Request{Op: wire.OpHandOver, Path: h.path, Token: h.token, Target: h.target}
+}
+
+// printHeld tells what is held while no command runs under it.
+func printHeld(verb string, h heldOut) {
+	if jsonOutput() {
+		printJSONLine(os.Stdout, h)
+		return
+	}
+	if len(h.Locks) > 0 {
+		var pairs []string
+		for _, l := range h.Locks {
+			pairs = append(pairs, fmt.Sprintf("%s token=%d", l.Path, l.Token))
+		}
+		fmt.Printf("%s %s lease=%s (Ctrl-C releases)\n", verb, strings.Join(pairs, ", "), h.Lease)
+		return
+	}
+	fmt.Printf("%s %s token=%d lease=%s (Ctrl-C releases)\n", verb, h.Path, h.Token, h.Lease)
 }

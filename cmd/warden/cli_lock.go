@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/wire"
 )
 
 func lockCmd() *cobra.Command {
@@ -28,7 +29,7 @@ func lockCmd() *cobra.Command {
 		Short: "Hold a lock while a command runs (or until interrupted)",
 		Long: `lock acquires <path> on a session and runs the command with
 WARDEN_LOCK_PATH, WARDEN_LOCK_TOKEN (the fencing token) and WARDEN_LOCK_LEASE
-in its environment. The command runs in a process group of its own. If the
+(the session's lease id, in hex) in its environment. The command runs in a process group of its own. If the
 hold ends while the command runs (the session is lost, the lock is revoked or
 released by someone else), the whole group, everything the command started
 included, is sent SIGTERM (SIGKILL after --grace), and warden exits 3. When
@@ -38,8 +39,8 @@ itself dies (even by SIGKILL). Without a command it prints the token and
 holds the lock until interrupted or lost.
 
 Exit codes: the command's own (128+n if signal n ended it); 2 if the lock was
-not granted (--try, or --wait ran out); 3 if the lock was lost; 130 if warden
-was interrupted; 1 on other errors.`,
+not granted (--try on a held lock or one in lock-delay, or --wait ran out); 3
+if the lock was lost; 130 if warden was interrupted; 1 on other errors.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
 			s, err := c.NewSession(ctx, client.WithTTL(ttl))
@@ -59,7 +60,7 @@ was interrupted; 1 on other errors.`,
 			}
 			m := client.NewRWMutex(s, args[0], opts...)
 			if err := acquire(ctx, m, shared, try, wait); err != nil {
-				return fail(err)
+				return fail(delayLeft(ctx, c, args[0], err))
 			}
 			token := m.Token()
 			if shared {
@@ -86,7 +87,11 @@ was interrupted; 1 on other errors.`,
 				}
 			}
 			if len(args) == 1 {
-				fmt.Printf("locked %s token=%d lease=%d (Ctrl-C releases)\n", args[0], token, s.Lease())
+				mode := "exclusive"
+				if shared {
+					mode = "shared"
+				}
+				printHeld("locked", heldOut{Path: args[0], Mode: mode, Token: token, Lease: wire.HexID(s.Lease())})
 				select {
 				case <-ctx.Done():
 					release()
@@ -115,7 +120,22 @@ was interrupted; 1 on other errors.`,
 	f.DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
 	f.DurationVar(&delay, "lock-delay", 0, "keep the path ungrantable this long if the lock is lost or revoked (<0: none; 0: cluster default)")
 	f.BoolVar(&revoc, "revocable", false, "let waiters ask for the lock's revocation (warden locks revoke)")
+	bound(f, positive, "ttl")
+	bound(f, nonNegative, "wait", "grace")
 	return cmd
+}
+
+// delayLeft adds to a lock-delay refusal how long the delay has left.
+func delayLeft(ctx context.Context, c *client.Client, path string, err error) error {
+	if !errors.Is(err, client.ErrLockDelayed) {
+		return err
+	}
+	ictx, cancel := opCtx(ctx)
+	defer cancel()
+	if info, ierr := c.LockInfo(ictx, path); ierr == nil && !info.DelayUntil.IsZero() {
+		return fmt.Errorf("%w (%s left)", err, time.Until(info.DelayUntil).Round(100*time.Millisecond))
+	}
+	return err
 }
 
 func acquire(ctx context.Context, m *client.RWMutex, shared, try bool, wait time.Duration) error {

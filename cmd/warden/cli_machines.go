@@ -28,8 +28,7 @@ func nodeCmd() *cobra.Command {
 				if err := f(c, ctx, id); err != nil {
 					return fail(err)
 				}
-				fmt.Printf(done+"\n", id)
-				return nil
+				return report(doneOut{Action: "node " + use, Node: id}, fmt.Sprintf(done, id))
 			}),
 		}
 	}
@@ -60,8 +59,7 @@ func replicaCmd() *cobra.Command {
 				if err := c.AbortReplicaMove(ctx, ids[0]); err != nil {
 					return fail(err)
 				}
-				fmt.Printf("shard %d: move rolling back\n", ids[0])
-				return nil
+				return report(doneOut{Action: "replica move abort", Shard: ids[0]}, fmt.Sprintf("shard %d: move rolling back", ids[0]))
 			}
 			if len(ids) != 3 {
 				return fail(fmt.Errorf("want <shard> <from-node> <to-node>"))
@@ -69,8 +67,8 @@ func replicaCmd() *cobra.Command {
 			if err := c.MoveReplica(ctx, ids[0], ids[1], ids[2]); err != nil {
 				return fail(err)
 			}
-			fmt.Printf("shard %d: moving the replica on node %d to node %d; follow it with `warden shards`\n", ids[0], ids[1], ids[2])
-			return nil
+			return report(doneOut{Action: "replica move", Shard: ids[0], From: ids[1], To: ids[2]},
+				fmt.Sprintf("shard %d: moving the replica on node %d to node %d; follow it with `warden shards`", ids[0], ids[1], ids[2]))
 		}),
 	}
 	move.Flags().BoolVar(&abort, "abort", false, "roll back the shard's move (only before the target votes)")
@@ -86,7 +84,7 @@ func shardsCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			if gf.output == "json" {
+			if jsonOutput() {
 				return printJSON(os.Stdout, shards)
 			}
 			w := table(os.Stdout)
@@ -139,8 +137,8 @@ func transferCmd() *cobra.Command {
 				return fail(err)
 			}
 			if wait <= 0 {
-				fmt.Printf("shard %d: leadership transfer to node %d started; follow it with `warden shards`\n", shard, node)
-				return nil
+				return report(doneOut{Action: "shard transfer", Shard: shard, Node: node},
+					fmt.Sprintf("shard %d: leadership transfer to node %d started; follow it with `warden shards`", shard, node))
 			}
 			deadline := time.Now().Add(wait)
 			var leader uint64
@@ -156,8 +154,8 @@ func transferCmd() *cobra.Command {
 					}
 				}
 				if leader == node {
-					fmt.Printf("shard %d: node %d leads it\n", shard, node)
-					return nil
+					return report(doneOut{Action: "shard transfer", Shard: shard, Node: node, Leader: leader},
+						fmt.Sprintf("shard %d: node %d leads it", shard, node))
 				}
 				if time.Now().After(deadline) {
 					return fail(fmt.Errorf("shard %d: transfer to node %d started, but node %d still leads it after %v (a lagging target, or an election, can defeat a transfer: try again)", shard, node, leader, wait))
@@ -171,6 +169,7 @@ func transferCmd() *cobra.Command {
 		}),
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Second, "wait this long for the node to lead the shard (0: do not wait)")
+	bound(cmd.Flags(), nonNegative, "wait")
 	return cmd
 }
 

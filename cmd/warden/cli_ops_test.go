@@ -98,6 +98,7 @@ func TestSnapshotRestoreAndAuditProcesses(t *testing.T) {
 		}
 	}
 	out := oc.must(t, "audit", "/ops/jobs", "--admin", oc.admins[2], "--token", strconv.FormatUint(before, 10), "-o", "json")
+	checkJSON(t, "audit", out, false)
 	if err := json.Unmarshal([]byte(out), &ans); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestSnapshotRestoreAndAuditProcesses(t *testing.T) {
 	}
 
 	bk := filepath.Join(t.TempDir(), "bk")
-	oc.must(t, "snapshot", "save", bk, "--admin", oc.admins[0])
+	checkJSON(t, "snapshot save", oc.must(t, "snapshot", "save", bk, "--admin", oc.admins[0], "-o", "json"), false)
 	after := tokenOf() // issued after the backup: must still be below the restored floor
 
 	oc.kill()
@@ -121,7 +122,7 @@ func TestSnapshotRestoreAndAuditProcesses(t *testing.T) {
 		if err := os.RemoveAll(oc.dataDir(i)); err != nil {
 			t.Fatal(err)
 		}
-		oc.must(t, "restore", bk, "--data-dir", oc.dataDir(i))
+		checkJSON(t, "restore", oc.must(t, "restore", bk, "--data-dir", oc.dataDir(i), "-o", "json"), false)
 	}
 	oc.start(t)
 	if got := strings.TrimSpace(oc.must(t, "kv", "get", "/ops/cfg/mode")); !strings.Contains(got, "blue") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/wire"
 )
 
 func rangesCmd() *cobra.Command {
@@ -21,37 +23,23 @@ func rangesCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			if gf.output == "json" {
-				type r struct {
-					Index  int    `json:"index"`
-					Start  string `json:"start"`
-					End    string `json:"end"`
-					Shard  uint64 `json:"shard"`
-					Gen    uint64 `json:"gen"`
-					Ops    uint64 `json:"ops"`
-					Moving string `json:"moving,omitempty"`
-				}
-				out := []r{}
-				for i, x := range rows {
-					out = append(out, r{i, hex.EncodeToString([]byte(x.Start)), hex.EncodeToString([]byte(x.End)), x.Shard, x.Gen, x.Ops, x.Moving})
-				}
+			out := []rangeOut{}
+			for i, x := range rows {
+				out = append(out, rangeOut{Index: i, Start: wire.RouteKeyHex(x.Start), End: wire.RouteKeyHex(x.End),
+					Share: wire.RangeShare(x.Start, x.End), Shard: x.Shard, Gen: x.Gen, Ops: x.Ops, Moving: x.Moving})
+			}
+			if jsonOutput() {
 				return printJSON(os.Stdout, out)
 			}
 			w := table(os.Stdout)
-			fmt.Fprintln(w, "#\tSTART\tEND\tSHARD\tGEN\tOPS\tMOVE")
-			for i, x := range rows {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%d\t%s\n", i, keyText(x.Start, "(start)"), keyText(x.End, "(end)"), x.Shard, x.Gen, x.Ops, x.Moving)
+			fmt.Fprintln(w, "#\tSTART\tEND\tSHARE\tSHARD\tGEN\tOPS\tMOVE")
+			for _, r := range out {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%.1f%%\t%d\t%d\t%d\t%s\n", r.Index, cmp.Or(r.Start, "(start)"), cmp.Or(r.End, "(end)"),
+					100*r.Share, r.Shard, r.Gen, r.Ops, r.Moving)
 			}
 			return w.Flush()
 		}),
 	}
-}
-
-func keyText(k, empty string) string {
-	if k == "" {
-		return empty
-	}
-	return hex.EncodeToString([]byte(k))
 }
 
 func rangeCmd() *cobra.Command {
@@ -71,8 +59,7 @@ func rangeCmd() *cobra.Command {
 			if err := c.SplitRange(ctx, key); err != nil {
 				return fail(err)
 			}
-			fmt.Println("split")
-			return nil
+			return report(doneOut{Action: "range split", Path: pathArg(args[0]), Range: keyArg(args[0])}, "split")
 		}),
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -86,8 +73,7 @@ func rangeCmd() *cobra.Command {
 			if err := c.MergeRange(ctx, start); err != nil {
 				return fail(err)
 			}
-			fmt.Println("merged")
-			return nil
+			return report(doneOut{Action: "range merge", Range: wire.RouteKeyHex(start)}, "merged")
 		}),
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -106,8 +92,8 @@ func rangeCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			fmt.Printf("move %d started\n", id)
-			return nil
+			return report(doneOut{Action: "range move", Range: wire.RouteKeyHex(start), Shard: shard, Move: id},
+				fmt.Sprintf("move %d started", id))
 		}),
 	})
 	return cmd
@@ -131,4 +117,19 @@ func rangeStart(ctx context.Context, c *client.Client, arg string) (string, erro
 		return "", fmt.Errorf("%q is neither a range number nor a hex key", arg)
 	}
 	return string(b), nil
+}
+
+// pathArg and keyArg split a path-or-key argument for the JSON report.
+func pathArg(a string) string {
+	if strings.HasPrefix(a, "/") {
+		return a
+	}
+	return ""
+}
+
+func keyArg(a string) string {
+	if strings.HasPrefix(a, "/") {
+		return ""
+	}
+	return a
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/router"
+	"github.com/wardenlock/warden/wire"
 )
 
 func electCmd() *cobra.Command {
@@ -57,7 +59,11 @@ lock. With --observe it prints every leader change. Exit codes as for lock.`,
 			}()
 			dash := cmd.ArgsLenAtDash()
 			if dash < 0 || dash >= len(args) {
-				fmt.Printf("elected at %s token=%d (Ctrl-C resigns)\n", args[0], e.Token())
+				if jsonOutput() {
+					printJSONLine(os.Stdout, heldOut{Path: args[0], Token: e.Token(), Lease: wire.HexID(s.Lease())})
+				} else {
+					fmt.Printf("elected at %s token=%d lease=%x (Ctrl-C resigns)\n", args[0], e.Token(), s.Lease())
+				}
 				select {
 				case <-ctx.Done():
 					return nil
@@ -78,22 +84,25 @@ lock. With --observe it prints every leader change. Exit codes as for lock.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")
 	cmd.Flags().BoolVar(&observe, "observe", false, "print leader changes instead of campaigning")
 	cmd.Flags().Int64Var(&priority, "priority", 0, "candidate priority: the highest waiting one wins a free leadership")
-	cmd.Flags().StringVar(&owner, "owner", "", "candidate name (what `elect handover` names; default random)")
+	cmd.Flags().StringVar(&owner, "owner", "", "candidate name, the one elect handover names (default random)")
 	cmd.Flags().DurationVar(&grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the command's process group is stopped")
+	bound(cmd.Flags(), positive, "ttl")
+	bound(cmd.Flags(), nonNegative, "grace")
 	cmd.AddCommand(electHandOverCmd())
 	return cmd
 }
 
 func printLeader(path string, li client.LeaderInfo) {
-	if gf.output == "json" {
-		json.NewEncoder(os.Stdout).Encode(map[string]any{"path": path, "value": string(li.Value), "token": li.Token, "lease": li.Lease})
+	if jsonOutput() {
+		printJSONLine(os.Stdout, leaderOut{Path: path, optJSONValue: optValueOf(li.Value), Token: li.Token,
+			Lease: wire.HexID(li.Lease), Owner: li.Owner})
 		return
 	}
 	if li.Token == 0 {
 		fmt.Printf("%s: no leader\n", path)
 		return
 	}
-	fmt.Printf("%s: leader %q token=%d lease=%d\n", path, li.Value, li.Token, li.Lease)
+	fmt.Printf("%s: leader %q token=%d lease=%x owner=%q\n", path, li.Value, li.Token, li.Lease, li.Owner)
 }
 
 func watchCmd() *cobra.Command {
@@ -110,17 +119,16 @@ func watchCmd() *cobra.Command {
 			if prefix {
 				opts = append(opts, client.WithPrefix())
 			}
-			enc := json.NewEncoder(os.Stdout)
 			for wr := range c.Watch(ctx, args[0], opts...) {
 				if wr.Err != nil {
 					return fail(wr.Err)
 				}
 				for _, ev := range wr.Events {
-					if gf.output == "json" {
-						enc.Encode(ev)
+					if jsonOutput() {
+						printJSONLine(os.Stdout, eventOf(ev))
 						continue
 					}
-					fmt.Printf("rev=%d shard=%d %s %s cause=%s token=%d lease=%d owner=%q value=%q\n",
+					fmt.Printf("rev=%d shard=%d %s %s cause=%s token=%d lease=%x owner=%q value=%q\n",
 						ev.Rev, ev.Shard, ev.Kind, ev.Path, ev.Cause, ev.Token, ev.Lease, ev.Owner, ev.Value)
 				}
 			}
@@ -151,11 +159,15 @@ func kvCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
+			if jsonOutput() {
+				return printJSON(os.Stdout, putOut{Key: args[0], Version: ver})
+			}
 			fmt.Printf("version=%d\n", ver)
 			return nil
 		}),
 	}
 	put.Flags().Int64Var(&expect, "expect-version", -1, "only write if the key is at this version (0 = must not exist)")
+	bound(put.Flags(), minusOne, "expect-version")
 	get := &cobra.Command{
 		Use: "get <key>", Short: "Read a value", Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
@@ -163,8 +175,8 @@ func kvCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			if gf.output == "json" {
-				return printJSON(os.Stdout, kvJSON(kv))
+			if jsonOutput() {
+				return printJSON(os.Stdout, kvOf(kv))
 			}
 			fmt.Println(string(kv.Value))
 			return nil
@@ -173,7 +185,13 @@ func kvCmd() *cobra.Command {
 	del := &cobra.Command{
 		Use: "del <key>", Short: "Delete a key", Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
-			return fail(c.Delete(ctx, args[0]))
+			if err := c.Delete(ctx, args[0]); err != nil {
+				return fail(err)
+			}
+			if jsonOutput() {
+				return printJSON(os.Stdout, deletedOut{Key: args[0], Deleted: true})
+			}
+			return nil
 		}),
 	}
 	ls := &cobra.Command{
@@ -183,10 +201,10 @@ func kvCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			if gf.output == "json" {
-				out := make([]map[string]any, 0, len(kvs))
+			if jsonOutput() {
+				out := make([]kvOut, 0, len(kvs))
 				for _, kv := range kvs {
-					out = append(out, kvJSON(kv))
+					out = append(out, kvOf(kv))
 				}
 				return printJSON(os.Stdout, out)
 			}
@@ -202,16 +220,12 @@ func kvCmd() *cobra.Command {
 	return kv
 }
 
-func kvJSON(kv client.KV) map[string]any {
-	return map[string]any{"key": kv.Key, "value": string(kv.Value), "version": kv.Version, "lease": kv.Lease,
-		"create_rev": kv.CreateRev, "mod_rev": kv.ModRev}
-}
-
+// leaseStr is a lease id in a table: hex, "-" for none.
 func leaseStr(l uint64) string {
 	if l == 0 {
 		return "-"
 	}
-	return strconv.FormatUint(l, 10)
+	return wire.HexID(l).String()
 }
 
 // withConn runs a verb with a client, under a context that Ctrl-C cancels.
@@ -251,17 +265,7 @@ func locksCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			type row struct {
-				Path    string `json:"path"`
-				Mode    string `json:"mode"`
-				Token   uint64 `json:"token"`
-				Lease   uint64 `json:"lease"`
-				Owner   string `json:"owner,omitempty"`
-				Holds   uint32 `json:"holds"`
-				TTLMs   int64  `json:"ttl_left_ms,omitempty"`
-				Waiters int    `json:"waiters"`
-			}
-			var rows []row
+			rows := []lockRowOut{}
 			waiters := map[string]int{}
 			for _, h := range holders {
 				if _, seen := waiters[h.Path]; !seen && len(holders) <= 200 {
@@ -269,15 +273,16 @@ func locksCmd() *cobra.Command {
 						waiters[h.Path] = len(info.Waiters)
 					}
 				}
-				rows = append(rows, row{h.Path, h.Mode.String(), h.Token, h.Lease, h.Owner, h.Count, h.TTL, waiters[h.Path]})
+				rows = append(rows, lockRowOut{holderOf(h), waiters[h.Path]})
 			}
-			if gf.output == "json" {
+			if jsonOutput() {
 				return printJSON(os.Stdout, rows)
 			}
 			w := table(os.Stdout)
 			fmt.Fprintln(w, "PATH\tMODE\tTOKEN\tLEASE\tOWNER\tHOLDS\tTTL LEFT\tWAITERS")
 			for _, r := range rows {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%d\n", r.Path, r.Mode, r.Token, r.Lease, r.Owner, r.Holds, ms(r.TTLMs), r.Waiters)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%d\n", r.Path, r.Mode, r.Token, leaseStr(uint64(r.Lease)), r.Owner, r.Holds,
+					ms(r.TTLLeftMs), r.Waiters)
 			}
 			return w.Flush()
 		}),
@@ -294,8 +299,13 @@ func statusCmd() *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			if gf.output == "json" {
-				_, err := os.Stdout.Write(append(raw, '\n'))
+			if jsonOutput() { // the server's document, which follows the CLI's rules
+				var b bytes.Buffer
+				if err := json.Indent(&b, raw, "", "  "); err != nil {
+					return err
+				}
+				b.WriteByte('\n')
+				_, err := b.WriteTo(os.Stdout)
 				return err
 			}
 			var st router.Status
@@ -303,10 +313,11 @@ func statusCmd() *cobra.Command {
 				return err
 			}
 			w := table(os.Stdout)
-			fmt.Fprintf(w, "answered by node %d, table generation %d, %d ranges\n\n", st.Node, st.TableGen, st.Ranges)
-			fmt.Fprintln(w, "NODE\tCLIENT\tRAFT")
+			fmt.Fprintf(w, "answered by node %d (version %s), table generation %d, %d ranges\n\n", st.Node, st.Version, st.TableGen, st.Ranges)
+			fmt.Fprintln(w, "NODE\tSTATE\tLAST HEARD\tCLIENT\tRAFT\tVERSION")
+			now := time.Now()
 			for _, n := range st.Nodes {
-				fmt.Fprintf(w, "%d\t%s\t%s\n", n.ID, n.ClientAddr, n.RaftAddr)
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, router.HeardAgo(n.LastHeard, now), n.ClientAddr, n.RaftAddr, dash(n.Version))
 			}
 			fmt.Fprintln(w, "\nSHARD\tLEADER\tREPLICAS\tRANGES\tAPPLIED\tWATCHERS")
 			for _, s := range st.Shards {

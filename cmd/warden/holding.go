@@ -51,7 +51,7 @@ func runHolding(ctx, lost context.Context, path string, token, lease uint64, arg
 	child.Env = append(os.Environ(),
 		"WARDEN_LOCK_PATH="+path,
 		"WARDEN_LOCK_TOKEN="+strconv.FormatUint(token, 10),
-		"WARDEN_LOCK_LEASE="+strconv.FormatUint(lease, 10))
+		"WARDEN_LOCK_LEASE="+strconv.FormatUint(lease, 16))
 	child.SysProcAttr = groupAttr()
 	started, exited := startLocked(child)
 	if err := <-started; err != nil {

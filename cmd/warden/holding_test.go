@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -106,7 +107,7 @@ func waitHeld(t *testing.T, pc *procCluster, path string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, _, code := pc.run(t, "locks", "info", path, "-o", "json")
-		if code == 0 && strings.Contains(out, `"Token"`) {
+		if info := lockInfoJSON(out); code == 0 && len(info.Holders) > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -114,6 +115,15 @@ func waitHeld(t *testing.T, pc *procCluster, path string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// lockInfoJSON reads `locks info -o json` (zero when it does not parse).
+func lockInfoJSON(out string) (info struct {
+	Holders []struct{ Token uint64 }
+	Waiters []struct{ Owner string }
+}) {
+	json.Unmarshal([]byte(out), &info)
+	return info
 }
 
 func TestCLIStopsTheCommandsGroupWhenTheHoldEnds(t *testing.T) {
@@ -152,7 +162,7 @@ func TestCLIStopsTheCommandsGroupWhenTheHoldEnds(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			o, _, code := pc.run(t, "locks", "info", path, "-o", "json")
-			if code == 0 && strings.Contains(o, `"Waiters"`) && strings.Contains(o, `"b"`) {
+			if info := lockInfoJSON(o); code == 0 && len(info.Waiters) == 1 && info.Waiters[0].Owner == "b" {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -29,26 +30,39 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	err := newRoot().Execute()
+	if err == nil {
+		return
+	}
+	code := exitFailure
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code, err = ee.code, ee.err
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, errorLine(err))
+	}
+	os.Exit(code)
+}
+
+// newRoot builds the command tree.
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "warden",
 		Short:         "Warden: a sharded, linearizable lock and coordination service",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Numeric flags are checked against their bounds first (bounds.go).
+		PersistentPreRunE: checkBounds,
 	}
 	root.AddCommand(serveCmd(), devCmd(), routerCmd(), signingKeyCmd())
 	addClientCommands(root)
 	root.AddCommand(certsCmd(), superviseCmd())
-	err := root.Execute()
-	if err == nil {
-		return
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintln(os.Stderr, "warden:", ee.err)
-		}
-		os.Exit(ee.code)
-	}
-	fmt.Fprintln(os.Stderr, "warden:", err)
-	os.Exit(exitFailure)
+	return root
+}
+
+// errorLine is how an error is shown: one "warden: " prefix, whether or not
+// the error's own text starts with one (every server error's does).
+func errorLine(err error) string {
+	return "warden: " + strings.TrimPrefix(err.Error(), "warden: ")
 }

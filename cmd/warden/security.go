@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -31,6 +32,7 @@ type serveSecurity struct {
 	acceptRate, ipByteRate      float64
 	refusalRate                 float64
 	ipFrameRate                 float64
+	frameTimeout, idleTimeout   time.Duration
 	quotas                      quotaFlags
 }
 
@@ -46,7 +48,7 @@ type quotaFlags struct {
 
 func (s *serveSecurity) register(f *pflag.FlagSet) {
 	f.BoolVar(&s.plaintext, "plaintext", false, "serve without TLS (an explicit choice: clients, Raft and admin traffic unencrypted)")
-	f.StringVar(&s.tlsDir, "tls-dir", "", "directory made by `warden certs` (ca.pem, client-ca.pem, node.pem, node-key.pem)")
+	f.StringVar(&s.tlsDir, "tls-dir", "", "`dir` made by warden certs (ca.pem, client-ca.pem, node.pem, node-key.pem)")
 	f.StringVar(&s.caFile, "cacert", "", "node CA (verifies other nodes; clients verify this node with it)")
 	f.StringVar(&s.clientCA, "client-cacert", "", "client CA (verifies client certificates; optional)")
 	f.StringVar(&s.cert, "cert", "", "this node's certificate")
@@ -65,6 +67,8 @@ func (s *serveSecurity) register(f *pflag.FlagSet) {
 	f.Float64Var(&s.acceptRate, "accept-rate", 2000, "connections accepted per second, all addresses; over it they wait in the kernel backlog (-1: unpaced)")
 	f.Float64Var(&s.ipByteRate, "ip-byte-rate", 128<<20, "bytes per second read from one client IP; over it its connections are not read (-1: unlimited)")
 	f.Float64Var(&s.ipFrameRate, "ip-frame-rate", 500_000, "frames per second read from one client IP (-1: unlimited)")
+	f.DurationVar(&s.frameTimeout, "frame-timeout", router.DefaultFrameTimeout, "a client's frame must arrive whole within this once begun, or the connection is closed")
+	f.DurationVar(&s.idleTimeout, "idle-timeout", router.DefaultIdleTimeout, "close a client connection silent this long with nothing open: no request, wait, watch or hold stream (-1s: never)")
 	f.Float64Var(&s.refusalRate, "refusal-rate", 200, "refused connections answered with a TooMany frame per second, all addresses; past it they are reset without an answer (-1: answer all)")
 }
 
@@ -108,6 +112,13 @@ func (s *serveSecurity) apply(cfg *node.Config) error {
 	}
 	cfg.SM.MaxOwnerLeases, cfg.SM.MaxOwnerLocks, cfg.SM.MaxOwnerWaiters = s.quotas.Leases, s.quotas.Locks, s.quotas.Waiters
 	sec.AcceptRate, sec.ByteRate, sec.FrameRate, sec.RefusalRate = s.acceptRate, s.ipByteRate, s.ipFrameRate, s.refusalRate
+	if s.frameTimeout <= 0 {
+		return fmt.Errorf("--frame-timeout %v: must be positive", s.frameTimeout)
+	}
+	if s.idleTimeout == 0 {
+		return errors.New("--idle-timeout 0: give a duration, or -1s for never")
+	}
+	sec.FrameTimeout, sec.IdleTimeout = s.frameTimeout, s.idleTimeout
 	return nil
 }
 
@@ -132,7 +143,7 @@ var cliSec struct {
 }
 
 func addClientSecurityFlags(pf *pflag.FlagSet) {
-	pf.StringVar(&cliSec.tlsDir, "tls-dir", os.Getenv("WARDEN_TLS_DIR"), "directory made by `warden certs`: TLS with ca.pem and client.pem (env WARDEN_TLS_DIR)")
+	pf.StringVar(&cliSec.tlsDir, "tls-dir", os.Getenv("WARDEN_TLS_DIR"), "`dir` made by warden certs: TLS with ca.pem and client.pem (env WARDEN_TLS_DIR)")
 	pf.StringVar(&cliSec.caFile, "cacert", "", "CA that signed the nodes' certificates (turns TLS on)")
 	pf.StringVar(&cliSec.cert, "cert", "", "client certificate (identity = its CN or URI SAN)")
 	pf.StringVar(&cliSec.key, "key", "", "client private key")

@@ -94,7 +94,8 @@ def test_refused_handshakes(secure):
         with pytest.raises(warden.Unauthorized) as e:
             untrusting.get("/locks/billing/x")
         assert "certificate" in str(e.value).lower()
-    # Plaintext against the TLS port gets nowhere.
+    # Plaintext against the TLS port is told that the port expects TLS.
     with warden.Client(secure.endpoints, token="alice-token", timeout=1.5, connect_timeout=0.5) as plain:
-        with pytest.raises(warden.Unavailable):
+        with pytest.raises(warden.InvalidArgument) as e:
             plain.get("/locks/billing/x")
+        assert "expects TLS" in str(e.value)
