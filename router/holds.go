@@ -66,6 +66,9 @@ type holdSub struct {
 }
 
 // Send implements shard.Subscriber for a local replica's feed.
+// Internal marks the hub's subscription as the node's own, not a watch.
+func (sub *holdSub) Internal() bool { return true }
+
 func (sub *holdSub) Send(events []wire.Event) bool {
 	if n := len(events); n > 0 {
 		sub.last.Store(events[n-1].Rev)
