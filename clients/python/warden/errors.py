@@ -75,6 +75,7 @@ class HoldLost(NotHolder):
         why = CAUSE_NAMES.get(cause, str(cause)) if cause else "not held any more"
         msg = f"{path} (token {token}) lost: {why}" + (f": {detail}" if detail else "")
         super().__init__(msg, response=response)
+        self.args = (f"warden: hold lost: {msg}",)
 
     @property
     def cause_name(self) -> str:

@@ -130,13 +130,20 @@ class Session:
             if e.response is not None and e.response.events:
                 self.client._noticed(e.response.events)  # error answers carry notices too (§4.2)
             if e.response is not None and self.lease in e.response.leases:
-                raise SessionExpired("the service lists the lease as gone", response=e.response) from None
+                raise self._gone(e.response) from None
             raise
         if resp.events:
             self.client._noticed(resp.events)
         if self.lease in resp.leases:
-            raise SessionExpired("the service lists the lease as gone", response=resp)
+            raise self._gone(resp)
         return resp
+
+    @staticmethod
+    def _gone(resp) -> SessionExpired:
+        """The error for a keepalive answer that lists the lease as gone. Such
+        an answer does not say whether the lease expired or was revoked (only
+        the pushed lease-end notice does): its holds are lost as expired."""
+        return SessionExpired("the service lists the lease as gone (expired or revoked)", response=resp)
 
     def _run(self) -> None:
         interval = self.ttl / 3
