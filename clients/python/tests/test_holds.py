@@ -284,7 +284,7 @@ def test_a_parked_wait_ends_with_its_session(cluster):
     try:
         read_line(go)
         with warden.Client(proxy.addr, direct_routing=False, attempt_timeout=1.0) as c:
-            s = c.session(ttl=2)
+            s = c.session(ttl=5)
             lock = s.lock(path)
             failed = []
 
@@ -307,3 +307,54 @@ def test_a_parked_wait_ends_with_its_session(cluster):
         proxy.close()
         assert end(go) == 0
     assert service_info(cluster, path) == {"holders": [], "waiters": []}
+
+
+def test_a_notice_that_overtakes_its_grant(cluster, client):
+    """A notice may arrive before the grant it ends (a revocation with no
+    grace right after the grant) and twice (pushed, then in a keepalive
+    answer): it is kept for the grant on its way, marks that hold lost
+    once, and touches no other hold. (The notice here is made by the test,
+    delivered as the reader thread delivers pushes.)"""
+    path = "/locks/holds/overtaken"
+    with client.session(ttl=10) as s:
+        other = s.lock("/locks/holds/untouched")
+        other.acquire()
+        real = client._call
+        seen = []
+
+        def overtaken(req, **kw):
+            resp = real(req, **kw)
+            if req.op == wire.Op.ACQUIRE and req.path == path:
+                ev = wire.Event(kind=warden.Kind.RELEASED, cause=warden.Cause.FORCED, path=path, token=resp.token,
+                                lease=s.lease)
+                client._noticed([ev])
+                client._noticed([ev])
+            return resp
+
+        client._call = overtaken
+        try:
+            lock = s.lock(path)
+            lock.on_lost(seen.append)
+            token = lock.acquire(timeout=0)
+        finally:
+            client._call = real
+        lost = lock.wait_lost(LOST_WITHIN)
+        assert lost is not None and lost.cause == warden.Cause.FORCED and lost.token == token
+        assert not lock.held and other.held and other.lost is None
+        wait_for(lambda: seen)
+        assert seen == [lost]
+        client.release(path, token, lease=s.lease, owner=lock.owner)  # the service still held it
+        assert service_holders(cluster, path) == []
+
+
+def test_closing_the_session_loses_nothing(cluster, client):
+    """Closing a session ends its holds as its owner's doing: the session is
+    closed, not lost, its holds are done with no loss, and the service
+    holds nothing of it."""
+    s = client.session(ttl=10)
+    lock = s.lock("/locks/holds/closed")
+    lock.acquire()
+    s.close()
+    assert s.state == warden.CLOSED and s.done.is_set()
+    assert lock.done.is_set() and not lock.held and lock.lost is None
+    assert service_holders(cluster, "/locks/holds/closed") == []

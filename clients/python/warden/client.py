@@ -467,7 +467,7 @@ class Client:
             gave_up = abort is not None and e is abort.reason
             if not gave_up and e.code != Code.AMBIGUOUS:
                 raise  # the service decided (or the request was refused before it was sent)
-            settled, owns_seq = self._withdraw(req, give_back)
+            settled, owns_seq = self._withdraw(req, give_back, session)
             if gave_up:
                 raise
             if settled:
@@ -475,7 +475,7 @@ class Client:
                               response=e.response) from e
             raise
         except BaseException:
-            _, owns_seq = self._withdraw(req, give_back)
+            _, owns_seq = self._withdraw(req, give_back, session)
             raise
         finally:
             if abort is not None:
@@ -494,21 +494,34 @@ class Client:
             except WardenError as e:
                 log.warning("warden: giving back %s token %d: %s", path, token, e)
 
-    def _withdraw(self, req, give_back) -> tuple[bool, bool]:
+    def _withdraw(self, req, give_back, session=None) -> tuple[bool, bool]:
         """Withdraws the acquire req (cancel with its Client and Seq) and gives
         back what it took. Returns (settled, owns_seq): settled when its fate
         is known now; otherwise a background thread keeps asking, and owns
-        the Seq (the caller must not finish it) until the fate is known."""
+        the Seq (the caller must not finish it) until the fate is known, or
+        until the lease that would hold the grant has ended anyway: the
+        session's, once it is lost here (no keepalive renews it any more), or
+        a single-lock lease's TTL after the withdrawal began."""
         if self._settle(req, give_back, self.timeout):
             return True, True
         if self.closed:
             return False, True
         log.warning("warden: withdrawing %s %s in the background", wire.OP_NAMES.get(req.op, req.op), req.path)
+        lease_end = time.monotonic() + self._attempt_timeout + req.ttl / 1000
+
+        def moot() -> bool:
+            if session is not None:
+                return session.done.is_set()
+            return time.monotonic() > lease_end
 
         def run() -> None:
             try:
                 attempt = 0
                 while not self.closed and not self._settle(req, give_back, self._attempt_timeout):
+                    if moot():
+                        log.warning("warden: %s %s: its lease ends what the withdrawal could not",
+                                    wire.OP_NAMES.get(req.op, req.op), req.path)
+                        return
                     self._closed.wait(backoff(attempt) + 0.05)
                     attempt += 1
             finally:

@@ -197,6 +197,8 @@ class Session:
         with self._cond:
             if self._state in (LOST, CLOSED):
                 return
+            if self._closing:  # the lease ends by close(): whatever else noticed it first
+                state, cause = CLOSED, "closed"
             self._state = state
             self.cause = cause
             self._end_cause = lease_cause
