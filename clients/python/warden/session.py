@@ -71,7 +71,6 @@ class Session:
         self._pending: list[wire.Event] = []  # notices that found no hold (yet)
         self._waits: set = set()  # parked requests to end with the session
         self._closing = False
-        self._end_cause = Cause.EXPIRED
         self._watchers: list[Callable[[str], None]] = []
         sent = time.monotonic()
         self._deadline = sent + ttl
@@ -81,7 +80,6 @@ class Session:
         except BaseException:
             client._sessions.pop(self.lease, None)
             raise
-        self._deadline = sent + ttl
         self._thread = threading.Thread(target=self._run, name=f"warden-session-{self.lease:x}", daemon=True)
         self._thread.start()
 
@@ -201,7 +199,6 @@ class Session:
                 state, cause = CLOSED, "closed"
             self._state = state
             self.cause = cause
-            self._end_cause = lease_cause
             holds = {id(h): h for h in self._holds.values()}.values()
             self._holds = {}
             waits, self._waits = self._waits, set()
