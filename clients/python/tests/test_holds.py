@@ -127,6 +127,7 @@ def test_release_and_resign_by_another_client(cluster, client):
         assert operator.release(lock.path, lock.token) == 0
         lost = lock.wait_lost(LOST_WITHIN)
         assert lost is not None and lost.cause == warden.Cause.RELEASED and lost.client == operator.id
+        assert not lock.held and service_holders(cluster, lock.path) == []
 
         e = s.election("/elections/holds/byother")
         token = e.campaign("python")
