@@ -16,6 +16,7 @@ from .wire import Cause, Code, Flag, Op
 log = logging.getLogger("warden")
 
 _DEFAULT = object()
+_losing = threading.Lock()  # makes one loss of a hold the only one
 
 
 def random_owner() -> str:
@@ -66,9 +67,10 @@ class _Hold:
         """The hold ended without its holder's doing (key: the (path, token)
         the notice named). Called on reader and keepalive threads: the
         callbacks run on a thread of their own."""
-        if self.done.is_set():
-            return
-        self.lost = err
+        with _losing:
+            if self.done.is_set() or self.lost is not None:
+                return  # ended already, or lost on another thread (a push and a keepalive answer)
+            self.lost = err
         self._gone(key)
         self._end(str(err))
         callbacks = list(self._callbacks)
