@@ -51,11 +51,6 @@ type Config struct {
 	// snapshots (0: shard.DefaultSnapshotEntries).
 	SnapshotEntries uint64
 	HeartbeatRTT    uint64 // default 3 ticks
-	// StepWorkers is how many Raft step workers the node runs (0: what
-	// the data dir was created with, shard.DefaultStepWorkers for a new
-	// one). Each steps its share of the node's shards in one pass and waits
-	// for that pass's WAL sync.
-	StepWorkers uint64
 
 	// Security (security.go). TLS nil = plaintext on the client, Raft and
 	// admin ports; otherwise TLS 1.3 on all three, mutual TLS for Raft.
@@ -187,7 +182,7 @@ func Start(cfg Config) (*Node, error) {
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: cmp.Or(cfg.ClientAdvertise, ln.Addr().String()), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT, SnapshotEntries: cfg.SnapshotEntries,
-		StepWorkers: cfg.StepWorkers, SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
+		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas, LogFS: cfg.LogFS,

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"os"
 	"time"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
@@ -65,21 +64,9 @@ import (
 // of a hand-off (2–3 ms) and far below a heartbeat (30 ms).
 const defaultCommitHold = time.Millisecond
 
-// commitHoldWait is defaultCommitHold unless WARDEN_EXP_COMMIT_HOLD (a Go
-// duration, "0" turns holding off) says otherwise: an experiment knob for
-// benchmarks, not a setting.
-var commitHoldWait = commitHoldFromEnv(os.Getenv("WARDEN_EXP_COMMIT_HOLD"))
-
-func commitHoldFromEnv(v string) time.Duration {
-	if v == "" {
-		return defaultCommitHold
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return defaultCommitHold
-	}
-	return d
-}
+// commitHoldWait is the hold every new peer stream gets: defaultCommitHold
+// (tests lengthen it to see what only replacements release).
+var commitHoldWait = defaultCommitHold
 
 // isCommitOnly says whether m is a Replicate without entries. (A probe
 // after a rejection or a heartbeat's answer may be one too; holding it is

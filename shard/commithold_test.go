@@ -147,15 +147,6 @@ func TestCommitHoldCounts(t *testing.T) {
 	}
 }
 
-func TestCommitHoldFromEnv(t *testing.T) {
-	for v, want := range map[string]time.Duration{"": defaultCommitHold, "0": 0, "3ms": 3 * time.Millisecond,
-		"junk": defaultCommitHold, "-1ms": defaultCommitHold} {
-		if got := commitHoldFromEnv(v); got != want {
-			t.Errorf("%q: %v, want %v", v, got, want)
-		}
-	}
-}
-
 // Through a real connection: a held message arrives on its own when its
 // hold ends, one replaced by a later message never arrives, and closing
 // the stream discards what is held and stops the timer.

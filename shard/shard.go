@@ -18,15 +18,6 @@ type Config struct {
 	MaxBatchOps   int // client operations per Raft entry (default 2048)
 	MaxBatchBytes int // bytes per Raft entry (default 512 KiB)
 	MaxInflight   int // entries proposed but not yet applied (default 32)
-	// NodeInflight > 0 bounds the entries all of a node's shards have in
-	// flight together (default 0: no bound). An entry that finds them all
-	// taken waits, up to EntryLinger, for one to complete, and the
-	// operations that arrive meanwhile join it (proposer.takeSlot). Off by
-	// default: at 8 leaders on 3 nodes of 0.25 cores a bound of 4 doubled
-	// operations per entry but not the CPU per operation, and it cost
-	// throughput with 16 shards on unconstrained nodes (docs/scaling.md).
-	NodeInflight int
-	EntryLinger  time.Duration // default 10 ms
 	// QueueHold is the longest a blocking acquire on a path with queued
 	// waiters is held back to join the next operation's entry (default
 	// 2 ms; negative: never held; queuehold.go).
@@ -58,9 +49,6 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBatchOps, 2048)
 	def(&c.MaxBatchBytes, 512<<10)
 	def(&c.MaxInflight, 32)
-	if c.EntryLinger <= 0 {
-		c.EntryLinger = 10 * time.Millisecond
-	}
 	if c.QueueHold == 0 {
 		c.QueueHold = 2 * time.Millisecond
 	}
@@ -137,14 +125,6 @@ func newShard(h *Host, id uint64) *Shard {
 	s.lessor = newLessor(s)
 	s.timer.s = s
 	return s
-}
-
-// nodeSlots is the host's bound on entries in flight (Config.NodeInflight).
-func (s *Shard) nodeSlots() chan struct{} {
-	if s.host == nil {
-		return nil
-	}
-	return s.host.slots
 }
 
 // start runs the proposer; the replica must be started. The host ticks
