@@ -54,7 +54,8 @@ test-cluster: deps build
 
 # Fault suite (chaos/, docs/faults.md). The short run (about 3 minutes:
 # kill, partition and pause the leader under the lock register and the
-# fenced set, plus one run per test-only bug switch, which must fail) is
+# fenced set, plus one run per test-only bug switch, which must fail; the
+# suite builds warden with the build tag `bugs` for its test hooks) is
 # part of `make test`; `make chaos` runs every fault with every workload on
 # 3 and 5 nodes and writes the figures to docs/bench/faults.txt.
 test-chaos-short chaos-short: deps

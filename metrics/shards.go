@@ -40,7 +40,7 @@ type shardMetrics struct {
 type shardGauges struct {
 	hasLeader, isLeader, term, applied, logged, lag metric.Int64ObservableGauge
 	leaderChanges                                   metric.Int64ObservableCounter
-	locks, waiters, leases, keys, fence, faults     metric.Int64ObservableGauge
+	locks, waiters, leases, keys, fence             metric.Int64ObservableGauge
 	watchers                                        metric.Int64ObservableGauge
 	proposalsPending, proposalsQueued               metric.Int64ObservableGauge
 	proposalsFailed, rangeMoves                     metric.Int64ObservableCounter
@@ -71,7 +71,6 @@ func newShardMetrics(m metric.Meter, h *shard.Host) (*shardMetrics, error) {
 	g.leases = b.gauge("warden.leases.active", "{lease}", "Live leases (reported by the shard leader).")
 	g.keys = b.gauge("warden.kv.keys", "{key}", "KV keys (reported by the shard leader).")
 	g.fence = b.gauge("warden.fencing.token.max", "", "Highest fencing token the shard has issued, or its floor.")
-	g.faults = b.gauge("warden.statemachine.faults", "{op}", "Operations that hit a bug and were answered Internal (should stay 0).")
 	g.watchers = b.gauge("warden.watchers", "{watch}", "Watch subscriptions on this node's replica.")
 	g.proposalsPending = b.gauge("warden.raft.proposals.pending", "{entry}", "Entries this node proposed to the shard and has not had answered yet.")
 	g.proposalsQueued = b.gauge("warden.raft.proposals.queued", "{op}", "Client operations waiting to be batched into an entry.")
@@ -89,7 +88,7 @@ func newShardMetrics(m metric.Meter, h *shard.Host) (*shardMetrics, error) {
 		sm.observe(o, &g)
 		return nil
 	}, g.hasLeader, g.isLeader, g.term, g.leaderChanges, g.applied, g.logged, g.lag,
-		g.locks, g.waiters, g.leases, g.keys, g.fence, g.faults, g.watchers,
+		g.locks, g.waiters, g.leases, g.keys, g.fence, g.watchers,
 		g.proposalsPending, g.proposalsQueued, g.proposalsFailed, g.rangeMoves)
 	if err != nil {
 		return nil, err
@@ -202,7 +201,6 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 			o.ObserveInt64(g.proposalsPending, pending, set)
 			o.ObserveInt64(g.proposalsFailed, int64(failed), set)
 		}
-		o.ObserveInt64(g.faults, int64(st.Faults), set)
 		if si.LeaderID != si.ReplicaID {
 			continue
 		}

@@ -1,8 +1,5 @@
-// Package testbugs holds test-only switches that deliberately break one of
-// Warden's promises, so the fault suite (package chaos) can show it catches
-// the breakage. They are read once, at start-up, from the environment
-// variable WARDEN_TEST_BUGS (a comma-separated list); when it is unset every
-// switch is false and costs one bool check.
+//go:build bugs
+
 package testbugs
 
 import (
@@ -10,13 +7,13 @@ import (
 	"strings"
 )
 
-// Env is the environment variable the switches are read from.
-const Env = "WARDEN_TEST_BUGS"
+// Enabled says this binary was built with the switches (tag `bugs`).
+const Enabled = true
 
-// The switches. Never set them in production.
+// The switches, read from Env at start-up.
 var (
 	// NoLeaseRefresh: a new shard leader does not give leases a fresh TTL
-	// (they are due at once), breaking promise 3.
+	// (they are due at once).
 	NoLeaseRefresh bool
 	// ReleaseIgnoresToken: release frees the path whatever token it carries,
 	// so a stale holder can release a newer holder's lock.
@@ -26,9 +23,6 @@ var (
 	// the ending lease gave up.
 	GrantExpiredWaiter bool
 )
-
-// Names lists the known switches, for help texts and the suite.
-var Names = []string{"no-lease-refresh", "release-ignores-token", "grant-expired-waiter"}
 
 func init() { Parse(os.Getenv(Env)) }
 
