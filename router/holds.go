@@ -65,7 +65,7 @@ type holdSub struct {
 	last  atomic.Uint64 // the shard revision it has covered: a renewal replays from the next
 }
 
-// Send implements shard.Subscriber for a local replica's feed.
+// Send implements feed.Subscriber for a local replica's feed.
 func (sub *holdSub) Send(events []wire.Event) bool {
 	if n := len(events); n > 0 {
 		sub.last.Store(events[n-1].Rev)

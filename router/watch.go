@@ -14,7 +14,7 @@ type connSub struct {
 	notices bool
 }
 
-// Send implements shard.Subscriber. When the client cannot keep up the
+// Send implements feed.Subscriber. When the client cannot keep up the
 // watch ends with TooMany; the client resumes from its last revision.
 func (cs *connSub) Send(events []wire.Event) bool {
 	if cs.notices {
@@ -44,7 +44,7 @@ func (cs *connSub) Send(events []wire.Event) bool {
 	return false
 }
 
-// End implements shard.Ender: the watched range moved to another shard
+// End implements feed.Ender: the watched range moved to another shard
 // (RangeMoving), or the local replica it read from was removed (Closed).
 // Both are retryable: the client resumes from its last revision.
 func (cs *connSub) End(code wire.Code, msg string) {

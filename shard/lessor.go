@@ -117,7 +117,7 @@ type lessor struct {
 func newLessor(s *Shard) *lessor {
 	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000,
 		expired: logagg.New(s.log, slog.LevelInfo, "lease expired", 10*time.Second)}
-	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, AnswerFunc(done)) }
+	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, wire.AnswerFunc(done)) }
 	l.spawn = func(f func()) { go f() }
 	l.read = func(ctx context.Context, q statemachine.LeaseCheck) (any, error) { return s.nh.SyncRead(ctx, s.id, q) }
 	return l

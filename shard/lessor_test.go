@@ -1,11 +1,12 @@
 package shard
 
 import (
-	sm "github.com/lni/dragonboat/v4/statemachine"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
+
+	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"

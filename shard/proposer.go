@@ -23,7 +23,7 @@ import (
 
 type proposal struct {
 	req  *wire.Request
-	to   Answerer
+	to   wire.Answerer
 	span trace.Span // non-nil only for a traced request (trace.go)
 }
 
@@ -97,7 +97,7 @@ func newProposer(s *Shard) *proposer {
 }
 
 // submit queues req; to is answered exactly once.
-func (p *proposer) submit(req *wire.Request, to Answerer) {
+func (p *proposer) submit(req *wire.Request, to wire.Answerer) {
 	pr := proposal{req: req, to: to}
 	if req.Trace != "" {
 		pr.span = p.s.traceSpan("apply", req)

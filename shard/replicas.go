@@ -307,7 +307,7 @@ func (h *Host) removeLocal(ctx context.Context, s *Shard) error {
 	delete(h.leaders, s.id)
 	delete(h.leaderSince, s.id)
 	h.mu.Unlock()
-	s.feed.endAll(wire.Closed, "the shard's replica moved off this node: resume the watch from the last revision")
+	s.feed.EndAll(wire.Closed, "the shard's replica moved off this node: resume the watch from the last revision")
 	s.stop()
 	if err := h.nh.StopReplica(s.id, s.rid); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
 		return err
@@ -353,24 +353,3 @@ func (h *Host) self() placement.Node {
 // step (0: hold none). Tests use it to stop a move at a chosen step, then
 // crash a node there.
 func (h *Host) HoldMovesAt(step placement.MoveStep) { h.holdMovesAt.Store(uint32(step)) }
-
-// Ender is a Subscriber that can be told its watch ended (the local replica
-// it watched was removed, or its range moved to another shard); it should
-// pass code and msg to its client, who resumes the watch elsewhere from its
-// last revision. End must not block.
-type Ender interface {
-	End(code wire.Code, msg string)
-}
-
-// endAll ends every watch on the feed.
-func (f *feed) endAll(code wire.Code, msg string) {
-	f.mu.Lock()
-	subs := f.subs
-	f.subs = map[uint64]*subscription{}
-	f.mu.Unlock()
-	for _, s := range subs {
-		if e, ok := s.sub.(Ender); ok {
-			e.End(code, msg)
-		}
-	}
-}

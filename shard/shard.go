@@ -9,6 +9,7 @@ import (
 
 	"github.com/lni/dragonboat/v4"
 
+	"github.com/wardenlock/warden/feed"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -89,7 +90,7 @@ type Shard struct {
 	timer    deadlineTimer
 	parked   *parkedSet
 	waits    waitCounts // queued waiters per path (queuehold.go)
-	feed     *feed
+	feed     *feed.Feed
 	lost     lostHolds   // recent notices for holders, for keepalive answers (lostholds.go)
 	exports  exportCache // export.go
 
@@ -116,9 +117,9 @@ func newShard(h *Host, id uint64) *Shard {
 		parked:    newParkedSet(),
 		stopc:     make(chan struct{}),
 	}
-	s.feed = newFeed(s.cfg.FeedSize, s.cfg.FeedBytes)
+	s.feed = feed.New(s.cfg.FeedSize, s.cfg.FeedBytes)
 	if rec := h.cfg.Recorder; rec != nil {
-		s.feed.history = func(from, to uint64, limit int) ([]wire.Event, error) {
+		s.feed.History = func(from, to uint64, limit int) ([]wire.Event, error) {
 			return rec.History(id, from, to, limit)
 		}
 	}
@@ -177,7 +178,7 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 	if rec := s.host.cfg.Recorder; rec != nil {
 		rec.Record(s.id, events)
 	}
-	s.feed.append(events)
+	s.feed.Append(events)
 	s.lost.observe(events, s.clock)
 	s.lessor.onEvents(events)
 	for i := range events {
@@ -211,7 +212,7 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 // RangeDropped implements statemachine.RangeObserver: watches on the range
 // end with RangeMoving (resume on the new owner).
 func (s *Shard) RangeDropped(start, end string) {
-	s.feed.endRange(start, end, s.host.cfg.NamespaceDepth)
+	s.feed.EndRange(start, end, s.host.cfg.NamespaceDepth)
 }
 
 func (s *Shard) notLeader(id uint64) *wire.Response {
@@ -222,12 +223,12 @@ func (s *Shard) notLeader(id uint64) *wire.Response {
 // Submit executes one request on this shard and calls done exactly once with
 // its answer (possibly much later, for a blocking acquire).
 func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
-	s.SubmitTo(req, AnswerFunc(done))
+	s.SubmitTo(req, wire.AnswerFunc(done))
 }
 
 // SubmitTo is Submit answering to: a caller with an object per request
 // passes it rather than a closure.
-func (s *Shard) SubmitTo(req *wire.Request, to Answerer) {
+func (s *Shard) SubmitTo(req *wire.Request, to wire.Answerer) {
 	if s.restoring.Load() && !req.Op.Internal() {
 		to.Answer(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "the shard is being restored from a backup: retry shortly"})
 		return
@@ -260,7 +261,7 @@ func (s *Shard) SubmitTo(req *wire.Request, to Answerer) {
 // the lease (this replica no longer leads the shard): no signature then.
 type leaseTimeLeft struct {
 	s  *Shard
-	to Answerer
+	to wire.Answerer
 }
 
 func (a *leaseTimeLeft) Answer(resp *wire.Response) {
@@ -281,7 +282,7 @@ func isRead(op wire.Op) bool {
 	return false
 }
 
-func (s *Shard) propose(req *wire.Request, to Answerer) {
+func (s *Shard) propose(req *wire.Request, to wire.Answerer) {
 	if s.worthPrecheck(req) {
 		go func() {
 			if resp := s.precheck(req); resp != nil {
@@ -328,7 +329,7 @@ var prechecked atomic.Int64
 // limit before proposing them.
 func PrecheckRefusals() int64 { return prechecked.Load() }
 
-func (s *Shard) proposeChecked(req *wire.Request, to Answerer) {
+func (s *Shard) proposeChecked(req *wire.Request, to wire.Answerer) {
 	blocking := (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone
 	if !blocking {
 		s.proposer.submit(req, to)
@@ -361,7 +362,7 @@ func (s *Shard) cancel(req *wire.Request, code wire.Code, done func(*wire.Respon
 	key := clientSeq{client, seq}
 	req = &wire.Request{Op: wire.OpCancel, Path: req.Path, Paths: req.Paths, Lease: req.Lease, Owner: req.Owner,
 		Client: client, Seq: seq, Trace: req.Trace}
-	s.proposer.submit(req, AnswerFunc(func(resp *wire.Response) {
+	s.proposer.submit(req, wire.AnswerFunc(func(resp *wire.Response) {
 		switch {
 		case resp.Code == wire.OK && resp.Token != 0:
 			s.parked.deliver(key, &wire.Response{Code: wire.OK, Token: resp.Token, Lease: resp.Lease,
@@ -425,15 +426,15 @@ func (s *Shard) fillTTLs(resp *wire.Response) {
 // Watch subscribes to this shard's events on path (or under it, with
 // prefix) from revision rev (0 = from now). It returns the subscription id
 // and the revision the watch starts after.
-func (s *Shard) Watch(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
-	return s.feed.subscribe(path, prefix, rev, sub)
+func (s *Shard) Watch(path string, prefix bool, rev uint64, sub feed.Subscriber) (uint64, uint64, error) {
+	return s.feed.Subscribe(path, prefix, rev, sub)
 }
 
 // Unwatch ends a subscription.
-func (s *Shard) Unwatch(id uint64) { s.feed.unsubscribe(id) }
+func (s *Shard) Unwatch(id uint64) { s.feed.Unsubscribe(id) }
 
 // Watchers returns the number of watch subscriptions.
-func (s *Shard) Watchers() int { return s.feed.watchers() }
+func (s *Shard) Watchers() int { return s.feed.Watchers() }
 
 // ProposalStats reports the proposer's queue: client operations waiting to
 // be batched, entries proposed and not yet answered, and entries that did

@@ -1,4 +1,4 @@
-package shard
+package feed
 
 import (
 	"errors"
@@ -31,14 +31,14 @@ func evs(from, to uint64, path string) []wire.Event {
 }
 
 func TestFeedReplaysFromRevisionThenFollows(t *testing.T) {
-	f := newFeed(8, 1<<30)
-	f.append(evs(1, 5, "/a/b/k"))
+	f := New(8, 1<<30)
+	f.Append(evs(1, 5, "/a/b/k"))
 	sub := &recordingSub{room: -1}
-	if _, after, err := f.subscribe("/a/b", true, 3, sub); err != nil || after != 5 {
+	if _, after, err := f.Subscribe("/a/b", true, 3, sub); err != nil || after != 5 {
 		t.Fatalf("subscribe: after=%d err=%v", after, err)
 	}
-	f.append(evs(6, 7, "/a/b/k"))
-	f.append(evs(8, 8, "/a/bc")) // a sibling, not under /a/b
+	f.Append(evs(6, 7, "/a/b/k"))
+	f.Append(evs(8, 8, "/a/bc")) // a sibling, not under /a/b
 	var revs []uint64
 	for _, ev := range sub.got {
 		revs = append(revs, ev.Rev)
@@ -55,87 +55,59 @@ func TestFeedReplaysFromRevisionThenFollows(t *testing.T) {
 }
 
 func TestFeedReportsCompaction(t *testing.T) {
-	f := newFeed(4, 1<<30)
-	f.append(evs(1, 10, "/a/b"))
-	_, _, err := f.subscribe("/a/b", false, 2, &recordingSub{room: -1})
+	f := New(4, 1<<30)
+	f.Append(evs(1, 10, "/a/b"))
+	_, _, err := f.Subscribe("/a/b", false, 2, &recordingSub{room: -1})
 	if !errors.Is(err, wire.ErrCompacted) {
 		t.Fatalf("got %v, want Compacted", err)
 	}
-	if _, _, err := f.subscribe("/a/b", false, 7, &recordingSub{room: -1}); err != nil {
+	if _, _, err := f.Subscribe("/a/b", false, 7, &recordingSub{room: -1}); err != nil {
 		t.Fatalf("revision 7 is retained: %v", err)
 	}
 }
 
 func TestFeedDropsSlowConsumer(t *testing.T) {
-	f := newFeed(16, 1<<30)
+	f := New(16, 1<<30)
 	slow := &recordingSub{room: 2}
-	f.subscribe("/a/b", false, 0, slow)
-	f.append(evs(1, 2, "/a/b"))
-	f.append(evs(3, 4, "/a/b"))
-	if f.watchers() != 0 {
+	f.Subscribe("/a/b", false, 0, slow)
+	f.Append(evs(1, 2, "/a/b"))
+	f.Append(evs(3, 4, "/a/b"))
+	if f.Watchers() != 0 {
 		t.Fatal("a subscriber that refused events must be dropped")
 	}
-	f.append(evs(5, 5, "/a/b"))
+	f.Append(evs(5, 5, "/a/b"))
 	if len(slow.got) != 2 {
 		t.Fatalf("dropped subscriber got %d events, want 2", len(slow.got))
 	}
 }
 
 func TestFeedCopiesValues(t *testing.T) {
-	f := newFeed(4, 1<<30)
+	f := New(4, 1<<30)
 	sub := &recordingSub{room: -1}
-	f.subscribe("/a/b", false, 0, sub)
+	f.Subscribe("/a/b", false, 0, sub)
 	in := evs(1, 1, "/a/b")
-	f.append(in)
+	f.Append(in)
 	in[0].Value[0] = 99 // the state machine reuses its buffers
 	if sub.got[0].Value[0] == 99 {
 		t.Fatal("feed kept a reference to the caller's value")
 	}
 }
 
-func TestParkedFirstAnswerWins(t *testing.T) {
-	ps := newParkedSet()
-	var answers []*wire.Response
-	k := clientSeq{1, 2}
-	ps.add(k, &parkedReq{id: 7, to: AnswerFunc(func(r *wire.Response) { answers = append(answers, r) })})
-	if !ps.deliver(k, &wire.Response{Code: wire.OK, Token: 5}) {
-		t.Fatal("first delivery must find the parked request")
-	}
-	if ps.deliver(k, &wire.Response{Code: wire.Cancelled}) {
-		t.Fatal("second delivery must find nothing")
-	}
-	if len(answers) != 1 || answers[0].ID != 7 || answers[0].Token != 5 {
-		t.Fatalf("answers = %+v", answers)
-	}
-}
-
-func TestParkedRetryReplacesOlderCopy(t *testing.T) {
-	ps := newParkedSet()
-	var old, cur []*wire.Response
-	k := clientSeq{1, 2}
-	ps.add(k, &parkedReq{id: 1, to: AnswerFunc(func(r *wire.Response) { old = append(old, r) })})
-	ps.add(k, &parkedReq{id: 2, to: AnswerFunc(func(r *wire.Response) { cur = append(cur, r) })})
-	ps.deliver(k, &wire.Response{Code: wire.OK, Token: 9})
-	if len(old) != 1 || old[0].Code != wire.Superseded || len(cur) != 1 || cur[0].Token != 9 {
-		t.Fatalf("old=%+v cur=%+v", old, cur)
-	}
-}
-
 func TestFeedGrowsUpToItsCapacity(t *testing.T) {
-	f := newFeed(1000, 1<<30)
-	f.append(evs(1, 700, "/a/b"))
+	f := New(1000, 1<<30)
+	f.Append(evs(1, 700, "/a/b"))
 	sub := &recordingSub{room: -1}
-	if _, _, err := f.subscribe("/a/b", false, 1, sub); err != nil || len(sub.got) != 700 {
+	if _, _, err := f.Subscribe("/a/b", false, 1, sub); err != nil || len(sub.got) != 700 {
 		t.Fatalf("after growing: %d events replayed, err %v", len(sub.got), err)
 	}
-	f.append(evs(701, 1500, "/a/b"))
+	f.Append(evs(701, 1500, "/a/b"))
 	if len(f.ring) != 1000 {
 		t.Fatalf("ring grew to %d, past its capacity", len(f.ring))
 	}
-	if _, _, err := f.subscribe("/a/b", false, 400, &recordingSub{room: -1}); !errors.Is(err, wire.ErrCompacted) {
+	if _, _, err := f.Subscribe("/a/b", false, 400, &recordingSub{room: -1}); !errors.Is(err, wire.ErrCompacted) {
 		t.Fatalf("revision 400 must be compacted once 1500 events passed a 1000-event ring: %v", err)
 	}
-	if _, _, err := f.subscribe("/a/b", false, 501, &recordingSub{room: -1}); err != nil {
+	if _, _, err := f.Subscribe("/a/b", false, 501, &recordingSub{room: -1}); err != nil {
 		t.Fatalf("revision 501 is retained: %v", err)
 	}
 }
@@ -171,11 +143,11 @@ func TestFeedResumesFromHistory(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFeed(4, 1<<30)
-			f.history = historyOf(tc.stored)
-			f.append(tc.ring)
+			f := New(4, 1<<30)
+			f.History = historyOf(tc.stored)
+			f.Append(tc.ring)
 			sub := &recordingSub{room: -1}
-			_, _, err := f.subscribe("/a/b", false, tc.from, sub)
+			_, _, err := f.Subscribe("/a/b", false, tc.from, sub)
 			if tc.code != wire.OK {
 				var we *wire.Error
 				if !errors.As(err, &we) || we.Code != tc.code {
@@ -206,10 +178,10 @@ func TestFeedResumesFromHistory(t *testing.T) {
 // watch from a dropped revision is told Compacted (resumable elsewhere).
 func TestFeedStaysWithinItsBytes(t *testing.T) {
 	const budget = 64 << 10
-	f := newFeed(1<<20, budget)
+	f := New(1<<20, budget)
 	long := "/a/b/" + strings.Repeat("k", 200)
 	for r := uint64(1); r <= 5000; r++ {
-		f.append(evs(r, r, long))
+		f.Append(evs(r, r, long))
 		if used := len(f.ring)*eventSize + f.bytes; used > budget {
 			t.Fatalf("after %d events the ring uses %d bytes, budget %d", r, used, budget)
 		}
@@ -217,7 +189,7 @@ func TestFeedStaysWithinItsBytes(t *testing.T) {
 	if f.n < 100 || f.at(f.n-1).Rev != 5000 {
 		t.Fatalf("ring holds %d events ending at %d; want the newest ones", f.n, f.at(f.n-1).Rev)
 	}
-	if _, _, err := f.subscribe("/a/b", true, 1, &recordingSub{room: -1}); !errors.Is(err, wire.ErrCompacted) {
+	if _, _, err := f.Subscribe("/a/b", true, 1, &recordingSub{room: -1}); !errors.Is(err, wire.ErrCompacted) {
 		t.Fatalf("watch from a dropped revision: %v, want Compacted", err)
 	}
 }
@@ -229,12 +201,12 @@ func TestFeedEventsDoNotPinTheirSource(t *testing.T) {
 	entry := strings.Repeat("x", 1<<16) + "/a/b/kowner"
 	path, owner := entry[1<<16:1<<16+6], entry[1<<16+6:]
 	value := []byte(entry)[:4]
-	f := newFeed(8, 1<<30)
+	f := New(8, 1<<30)
 	sub := &recordingSub{room: -1}
-	if _, _, err := f.subscribe("/a", true, 0, sub); err != nil {
+	if _, _, err := f.Subscribe("/a", true, 0, sub); err != nil {
 		t.Fatal(err)
 	}
-	f.append([]wire.Event{{Rev: 1, Path: path, Owner: owner, Value: value}})
+	f.Append([]wire.Event{{Rev: 1, Path: path, Owner: owner, Value: value}})
 	inEntry := func(p *byte) bool {
 		lo := uintptr(unsafe.Pointer(unsafe.StringData(entry)))
 		return uintptr(unsafe.Pointer(p)) >= lo && uintptr(unsafe.Pointer(p)) < lo+uintptr(len(entry))
@@ -260,8 +232,8 @@ func BenchmarkFeedAppend(b *testing.B) {
 		seg := entry[i*45 : (i+1)*45]
 		batch[i] = wire.Event{Kind: wire.EvAcquired, Path: seg[:21], Owner: seg[22:]}
 	}
-	f := newFeed(65536, 4<<20)
-	if _, _, err := f.subscribe("/bench", true, 0, &discardSub{}); err != nil {
+	f := New(65536, 4<<20)
+	if _, _, err := f.Subscribe("/bench", true, 0, &discardSub{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -271,7 +243,7 @@ func BenchmarkFeedAppend(b *testing.B) {
 			rev++
 			batch[i].Rev = rev
 		}
-		f.append(batch)
+		f.Append(batch)
 	}
 	b.ReportMetric(float64(len(f.ring)*eventSize+f.bytes)/float64(f.n), "ring-B/event")
 }
@@ -285,13 +257,13 @@ func (discardSub) Send([]wire.Event) bool { return true }
 // events go out in a reused slice, and a watch of "/" gets the appended
 // batch itself), and each subscriber still gets exactly its events.
 func TestFeedDeliveryReusesItsSlices(t *testing.T) {
-	f := newFeed(1<<16, 1<<30)
+	f := New(1<<16, 1<<30)
 	under, all := &recordingSub{room: -1}, &recordingSub{room: -1}
 	for _, s := range []struct {
 		path string
 		sub  *recordingSub
 	}{{"/a", under}, {"/", all}} {
-		if _, _, err := f.subscribe(s.path, true, 0, s.sub); err != nil {
+		if _, _, err := f.Subscribe(s.path, true, 0, s.sub); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -300,23 +272,23 @@ func TestFeedDeliveryReusesItsSlices(t *testing.T) {
 		rev += 2
 		return []wire.Event{{Rev: rev - 1, Kind: wire.EvKVPut, Path: "/a/x"}, {Rev: rev, Kind: wire.EvKVPut, Path: "/b/y"}}
 	}
-	f.append(batch())
-	f.append(batch())
+	f.Append(batch())
+	f.Append(batch())
 	if len(under.got) != 2 || under.got[0].Rev != 1 || under.got[1].Rev != 3 || under.got[1].Path != "/a/x" {
 		t.Fatalf("the /a watch got %+v, want revisions 1 and 3 on /a/x", under.got)
 	}
 	if len(all.got) != 4 || all.got[3].Rev != 4 || all.got[3].Path != "/b/y" {
 		t.Fatalf("the / watch got %+v, want revisions 1 to 4", all.got)
 	}
-	g := newFeed(1<<16, 1<<30)
+	g := New(1<<16, 1<<30)
 	for _, path := range []string{"/a", "/"} {
-		if _, _, err := g.subscribe(path, true, 0, discardSub{}); err != nil {
+		if _, _, err := g.Subscribe(path, true, 0, discardSub{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	b := batch()
-	g.append(b)
-	if n := testing.AllocsPerRun(200, func() { g.append(b) }); n >= 1 {
+	g.Append(b)
+	if n := testing.AllocsPerRun(200, func() { g.Append(b) }); n >= 1 {
 		t.Fatalf("%.1f allocations per append with two watches, want none", n)
 	}
 }

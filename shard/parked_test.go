@@ -15,13 +15,13 @@ func TestParkedReqAnswer(t *testing.T) {
 	s := &Shard{parked: newParkedSet()}
 	k := clientSeq{1, 2}
 	var first, second []*wire.Response
-	p1 := &parkedReq{s: s, key: k, id: 10, to: AnswerFunc(func(r *wire.Response) { first = append(first, r) })}
+	p1 := &parkedReq{s: s, key: k, id: 10, to: wire.AnswerFunc(func(r *wire.Response) { first = append(first, r) })}
 	s.parked.add(k, p1)
 	p1.Answer(&wire.Response{Code: wire.Queued})
 	if len(first) != 0 || !s.parked.has(k) {
 		t.Fatalf("queued: answers %+v, parked %v; want none and still parked", first, s.parked.has(k))
 	}
-	p2 := &parkedReq{s: s, key: k, id: 11, to: AnswerFunc(func(r *wire.Response) { second = append(second, r) })}
+	p2 := &parkedReq{s: s, key: k, id: 11, to: wire.AnswerFunc(func(r *wire.Response) { second = append(second, r) })}
 	s.parked.add(k, p2) // a retry of the same request supersedes the first copy
 	p1.Answer(&wire.Response{Code: wire.OK, Token: 9})
 	if len(first) != 1 || first[0].Code != wire.Superseded {
@@ -41,7 +41,7 @@ func TestAwaitersAnswerEveryEntry(t *testing.T) {
 	got := map[uint64]int{}
 	boom := errors.New("boom")
 	for i := uint64(1); i <= 20; i++ {
-		f := newInflight([]proposal{{req: &wire.Request{ID: i}, to: AnswerFunc(func(r *wire.Response) {
+		f := newInflight([]proposal{{req: &wire.Request{ID: i}, to: wire.AnswerFunc(func(r *wire.Response) {
 			mu.Lock()
 			defer mu.Unlock()
 			if r.Code == wire.OK {
@@ -66,5 +66,33 @@ func TestAwaitersAnswerEveryEntry(t *testing.T) {
 	}
 	if p.pending.Load() != 0 || p.failed.Load() != 20 {
 		t.Errorf("pending %d, failed %d; want 0 and 20", p.pending.Load(), p.failed.Load())
+	}
+}
+
+func TestParkedFirstAnswerWins(t *testing.T) {
+	ps := newParkedSet()
+	var answers []*wire.Response
+	k := clientSeq{1, 2}
+	ps.add(k, &parkedReq{id: 7, to: wire.AnswerFunc(func(r *wire.Response) { answers = append(answers, r) })})
+	if !ps.deliver(k, &wire.Response{Code: wire.OK, Token: 5}) {
+		t.Fatal("first delivery must find the parked request")
+	}
+	if ps.deliver(k, &wire.Response{Code: wire.Cancelled}) {
+		t.Fatal("second delivery must find nothing")
+	}
+	if len(answers) != 1 || answers[0].ID != 7 || answers[0].Token != 5 {
+		t.Fatalf("answers = %+v", answers)
+	}
+}
+
+func TestParkedRetryReplacesOlderCopy(t *testing.T) {
+	ps := newParkedSet()
+	var old, cur []*wire.Response
+	k := clientSeq{1, 2}
+	ps.add(k, &parkedReq{id: 1, to: wire.AnswerFunc(func(r *wire.Response) { old = append(old, r) })})
+	ps.add(k, &parkedReq{id: 2, to: wire.AnswerFunc(func(r *wire.Response) { cur = append(cur, r) })})
+	ps.deliver(k, &wire.Response{Code: wire.OK, Token: 9})
+	if len(old) != 1 || old[0].Code != wire.Superseded || len(cur) != 1 || cur[0].Token != 9 {
+		t.Fatalf("old=%+v cur=%+v", old, cur)
 	}
 }

@@ -1,4 +1,4 @@
-package shard
+package feed
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func TestFeedSlotHoldsNoPointers(t *testing.T) {
 // chunks only they used.
 func TestFeedRingKeepsEventsAndReleasesChunks(t *testing.T) {
 	const budget = 256 << 10
-	f := newFeed(1<<20, budget)
+	f := New(1<<20, budget)
 	big := bytes.Repeat([]byte("v"), arenaChunk/4)
 	event := func(r uint64) wire.Event {
 		ev := wire.Event{Rev: r, Kind: wire.EvAcquired, Cause: wire.CauseHandOff, Mode: wire.Mode(r % 3),
@@ -54,7 +54,7 @@ func TestFeedRingKeepsEventsAndReleasesChunks(t *testing.T) {
 	}
 	maxChunks := 0
 	for r := uint64(1); r <= 20000; r++ {
-		f.append([]wire.Event{event(r)})
+		f.Append([]wire.Event{event(r)})
 		maxChunks = max(maxChunks, len(f.arena.chunks))
 	}
 	if f.n < 10 || f.revAt(f.n-1) != 20000 {

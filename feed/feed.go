@@ -1,4 +1,6 @@
-package shard
+// Package feed is a shard's watch feed: the ring of its most recent
+// applied events and the watch subscriptions they fan out to.
+package feed
 
 import (
 	"fmt"
@@ -48,8 +50,8 @@ type History func(from, to uint64, limit int) ([]wire.Event, error)
 // maxReplay bounds the events one watch may replay from history.
 const maxReplay = 100000
 
-type feed struct {
-	history  History // nil: only the ring
+type Feed struct {
+	History  History // nil: only the ring
 	mu       sync.Mutex
 	max      int // events the ring may hold
 	maxBytes int // memory the ring may use: its slots plus the bytes its events hold
@@ -68,13 +70,13 @@ type feed struct {
 // newFeed makes a feed retaining up to capacity events and maxBytes of
 // memory (slots plus the bytes of their paths, owners and values). The ring
 // starts small and grows as events arrive, so idle shards cost little.
-func newFeed(capacity, maxBytes int) *feed {
-	return &feed{max: capacity, maxBytes: maxBytes, ring: make([]slot, min(capacity, 64)), subs: make(map[uint64]*subscription)}
+func New(capacity, maxBytes int) *Feed {
+	return &Feed{max: capacity, maxBytes: maxBytes, ring: make([]slot, min(capacity, 64)), subs: make(map[uint64]*subscription)}
 }
 
 // grow doubles the ring (up to max and within maxBytes), keeping events in
 // order.
-func (f *feed) grow() bool {
+func (f *Feed) grow() bool {
 	size := min(2*len(f.ring), f.max)
 	if size <= len(f.ring) || size*eventSize+f.bytes > f.maxBytes {
 		return false
@@ -88,7 +90,7 @@ func (f *feed) grow() bool {
 }
 
 // dropOldest forgets the oldest event, and the arena chunks only it used.
-func (f *feed) dropOldest() {
+func (f *Feed) dropOldest() {
 	old := &f.ring[f.start]
 	f.bytes -= slotBytes(old)
 	f.start = (f.start + 1) % len(f.ring)
@@ -104,7 +106,7 @@ func (f *feed) dropOldest() {
 // are copied, with their strings and values in the feed's own arena: events
 // is reused by the state machine, and its strings point into whole decoded
 // Raft entries that the ring must not keep alive.
-func (f *feed) append(events []wire.Event) {
+func (f *Feed) Append(events []wire.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fresh = f.fresh[:0]
@@ -142,19 +144,19 @@ func (f *feed) append(events []wire.Event) {
 	}
 }
 
-func (f *feed) at(i int) wire.Event { return f.arena.event(&f.ring[(f.start+i)%len(f.ring)]) }
+func (f *Feed) at(i int) wire.Event { return f.arena.event(&f.ring[(f.start+i)%len(f.ring)]) }
 
 // revAt is the revision of the i-th retained event.
-func (f *feed) revAt(i int) uint64 { return f.ring[(f.start+i)%len(f.ring)].rev }
+func (f *Feed) revAt(i int) uint64 { return f.ring[(f.start+i)%len(f.ring)].rev }
 
 // subscribe replays retained events from rev (0 = from now) and registers the
 // subscriber for new ones, atomically, so nothing falls in between. It
 // returns the subscription id and the revision the watch starts after.
-func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
+func (f *Feed) Subscribe(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := &subscription{path: path, prefix: prefix, sub: sub}
-	if rev != 0 && f.history != nil && (f.n == 0 || rev < f.revAt(0)) {
+	if rev != 0 && f.History != nil && (f.n == 0 || rev < f.revAt(0)) {
 		last, err := f.replayHistory(s, rev)
 		if err != nil {
 			return 0, f.last, err
@@ -192,12 +194,12 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 // longer (or, after a restart, not yet) holds, read from the audit store,
 // then the ring's. The history must run without a gap into the ring.
 // Called with f.mu held, so no event is applied in between.
-func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
+func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	to := ^uint64(0) - 1
 	if f.n > 0 {
 		to = f.revAt(0) - 1
 	}
-	evs, err := f.history(rev, to, maxReplay)
+	evs, err := f.History(rev, to, maxReplay)
 	if err != nil {
 		return 0, err
 	}
@@ -235,7 +237,7 @@ func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 
 // endRange ends the watches whose path lies in the key range [start, end)
 // at the given namespace depth: the range moved to another shard.
-func (f *feed) endRange(start, end string, depth int) {
+func (f *Feed) EndRange(start, end string, depth int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, s := range f.subs {
@@ -250,14 +252,35 @@ func (f *feed) endRange(start, end string, depth int) {
 	}
 }
 
-func (f *feed) unsubscribe(id uint64) {
+func (f *Feed) Unsubscribe(id uint64) {
 	f.mu.Lock()
 	delete(f.subs, id)
 	f.mu.Unlock()
 }
 
-func (f *feed) watchers() int {
+func (f *Feed) Watchers() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.subs)
+}
+
+// Ender is a Subscriber that can be told its watch ended (the local replica
+// it watched was removed, or its range moved to another shard); it should
+// pass code and msg to its client, who resumes the watch elsewhere from its
+// last revision. End must not block.
+type Ender interface {
+	End(code wire.Code, msg string)
+}
+
+// endAll ends every watch on the feed.
+func (f *Feed) EndAll(code wire.Code, msg string) {
+	f.mu.Lock()
+	subs := f.subs
+	f.subs = map[uint64]*subscription{}
+	f.mu.Unlock()
+	for _, s := range subs {
+		if e, ok := s.sub.(Ender); ok {
+			e.End(code, msg)
+		}
+	}
 }
