@@ -196,7 +196,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	rc := cfg.Router
-	rc.Host = host
+	rc.Host = routerHost{host}
 	rc.SigningKey = cfg.SigningKey
 	rc.Log = cfg.Log
 	rc.Security = sec

@@ -135,7 +135,7 @@ func (s *Server) dispatch(req *wire.Request, done wire.Answerer) {
 func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done wire.Answerer) {
 	h := s.cfg.Host
 	if h != nil {
-		if local, ok := h.Shard(shardID); ok {
+		if local, ok := h.Replica(shardID); ok {
 			addr, self := s.cache.leaderAddr(shardID)
 			if self || addr == "" || localReadOK(req) {
 				done = s.traceKeepAliveAttempt(req, "local", done)
@@ -223,7 +223,7 @@ func (s *Server) execLocal(req *wire.Request, done wire.Answerer) {
 		done.Answer(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "a standalone router holds no replicas"})
 		return
 	}
-	local, ok := h.Shard(req.Shard)
+	local, ok := h.Replica(req.Shard)
 	if !ok {
 		done.Answer(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "this node has no replica of the shard",
 			Hint: &wire.Hint{Shard: req.Shard}})

@@ -73,7 +73,7 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 		shardID = r.Shard
 	}
 	if h := c.s.cfg.Host; h != nil {
-		if local, ok := h.Shard(shardID); ok {
+		if local, ok := h.Replica(shardID); ok {
 			sub := &connSub{c: c, stream: stream, hide: c.hidesClients(req.Path),
 				notices: c.peer && req.Has(wire.FlagHoldNotices)}
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
@@ -162,7 +162,7 @@ func (c *conn) endWatch(w *watch) {
 		return
 	}
 	if h := c.s.cfg.Host; h != nil {
-		if local, ok := h.Shard(w.shard); ok {
+		if local, ok := h.Replica(w.shard); ok {
 			local.Unwatch(w.local)
 		}
 	}

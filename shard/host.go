@@ -19,6 +19,7 @@ import (
 	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/internal/raftwal"
 	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/raftnode"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -55,6 +56,9 @@ type HostConfig struct {
 	// LogFS is the file system the Raft log store works through (nil:
 	// the disk); tests pass one that can lose power.
 	LogFS diskfs.FS
+	// CommitHold is how long the Raft transport holds a commit-only
+	// Replicate (0: raftnode.DefaultCommitHold; negative: none is held).
+	CommitHold time.Duration
 
 	SM    statemachine.Config
 	Shard Config
@@ -207,7 +211,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	routeRaftLogs(cfg.Log)
+	raftnode.RouteLogs(cfg.Log)
 	h := &Host{cfg: cfg, log: cfg.Log, leaders: map[uint64]uint64{},
 		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{}, remoteSince: map[uint64]time.Time{},
 		stopc: make(chan struct{})}
@@ -222,7 +226,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	// node. dragonboat still records its LogDB settings among the data
 	// dir's hard settings, so they stay fixed at one small shard.
 	h.walStats = &raftwal.Stats{}
-	expert.LogDBFactory = countingLogDBFactory{raftwal.Factory{Options: raftwal.Options{Stats: h.walStats, FS: cfg.LogFS}}}
+	expert.LogDBFactory = raftnode.CountingLogDBFactory{LogDBFactory: raftwal.Factory{Options: raftwal.Options{Stats: h.walStats, FS: cfg.LogFS}}}
 	expert.LogDB = config.GetTinyMemLogDBConfig()
 	expert.LogDB.Shards = 1
 	// One step worker: it saves the Raft updates of all the node's shards
@@ -234,7 +238,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	expert.Engine.CommitShards = stepWorkers
 	expert.Engine.ApplyShards = cfg.ApplyWorkers
 	// One write per Raft message batch and buffered reads (transport.go).
-	expert.TransportFactory = TransportFactory{}
+	expert.TransportFactory = raftnode.TransportFactory{CommitHold: cfg.CommitHold}
 	nhc := config.NodeHostConfig{
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
 		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
@@ -370,7 +374,7 @@ func (h *Host) bootIDs() []uint64 {
 func (h *Host) startMeta(r localReplica, members map[uint64]dragonboat.Target, join bool) error {
 	cfg := h.raftConfig(placement.MetaShard, r.RID)
 	cfg.IsNonVoting = r.NonVoting
-	if err := h.nh.StartReplica(members, join, placement.NewMeta, cfg); err != nil {
+	if err := h.nh.StartReplica(members, join, newMetaSM, cfg); err != nil {
 		return fmt.Errorf("shard: start meta replica: %w", err)
 	}
 	h.metaStarted.Store(true)

@@ -34,7 +34,7 @@ func (h *Host) AdmitNode(ctx context.Context, n placement.Node) (uint64, error) 
 	_, voter := mem.Nodes[rid]
 	_, learner := mem.NonVotings[rid]
 	if _, gone := mem.Removed[rid]; gone {
-		return 0, &PlacementError{Msg: fmt.Sprintf("meta replica %d of node %d was removed", rid, n.ID)}
+		return 0, &placement.RefusedError{Msg: fmt.Sprintf("meta replica %d of node %d was removed", rid, n.ID)}
 	}
 	if !voter && !learner {
 		if err := h.nh.SyncRequestAddNonVoting(ctx, placement.MetaShard, rid, n.RaftAddr, mem.ConfigChangeID); err != nil {
@@ -113,7 +113,7 @@ func (h *Host) AbortMove(ctx context.Context, shard uint64) error {
 	}
 	m, ok := t.Move(shard)
 	if !ok {
-		return &PlacementError{Msg: fmt.Sprintf("shard %d has no move under way", shard)}
+		return &placement.RefusedError{Msg: fmt.Sprintf("shard %d has no move under way", shard)}
 	}
 	_, err = h.metaProposeResult(ctx, placement.StepCommand(shard, m.ToRID, m.Step, placement.MoveAborting))
 	return err
@@ -132,10 +132,10 @@ func (h *Host) RemoveNode(ctx context.Context, id uint64) error {
 	}
 	n, ok := t.Node(id)
 	if !ok {
-		return &PlacementError{Msg: fmt.Sprintf("node %d is not registered", id)}
+		return &placement.RefusedError{Msg: fmt.Sprintf("node %d is not registered", id)}
 	}
 	if c := t.ReplicaCount(id); c > 0 {
-		return &PlacementError{Msg: fmt.Sprintf("node %d still holds %d replicas: drain it first", id, c)}
+		return &placement.RefusedError{Msg: fmt.Sprintf("node %d still holds %d replicas: drain it first", id, c)}
 	}
 	mem, err := h.nh.SyncGetShardMembership(ctx, placement.MetaShard)
 	if err != nil {
@@ -188,7 +188,7 @@ func (h *Host) promoteMetaReplacement(ctx context.Context, t *placement.Table, l
 	if voters-1 >= 3 {
 		return nil
 	}
-	return &PlacementError{Msg: fmt.Sprintf("node %d is one of %d meta group voters and no other node can replace it: add a node first", leaving, voters)}
+	return &placement.RefusedError{Msg: fmt.Sprintf("node %d is one of %d meta group voters and no other node can replace it: add a node first", leaving, voters)}
 }
 
 // moveMetaLeadership hands the meta group's leadership away from node

@@ -40,7 +40,7 @@ func (h *Host) RangeCommand(ctx context.Context, c placement.RangeCommand) (uint
 	if err != nil {
 		return 0, err
 	}
-	if err := placement.RangeResult(res); err != nil {
+	if err := placement.RangeResult(placement.Result{Value: res.Value, Data: res.Data}); err != nil {
 		return 0, wire.Errorf(wire.InvalidArgument, "%v", err)
 	}
 	h.RefreshTable(ctx)

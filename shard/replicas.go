@@ -335,15 +335,10 @@ func (h *Host) metaProposeResult(ctx context.Context, cmd []byte) (uint64, error
 		return 0, err
 	}
 	if r.Value == 0 && len(r.Data) > 0 {
-		return 0, &PlacementError{Msg: string(r.Data)}
+		return 0, &placement.RefusedError{Msg: string(r.Data)}
 	}
 	return r.Value, nil
 }
-
-// PlacementError is a node or replica change the meta group refused.
-type PlacementError struct{ Msg string }
-
-func (e *PlacementError) Error() string { return "placement: " + e.Msg }
 
 func (h *Host) self() placement.Node {
 	return placement.Node{ID: h.cfg.NodeID, RaftAddr: h.cfg.RaftAddr, ClientAddr: h.cfg.ClientAddr, AdminAddr: h.cfg.AdminAddr}

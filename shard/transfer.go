@@ -40,11 +40,11 @@ func (h *Host) transferTarget(shardID, node uint64) (uint64, error) {
 	}
 	si, ok := t.Shard(shardID)
 	if !ok {
-		return 0, &PlacementError{Msg: fmt.Sprintf("no data shard %d", shardID)}
+		return 0, &placement.RefusedError{Msg: fmt.Sprintf("no data shard %d", shardID)}
 	}
 	rid := si.RID(node)
 	if rid == 0 {
-		return 0, &PlacementError{Msg: fmt.Sprintf("node %d holds no voting replica of shard %d (replicas on %v)", node, shardID, si.Replicas)}
+		return 0, &placement.RefusedError{Msg: fmt.Sprintf("node %d holds no voting replica of shard %d (replicas on %v)", node, shardID, si.Replicas)}
 	}
 	return rid, nil
 }
@@ -68,7 +68,7 @@ func (h *Host) TransferLeadership(ctx context.Context, shardID, node uint64) err
 	}
 	if t := h.Table(); t != nil {
 		if n, ok := t.Node(node); ok && n.State == placement.NodeDraining {
-			return &PlacementError{Msg: fmt.Sprintf("node %d is draining: it receives no leadership", node)}
+			return &placement.RefusedError{Msg: fmt.Sprintf("node %d is draining: it receives no leadership", node)}
 		}
 	}
 	_, err = h.shardOp(ctx, shardID, &wire.Request{Op: wire.OpLeaderTransfer, Shard: shardID, ToReplica: rid})

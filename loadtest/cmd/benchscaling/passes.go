@@ -3,18 +3,18 @@ package main
 import (
 	"fmt"
 
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/raftnode"
 )
 
 // addPasses returns a + sign·b, field by field.
-func addPasses(a, b shard.PassCounts, sign int) shard.PassCounts {
+func addPasses(a, b raftnode.PassCounts, sign int) raftnode.PassCounts {
 	f := func(x, y uint64) uint64 {
 		if sign < 0 {
 			return x - y
 		}
 		return x + y
 	}
-	return shard.PassCounts{
+	return raftnode.PassCounts{
 		Saves: f(a.Saves, b.Saves), SavedShards: f(a.SavedShards, b.SavedShards),
 		SavedEntryShards: f(a.SavedEntryShards, b.SavedEntryShards), SavedEntries: f(a.SavedEntries, b.SavedEntries),
 		SentBatches: f(a.SentBatches, b.SentBatches), SentMessages: f(a.SentMessages, b.SentMessages),

@@ -1,4 +1,4 @@
-package shard
+package raftnode
 
 import (
 	"time"
@@ -17,7 +17,7 @@ import (
 // (docs/bench/cont8-session8.md). Often the next message to that follower
 // of that shard, a Replicate with the next entries or a heartbeat, carries
 // the same commit index a moment later. So the transport holds a
-// commit-only Replicate per (shard, follower) for commitHoldWait and drops
+// commit-only Replicate per (shard, follower) for DefaultCommitHold and drops
 // it if a later message of the shard to the follower carries at least the
 // commit it would have taught; otherwise it sends it when the hold ends, or
 // just ahead of the later message that does not carry it.
@@ -40,13 +40,13 @@ import (
 // committed unconditionally) is at or past it (its response makes the
 // leader resend anything the follower lacks, as the held message's
 // rejection would have). Liveness: a held message is sent within
-// commitHoldWait, or was replaced by one carrying its commit; only a
+// the hold, or was replaced by one carrying its commit; only a
 // closing transport or stream discards held messages (as it discards
 // queued ones), and the next heartbeat (HeartbeatRTT, 30 ms) carries the
 // commit then.
 //
 // What waits on a follower's commit index, and so may wait up to
-// commitHoldWait longer: a follower's SyncRead (ReadIndex: the leader's
+// the hold longer: a follower's SyncRead (ReadIndex: the leader's
 // answer is not delayed, the follower then waits to apply the read
 // index), a stale read on a follower (it sees state up to that much
 // older, which a stale read allows), a moved-in replica's catch-up check
@@ -59,14 +59,10 @@ import (
 // leader's and each node's own applied index, which the hold does not
 // change. None of these needs the commit sooner than a millisecond.
 
-// defaultCommitHold is how long a commit-only Replicate waits for a
+// DefaultCommitHold is how long a commit-only Replicate waits for a
 // message that makes it redundant. A millisecond is below the Raft round
 // of a hand-off (2–3 ms) and far below a heartbeat (30 ms).
-const defaultCommitHold = time.Millisecond
-
-// commitHoldWait is the hold every new peer stream gets: defaultCommitHold
-// (tests lengthen it to see what only replacements release).
-var commitHoldWait = defaultCommitHold
+const DefaultCommitHold = time.Millisecond
 
 // isCommitOnly says whether m is a Replicate without entries. (A probe
 // after a rejection or a heartbeat's answer may be one too; holding it is

@@ -1,4 +1,4 @@
-package shard
+package raftnode
 
 import (
 	_ "unsafe" // go:linkname

@@ -1,4 +1,4 @@
-package shard
+package raftnode
 
 import (
 	"bufio"
@@ -69,12 +69,21 @@ func RaftTraffic() (batches, messages, writes uint64) {
 }
 
 // TransportFactory makes the node's Raft transport (config.TransportFactory).
-type TransportFactory struct{}
+type TransportFactory struct {
+	// CommitHold is how long a commit-only Replicate is held for a message
+	// that makes it redundant (commithold.go; 0: DefaultCommitHold,
+	// negative: none is held).
+	CommitHold time.Duration
+}
 
 // Create implements config.TransportFactory.
-func (TransportFactory) Create(nhc config.NodeHostConfig, onBatch raftio.MessageHandler, onChunk raftio.ChunkHandler) raftio.ITransport {
+func (f TransportFactory) Create(nhc config.NodeHostConfig, onBatch raftio.MessageHandler, onChunk raftio.ChunkHandler) raftio.ITransport {
+	hold := f.CommitHold
+	if hold == 0 {
+		hold = DefaultCommitHold
+	}
 	return &raftTransport{nhc: nhc, onBatch: onBatch, onChunk: onChunk, conns: map[net.Conn]struct{}{},
-		pairs: map[string]*pairConn{}}
+		pairs: map[string]*pairConn{}, hold: hold}
 }
 
 // Validate implements config.TransportFactory: a host:port address.
@@ -96,6 +105,7 @@ type raftTransport struct {
 	ln     net.Listener
 	conns  map[net.Conn]struct{} // accepted, closed by Close
 	pairs  map[string]*pairConn  // outgoing, one per peer, shared by dragonboat's streams
+	hold   time.Duration         // commit-only Replicates' hold (<= 0: none)
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -324,8 +334,8 @@ func (t *raftTransport) GetConnection(ctx context.Context, target string) (rafti
 	if p == nil {
 		p = &pairConn{ctx: ctx, target: target, dial: t.dial, gen: 1}
 		p.cond.L = &p.mu
-		if commitHoldWait > 0 {
-			p.hold = newCommitHold(commitHoldWait)
+		if t.hold > 0 {
+			p.hold = newCommitHold(t.hold)
 		}
 		t.pairs[target] = p
 	}

@@ -1,4 +1,4 @@
-package shard
+package raftnode
 
 import (
 	"context"
@@ -8,9 +8,6 @@ import (
 	"time"
 
 	pb "github.com/lni/dragonboat/v4/raftpb"
-
-	"github.com/wardenlock/warden/statemachine"
-	"github.com/wardenlock/warden/wire"
 )
 
 // Messages of shard 3 from the leader (replica 1, term 4) to replica 2,
@@ -151,14 +148,13 @@ func TestCommitHoldCounts(t *testing.T) {
 // hold ends, one replaced by a later message never arrives, and closing
 // the stream discards what is held and stops the timer.
 func TestTransportHoldsCommitOnlyReplicates(t *testing.T) {
-	defer func(w time.Duration) { commitHoldWait = w }(commitHoldWait)
 	rec := &recorder{got: make(chan struct{}, 8)}
 	_, addr := startTransport(t, rec)
 	sender, _ := startTransport(t, &recorder{got: make(chan struct{}, 1)})
 	hdr := pb.MessageBatch{DeploymentId: 7070, SourceAddress: "127.0.0.1:7170", BinVer: 210}
 	batch := func(ms ...pb.Message) pb.MessageBatch { b := hdr; b.Requests = ms; return b }
 
-	commitHoldWait = time.Millisecond
+	sender.hold = time.Millisecond
 	conn, err := sender.GetConnection(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +165,7 @@ func TestTransportHoldsCommitOnlyReplicates(t *testing.T) {
 	waitBatches(t, rec, 1) // the timer sent it
 	conn.Close()
 
-	commitHoldWait = time.Hour // nothing is released by time below
+	sender.hold = time.Hour // nothing is released by time below
 	conn, err = sender.GetConnection(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
@@ -200,86 +196,5 @@ func TestTransportHoldsCommitOnlyReplicates(t *testing.T) {
 	}
 	if b := rec.batches[0]; b.DeploymentId != 7070 || b.SourceAddress != "127.0.0.1:7170" || b.BinVer != 210 {
 		t.Fatalf("the timer's batch is addressed %+v", b)
-	}
-}
-
-// On three real hosts, followers learn every commit: after a run of
-// writes, each follower applies up to the leader's applied index, with
-// the default hold (held messages released by the timer or replaced) and
-// with a hold so long that only replacements and heartbeats can carry the
-// last commit.
-func TestFollowersLearnCommitsThroughHolds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three hosts")
-	}
-	for _, wait := range []time.Duration{defaultCommitHold, time.Hour} {
-		t.Run(wait.String(), func(t *testing.T) {
-			defer func(w time.Duration) { commitHoldWait = w }(commitHoldWait)
-			commitHoldWait = wait
-			followersCatchUp(t)
-		})
-	}
-}
-
-func followersCatchUp(t *testing.T) {
-	hosts := startThree(t, func(c *HostConfig) { c.DataShards, c.NoLeaderBalance = 1, true })
-	const id = 2
-	deadline := time.Now().Add(60 * time.Second) // bounds a hang; not a timing goal
-	leader := func() *Shard {
-		for _, h := range hosts {
-			if s, _ := h.Shard(id); s != nil && s.IsLeader() {
-				return s
-			}
-		}
-		return nil
-	}
-	before := Passes()
-	const puts = 50
-	for k := 0; k < puts; k++ {
-		for {
-			s := leader()
-			if s == nil {
-				if time.Now().After(deadline) {
-					t.Fatal("no leader")
-				}
-				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			done := make(chan *wire.Response, 1)
-			s.Submit(&wire.Request{Op: wire.OpKVPut, Path: fmt.Sprintf("/hold/k%03d", k), Value: []byte("v")},
-				func(r *wire.Response) { done <- r })
-			r := <-done
-			if r.Code == wire.OK {
-				break
-			}
-			if !r.Code.Retryable() || time.Now().After(deadline) {
-				t.Fatalf("put %d: %v", k, r.Code)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	target := leader().AppliedIndex()
-	for i, h := range hosts {
-		s, _ := h.Shard(id)
-		for s.AppliedIndex() < target {
-			if time.Now().After(deadline) {
-				t.Fatalf("host %d applied %d of %d", i+1, s.AppliedIndex(), target)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		v, err := h.NodeHost().StaleRead(id, statemachine.StatsQuery{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st, _ := v.(statemachine.Stats); st.KVs != puts {
-			t.Fatalf("host %d has %d keys, want %d", i+1, st.KVs, puts)
-		}
-	}
-	after := Passes()
-	held, dropped, released := after.HeldCommits-before.HeldCommits, after.DroppedCommits-before.DroppedCommits,
-		after.ReleasedCommits-before.ReleasedCommits
-	t.Logf("commit-only Replicates: %d held, %d dropped, %d released late", held, dropped, released)
-	if held == 0 {
-		t.Fatal("no commit-only Replicate was held")
 	}
 }

@@ -1,4 +1,4 @@
-package shard
+package raftnode
 
 import (
 	"sync/atomic"
@@ -87,14 +87,14 @@ func batchShards(reqs []pb.Message) uint64 {
 	return n
 }
 
-// countingLogDBFactory wraps a LogDB factory so that its store counts the
+// CountingLogDBFactory wraps a LogDB factory so that its store counts the
 // shards each SaveRaftState call carries, and lets a leader's Replicate go
 // out before the save of an idle pipeline's entries (sendfirst.go): the
 // step worker calls SaveRaftState right after handing its Replicates to
 // the send goroutines, so this is the one place to order the two.
-type countingLogDBFactory struct{ config.LogDBFactory }
+type CountingLogDBFactory struct{ config.LogDBFactory }
 
-func (f countingLogDBFactory) Create(nhc config.NodeHostConfig, cb config.LogDBCallback,
+func (f CountingLogDBFactory) Create(nhc config.NodeHostConfig, cb config.LogDBCallback,
 	dirs []string, wals []string) (raftio.ILogDB, error) {
 	db, err := f.LogDBFactory.Create(nhc, cb, dirs, wals)
 	if err != nil {

@@ -1,4 +1,4 @@
-package shard
+package raftnode
 
 import (
 	"context"
@@ -22,7 +22,7 @@ var raftLogTarget atomic.Pointer[slog.Logger]
 
 var quietOnce sync.Once
 
-func routeRaftLogs(log *slog.Logger) {
+func RouteLogs(log *slog.Logger) {
 	raftLogTarget.Store(log)
 	quietOnce.Do(func() {
 		dblogger.SetLoggerFactory(func(pkg string) dblogger.ILogger {
