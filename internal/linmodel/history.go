@@ -1,4 +1,4 @@
-package chaos
+package linmodel
 
 import (
 	"encoding/json"
@@ -8,10 +8,10 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// Unknown marks an operation whose outcome the client never learnt
+// UnknownReturn marks an operation whose outcome the client never learnt
 // (timeout, broken connection): it may have taken effect at any time
 // after its call, so its return time is pushed to the end of time.
-const unknownReturn = math.MaxInt64
+const UnknownReturn = math.MaxInt64
 
 // History collects client operations for porcupine, with call and return
 // times on the suite's monotonic clock.
@@ -31,7 +31,7 @@ func (h *History) Call() int64 { return h.clock() }
 func (h *History) Add(client int, in RegInput, call int64, out RegOutput) {
 	ret := h.clock()
 	if out.Unknown {
-		ret = unknownReturn
+		ret = UnknownReturn
 	}
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})

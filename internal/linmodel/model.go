@@ -1,4 +1,7 @@
-package chaos
+// Package linmodel is the lock register's linearizability model (porcupine),
+// the history its workload records, and the workload's clients: shared by
+// the fault suite (package chaos) and the node tests.
+package linmodel
 
 import (
 	"fmt"
