@@ -16,6 +16,7 @@ import (
 	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/internal/diskfs"
+	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -94,7 +95,7 @@ type Config struct {
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
 	Router router.Config
-	Clock  shard.Clock
+	Clock  lease.Clock
 	Log    *slog.Logger
 }
 

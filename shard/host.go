@@ -18,6 +18,7 @@ import (
 
 	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/internal/raftwal"
+	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/raftnode"
 	"github.com/wardenlock/warden/statemachine"
@@ -62,7 +63,7 @@ type HostConfig struct {
 
 	SM    statemachine.Config
 	Shard Config
-	Clock Clock
+	Clock lease.Clock
 	Log   *slog.Logger
 
 	// MutualTLS turns on dragonboat's mutual TLS for Raft traffic: every
@@ -143,7 +144,7 @@ func (c *HostConfig) fill() error {
 		c.DeploymentID = 7070
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = lease.SystemClock{}
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -440,7 +441,7 @@ func (h *Host) lessorLoop() {
 			return
 		case <-t.C:
 			for _, s := range *h.shards.Load() {
-				s.lessor.tick()
+				s.lessor.Tick()
 				s.timer.tick()
 			}
 		}

@@ -194,9 +194,6 @@ func (h *Host) Dump(ctx context.Context, shardID uint64) (statemachine.Dump, err
 // (every restored lease gets a full TTL from now).
 func (s *Shard) Restored(index uint64) {
 	if s.isLeader.Load() {
-		s.lessor.mu.Lock()
-		term := s.lessor.term
-		s.lessor.mu.Unlock()
-		s.lessor.setLeader(true, term)
+		s.lessor.SetLeader(true, s.lessor.Term())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/wardenlock/warden/feed"
+	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -82,17 +83,17 @@ type Shard struct {
 	host      *Host
 	nh        *dragonboat.NodeHost
 	cfg       Config
-	clock     Clock
+	clock     lease.Clock
 	log       *slog.Logger
 
 	proposer *proposer
-	lessor   *lessor
+	lessor   *lease.Lessor
 	timer    deadlineTimer
 	parked   *parkedSet
 	waits    waitCounts // queued waiters per path (queuehold.go)
 	feed     *feed.Feed
-	lost     lostHolds   // recent notices for holders, for keepalive answers (lostholds.go)
-	exports  exportCache // export.go
+	lost     lease.LostHolds // recent notices for holders, for keepalive answers (lease/lost.go)
+	exports  exportCache     // export.go
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
@@ -123,7 +124,16 @@ func newShard(h *Host, id uint64) *Shard {
 			return rec.History(id, from, to, limit)
 		}
 	}
-	s.lessor = newLessor(s)
+	s.lessor = lease.New(lease.Config{
+		Shard: id, Log: s.log, Clock: s.clock,
+		ReadTimeout: s.cfg.ReadTimeout, CheckpointInterval: s.cfg.CheckpointInterval, LeaseAllowance: s.cfg.LeaseAllowance,
+		Stop:       s.stopc,
+		Propose:    func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, wire.AnswerFunc(done)) },
+		Read:       func(ctx context.Context, q any) (any, error) { return s.nh.SyncRead(ctx, s.id, q) },
+		ReadFailed: func(id uint64, err error) *wire.Response { return ErrorResponse(id, err, false) },
+		NotLeader:  s.notLeader,
+		Lost:       &s.lost,
+	})
 	s.timer.s = s
 	return s
 }
@@ -169,7 +179,7 @@ func (s *Shard) onLeader(leaderID, term uint64) {
 		if isLeader {
 			s.waits.reset()
 		}
-		s.lessor.setLeader(isLeader, term)
+		s.lessor.SetLeader(isLeader, term)
 	}
 }
 
@@ -179,8 +189,8 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 		rec.Record(s.id, events)
 	}
 	s.feed.Append(events)
-	s.lost.observe(events, s.clock)
-	s.lessor.onEvents(events)
+	s.lost.Observe(events, s.clock)
+	s.lessor.OnEvents(events)
 	for i := range events {
 		ev := &events[i]
 		s.waits.observe(ev)
@@ -235,7 +245,7 @@ func (s *Shard) SubmitTo(req *wire.Request, to wire.Answerer) {
 	}
 	switch {
 	case req.Op == wire.OpKeepAlive:
-		s.lessor.keepAlive(req, to.Answer)
+		s.lessor.KeepAlive(req, to.Answer)
 	case req.Op == wire.OpExportRange:
 		s.exportRange(req, to.Answer)
 	case req.Op == wire.OpLeaderTransfer:
@@ -267,7 +277,7 @@ type leaseTimeLeft struct {
 func (a *leaseTimeLeft) Answer(resp *wire.Response) {
 	if resp.Code == wire.OK && resp.Token != 0 {
 		resp.TTL = 0
-		if d, ok := a.s.lessor.remaining(resp.Lease); ok && d > 0 {
+		if d, ok := a.s.lessor.Remaining(resp.Lease); ok && d > 0 {
 			resp.TTL = d.Milliseconds()
 		}
 	}
@@ -417,7 +427,7 @@ func (s *Shard) read(req *wire.Request, done func(*wire.Response)) {
 // lessor knows it (it does on the leader).
 func (s *Shard) fillTTLs(resp *wire.Response) {
 	for i := range resp.Holders {
-		if d, ok := s.lessor.remaining(resp.Holders[i].Lease); ok {
+		if d, ok := s.lessor.Remaining(resp.Holders[i].Lease); ok {
 			resp.Holders[i].TTL = d.Milliseconds()
 		}
 	}

@@ -2,8 +2,8 @@
 
 package main
 
-import "github.com/wardenlock/warden/shard"
+import "github.com/wardenlock/warden/lease"
 
 // testClock is nil, the system clock: only a test build (tag bugs) can
 // shift a node's clock.
-func testClock() shard.Clock { return nil }
+func testClock() lease.Clock { return nil }

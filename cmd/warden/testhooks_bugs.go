@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/internal/testbugs"
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/lease"
 )
 
 // A binary built with the tag `bugs` is for the fault suite (package chaos)
@@ -24,14 +24,14 @@ const clockOffsetEnv = "WARDEN_CLOCK_OFFSET_FILE"
 // testClock returns the clock a served node uses: nil (the system clock)
 // unless WARDEN_CLOCK_OFFSET_FILE is set. The polling goroutine lives as
 // long as the process.
-func testClock() shard.Clock {
+func testClock() lease.Clock {
 	fmt.Fprintf(os.Stderr, "warden: a test build (tag bugs): %s=%q, %s=%q\n",
 		testbugs.Env, os.Getenv(testbugs.Env), clockOffsetEnv, os.Getenv(clockOffsetEnv))
 	path := os.Getenv(clockOffsetEnv)
 	if path == "" {
 		return nil
 	}
-	c := &shard.OffsetClock{}
+	c := &lease.OffsetClock{}
 	read := func() {
 		b, err := os.ReadFile(path)
 		if err != nil {

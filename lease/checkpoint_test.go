@@ -1,4 +1,4 @@
-package shard
+package lease
 
 import (
 	"io"
@@ -18,7 +18,7 @@ type smEnv struct {
 	t     *testing.T
 	clk   *ManualClock
 	sm    *statemachine.StateMachine
-	l     *lessor
+	l     *Lessor
 	index uint64
 	term  uint64
 	log   []*wire.Request // everything the lessor proposed
@@ -26,15 +26,14 @@ type smEnv struct {
 
 func newSMEnv(t *testing.T) *smEnv {
 	e := &smEnv{t: t, clk: NewManualClock(time.Unix(1000, 0)), sm: statemachine.New(statemachine.DefaultConfig())}
-	s := &Shard{id: 2, clock: e.clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stopc: make(chan struct{}),
-		cfg: Config{}.withDefaults()}
-	e.l = newLessor(s)
+	e.l = New(Config{Shard: 2, Clock: e.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Stop: make(chan struct{}),
+		ReadTimeout: 5 * time.Second, CheckpointInterval: 250 * time.Millisecond, LeaseAllowance: 150 * time.Millisecond})
 	e.l.propose = func(r *wire.Request, done func(*wire.Response)) {
 		e.log = append(e.log, r)
 		done(e.apply(r))
 	}
 	e.l.spawn = func(f func()) { f() }
-	e.sm.SetObserver(observerFunc(func(evs []wire.Event) { e.l.onEvents(evs) }))
+	e.sm.SetObserver(observerFunc(func(evs []wire.Event) { e.l.OnEvents(evs) }))
 	e.apply(&wire.Request{Op: wire.OpSetRanges, Gen: 1, Ranges: []wire.Range{{Shard: 0}}})
 	return e
 }
@@ -78,7 +77,7 @@ func (e *smEnv) promote() {
 func (e *smEnv) run(d time.Duration) {
 	for end := e.clk.Now().Add(d); e.clk.Now().Before(end); {
 		e.clk.Advance(20 * time.Millisecond)
-		e.l.tick()
+		e.l.Tick()
 	}
 }
 
@@ -96,7 +95,7 @@ func (e *smEnv) session(id uint64, path string, ttl int64) {
 }
 
 // setLeaderForTest is setLeader without the background load.
-func (l *lessor) setLeaderForTest(term uint64) {
+func (l *Lessor) setLeaderForTest(term uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.epoch++

@@ -1,4 +1,4 @@
-package shard
+package lease
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestKeepAliveForLeaseEndedDuringRound(t *testing.T) {
 			e.l.spawn = func(func()) {} // from here on the round holds cpMu on this goroutine
 			expire := func() {
 				e.clk.Advance(created.Add(2100 * time.Millisecond).Sub(e.clk.Now()))
-				e.l.tick() // the deadline has passed: Expire is proposed and applied at once
+				e.l.Tick() // the deadline has passed: Expire is proposed and applied at once
 				if e.live(7) {
 					t.Fatal("the lease did not expire: the race was not set up")
 				}

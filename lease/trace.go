@@ -1,4 +1,4 @@
-package shard
+package lease
 
 import (
 	"time"
@@ -10,14 +10,14 @@ import (
 // The lessor's decision trace (internal/leasetrace): call sites check
 // leasetrace.On first, so the arguments cost nothing when it is off.
 
-func (l *lessor) trace(msg string, args ...any) {
-	l.log.Info("lease trace: "+msg, append([]any{"shard", l.s.id}, args...)...)
+func (l *Lessor) trace(msg string, args ...any) {
+	l.log.Info("lease trace: "+msg, append([]any{"shard", l.cfg.Shard}, args...)...)
 }
 
 // traceRefresh logs a keepalive's effect on one lease, unless neither the
 // state machine nor the lessor knows it (every shard sees every keepalive).
 // Called with l.mu held, before refresh changes anything.
-func (l *lessor) traceRefresh(id uint64, state statemachine.LeaseState, received time.Time) {
+func (l *Lessor) traceRefresh(id uint64, state statemachine.LeaseState, received time.Time) {
 	le := l.leases[id]
 	if le == nil && state == statemachine.LeaseUnknown {
 		return

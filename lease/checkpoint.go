@@ -1,4 +1,4 @@
-package shard
+package lease
 
 import (
 	"container/heap"
@@ -40,16 +40,16 @@ const maxCheckpointBatch = 4096
 
 // startFromCheckpoint gives a loaded lease the checkpointed remaining time
 // plus the allowance, never more than its TTL. Called with l.mu held.
-func (l *lessor) startFromCheckpoint(le *lease, cp time.Duration, now time.Time) {
+func (l *Lessor) startFromCheckpoint(le *lease, cp time.Duration, now time.Time) {
 	if le == nil {
 		return
 	}
 	le.hasCP, le.cp = true, cp
 	if leasetrace.On {
 		l.trace("start from checkpoint", "lease", le.id, "checkpoint", cp, "now", tt(now), "old", tt(le.deadline),
-			"cap", tt(now.Add(min(le.ttl, cp+l.s.cfg.LeaseAllowance))))
+			"cap", tt(now.Add(min(le.ttl, cp+l.cfg.LeaseAllowance))))
 	}
-	if d := now.Add(min(le.ttl, cp+l.s.cfg.LeaseAllowance)); d.Before(le.deadline) {
+	if d := now.Add(min(le.ttl, cp+l.cfg.LeaseAllowance)); d.Before(le.deadline) {
 		le.deadline = d
 		heap.Fix(&l.heap, le.idx)
 	}
@@ -57,8 +57,8 @@ func (l *lessor) startFromCheckpoint(le *lease, cp time.Duration, now time.Time)
 
 // checkpointDue reports whether tick should start a checkpoint round, and
 // marks it started. Called with l.mu held.
-func (l *lessor) checkpointDue(now time.Time) bool {
-	if l.cpRunning || now.Sub(l.cpLast) < l.s.cfg.CheckpointInterval || len(l.heap) == 0 {
+func (l *Lessor) checkpointDue(now time.Time) bool {
+	if l.cpRunning || now.Sub(l.cpLast) < l.cfg.CheckpointInterval || len(l.heap) == 0 {
 		return false
 	}
 	l.cpRunning, l.cpLast = true, now
@@ -66,7 +66,7 @@ func (l *lessor) checkpointDue(now time.Time) bool {
 }
 
 // checkpointRound proposes the due checkpoints and waits until they apply.
-func (l *lessor) checkpointRound(epoch uint64) {
+func (l *Lessor) checkpointRound(epoch uint64) {
 	l.cpMu.Lock()
 	defer l.cpMu.Unlock()
 	defer func() { l.mu.Lock(); l.cpRunning = false; l.mu.Unlock() }()
@@ -75,7 +75,7 @@ func (l *lessor) checkpointRound(epoch uint64) {
 		l.mu.Unlock()
 		return
 	}
-	req := l.dueCheckpoints(l.s.clock.Now())
+	req := l.dueCheckpoints(l.cfg.Clock.Now())
 	l.mu.Unlock()
 	if req == nil {
 		return
@@ -100,7 +100,7 @@ func (l *lessor) checkpointRound(epoch uint64) {
 }
 
 // dueCheckpoints builds the checkpoint request, or nil. Called with l.mu held.
-func (l *lessor) dueCheckpoints(now time.Time) *wire.Request {
+func (l *Lessor) dueCheckpoints(now time.Time) *wire.Request {
 	var req *wire.Request
 	for _, le := range l.heap { // the heap holds exactly the leases not being expired
 		if req != nil && len(req.Leases) >= maxCheckpointBatch {
@@ -113,9 +113,9 @@ func (l *lessor) dueCheckpoints(now time.Time) *wire.Request {
 		var due bool
 		switch {
 		case le.hasCP:
-			due = le.cp-left >= l.s.cfg.CheckpointInterval
+			due = le.cp-left >= l.cfg.CheckpointInterval
 		case le.fresh:
-			due = le.ttl-left >= l.s.cfg.CheckpointInterval
+			due = le.ttl-left >= l.cfg.CheckpointInterval
 		default:
 			due = left < le.ttl/2
 		}
@@ -135,7 +135,7 @@ func (l *lessor) dueCheckpoints(now time.Time) *wire.Request {
 
 // clearCheckpoints removes the checkpoints of ids through the log before
 // keepalives for them are acknowledged. Called with cpMu held.
-func (l *lessor) clearCheckpoints(ids []uint64) bool {
+func (l *Lessor) clearCheckpoints(ids []uint64) bool {
 	l.mu.Lock()
 	term := l.term
 	l.mu.Unlock()
@@ -161,13 +161,13 @@ func (l *lessor) clearCheckpoints(ids []uint64) bool {
 }
 
 // proposeWait proposes req and waits for its answer; nil if the shard stops.
-func (l *lessor) proposeWait(req *wire.Request) *wire.Response {
+func (l *Lessor) proposeWait(req *wire.Request) *wire.Response {
 	done := make(chan *wire.Response, 1)
 	l.propose(req, func(r *wire.Response) { done <- r })
 	select {
 	case r := <-done:
 		return r
-	case <-l.s.stopc:
+	case <-l.cfg.Stop:
 		return nil
 	}
 }

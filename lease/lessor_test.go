@@ -1,4 +1,4 @@
-package shard
+package lease
 
 import (
 	"io"
@@ -14,10 +14,9 @@ import (
 
 // newTestLessor builds a lessor whose expiry proposals are captured instead
 // of reaching Raft, driven by a manual clock.
-func newTestLessor(clk *ManualClock) (*lessor, *[]*wire.Request) {
-	s := &Shard{id: 2, clock: clk, log: slog.New(slog.NewTextHandler(io.Discard, nil)), stopc: make(chan struct{}),
-		cfg: Config{}.withDefaults()}
-	l := newLessor(s)
+func newTestLessor(clk *ManualClock) (*Lessor, *[]*wire.Request) {
+	l := New(Config{Shard: 2, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Stop: make(chan struct{}),
+		ReadTimeout: 5 * time.Second, CheckpointInterval: 250 * time.Millisecond, LeaseAllowance: 150 * time.Millisecond})
 	var proposed []*wire.Request
 	l.propose = func(r *wire.Request, done func(*wire.Response)) { proposed = append(proposed, r) }
 	l.spawn = func(func()) {} // no checkpoint rounds here (lessor_checkpoint_test.go)
@@ -28,19 +27,19 @@ func newTestLessor(clk *ManualClock) (*lessor, *[]*wire.Request) {
 func TestLessorExpiresOnlyAfterTTL(t *testing.T) {
 	clk := NewManualClock(time.Unix(1000, 0))
 	l, proposed := newTestLessor(clk)
-	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
 	clk.Advance(1999 * time.Millisecond)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 0 {
 		t.Fatal("expired before its TTL")
 	}
 	clk.Advance(time.Millisecond)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 1 || (*proposed)[0].Op != wire.OpExpire || (*proposed)[0].Lease != 7 || (*proposed)[0].Rev != 3 ||
 		(*proposed)[0].Term != 5 {
 		t.Fatalf("proposed %+v, want Expire{7, rev 3}", *proposed)
 	}
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 1 {
 		t.Fatal("an expiring lease was proposed twice")
 	}
@@ -49,16 +48,16 @@ func TestLessorExpiresOnlyAfterTTL(t *testing.T) {
 func TestLessorRenewalPushesDeadline(t *testing.T) {
 	clk := NewManualClock(time.Unix(1000, 0))
 	l, proposed := newTestLessor(clk)
-	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
 	clk.Advance(1500 * time.Millisecond)
-	l.onEvents([]wire.Event{{Kind: wire.EvRenewed, Lease: 7, TTL: 2000, Rev: 9}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvRenewed, Lease: 7, TTL: 2000, Rev: 9}})
 	clk.Advance(1500 * time.Millisecond)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 0 {
 		t.Fatal("expired 1.5s after a renewal with a 2s TTL")
 	}
 	clk.Advance(500 * time.Millisecond)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 1 || (*proposed)[0].Rev != 9 {
 		t.Fatalf("want an expiry carrying the renewal's revision, got %+v", *proposed)
 	}
@@ -68,9 +67,9 @@ func TestLessorFollowerNeverExpires(t *testing.T) {
 	clk := NewManualClock(time.Unix(1000, 0))
 	l, proposed := newTestLessor(clk)
 	l.leader = false
-	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 1000}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 1000}})
 	clk.Advance(time.Hour)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 0 {
 		t.Fatal("a follower proposed an expiry")
 	}
@@ -79,10 +78,10 @@ func TestLessorFollowerNeverExpires(t *testing.T) {
 func TestLessorForgetsEndedLease(t *testing.T) {
 	clk := NewManualClock(time.Unix(1000, 0))
 	l, proposed := newTestLessor(clk)
-	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 1000}})
-	l.onEvents([]wire.Event{{Kind: wire.EvLeaseEnd, Lease: 7}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 1000}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvLeaseEnd, Lease: 7}})
 	clk.Advance(time.Hour)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 0 {
 		t.Fatal("expired a lease that had already ended")
 	}
@@ -91,7 +90,7 @@ func TestLessorForgetsEndedLease(t *testing.T) {
 func TestLessorRefreshNeverShortensOrRevivesExpiring(t *testing.T) {
 	clk := NewManualClock(time.Unix(1000, 0))
 	l, proposed := newTestLessor(clk)
-	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000}})
 	received := clk.Now()
 	clk.Advance(1000 * time.Millisecond)
 	l.mu.Lock()
@@ -101,7 +100,7 @@ func TestLessorRefreshNeverShortensOrRevivesExpiring(t *testing.T) {
 		t.Fatal("alive lease reported gone")
 	}
 	clk.Advance(1000 * time.Millisecond)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 1 {
 		t.Fatal("an old keepalive must not move the deadline back or forward past TTL")
 	}
@@ -113,40 +112,13 @@ func TestLessorRefreshNeverShortensOrRevivesExpiring(t *testing.T) {
 	}
 }
 
-// Stamps follow the replica's applied time plus real elapsed time, never a
-// node's wall clock: a proposer whose clock is hours ahead stamps within
-// milliseconds of the cluster's time.
-func TestStampIgnoresWallClockSkew(t *testing.T) {
-	ahead := NewManualClock(time.Unix(1_000_000, 0).Add(2 * time.Hour))
-	s := &Shard{clock: ahead}
-	m := statemachine.New(statemachine.DefaultConfig())
-	s.sm.Store(m)
-	p := &proposer{s: s}
-	if got := p.stamp(); got != ahead.Now().UnixMilli() {
-		t.Fatalf("a fresh shard stamps the wall clock: got %d", got)
-	}
-	// Apply an entry stamped at the cluster's time (an hour behind this
-	// node's skewed clock).
-	cluster := time.Unix(1_000_000, 0).UnixMilli()
-	cmd, _ := statemachine.EncodeCommand(nil, cluster, []*wire.Request{{Op: wire.OpNoop}})
-	if _, err := m.Update(smEntry(1, cmd)); err != nil {
-		t.Fatal(err)
-	}
-	got := p.stamp()
-	if got < cluster || got > cluster+1000 {
-		t.Fatalf("stamp %d is not anchored on the applied time %d (skewed clock says %d)", got, cluster, ahead.Now().UnixMilli())
-	}
-}
-
-func smEntry(index uint64, cmd []byte) sm.Entry { return sm.Entry{Index: index, Cmd: cmd} }
-
 // TestKeepAliveOfAForeignLease: a keepalive for a lease bound to another
 // identity does not move its deadline and lists it as Denied; the owner's
 // keepalive in the same round does.
 func TestKeepAliveOfAForeignLease(t *testing.T) {
 	clk := NewManualClock(time.Unix(1000, 0))
 	l, proposed := newTestLessor(clk)
-	l.onEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
+	l.OnEvents([]wire.Event{{Kind: wire.EvLease, Lease: 7, TTL: 2000, Rev: 3}})
 	clk.Advance(1500 * time.Millisecond)
 	var got []*wire.Response
 	done := func(r *wire.Response) { got = append(got, r) }
@@ -162,7 +134,7 @@ func TestKeepAliveOfAForeignLease(t *testing.T) {
 		t.Fatalf("foreign keepalive answered %+v, want OK with Denied [7]", got)
 	}
 	clk.Advance(500 * time.Millisecond)
-	l.tick()
+	l.Tick()
 	if len(*proposed) != 1 || (*proposed)[0].Lease != 7 {
 		t.Fatalf("the foreign keepalive refreshed the lease: proposed %+v at its original deadline", *proposed)
 	}
@@ -173,3 +145,4 @@ func TestKeepAliveOfAForeignLease(t *testing.T) {
 		t.Fatal("a check without identities must not ask about owners")
 	}
 }
+func smEntry(index uint64, cmd []byte) sm.Entry { return sm.Entry{Index: index, Cmd: cmd} }

@@ -1,4 +1,4 @@
-package shard
+package lease
 
 import (
 	"sync/atomic"

@@ -1,4 +1,8 @@
-package shard
+// Package lease keeps a shard's lease deadlines on its leader: the lessor
+// (keepalives, expiry, checkpoints of the time left), the clock it reads,
+// and the recently lost holds keepalive answers report. Nothing about
+// time is replicated.
+package lease
 
 import (
 	"container/heap"
@@ -75,8 +79,8 @@ type leaseTracking struct {
 	ended map[uint64]struct{}
 }
 
-type lessor struct {
-	s   *Shard
+type Lessor struct {
+	cfg Config
 	log *slog.Logger
 
 	mu      sync.Mutex
@@ -114,23 +118,58 @@ type lessor struct {
 	read func(context.Context, statemachine.LeaseCheck) (any, error)
 }
 
-func newLessor(s *Shard) *lessor {
-	l := &lessor{s: s, log: s.log, leases: make(map[uint64]*lease), expirePerTick: 1000,
-		expired: logagg.New(s.log, slog.LevelInfo, "lease expired", 10*time.Second)}
-	l.propose = func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, wire.AnswerFunc(done)) }
+// Config is what a shard's lessor needs of its replica.
+type Config struct {
+	Shard uint64 // the shard's id (logs)
+	Log   *slog.Logger
+	Clock Clock
+	// ReadTimeout bounds a keepalive round's read; CheckpointInterval is
+	// how often the leader records the time left on leases nobody keeps
+	// alive; LeaseAllowance is what a new leader adds to a checkpointed
+	// remaining time (checkpoint.go).
+	ReadTimeout, CheckpointInterval, LeaseAllowance time.Duration
+	Stop                                            <-chan struct{} // closed when the shard stops
+	// Propose submits an internal request to the shard's proposer.
+	Propose func(*wire.Request, func(*wire.Response))
+	// Read is a linearizable read of the local replica (SyncRead);
+	// ReadFailed is the answer for request id when it failed with err.
+	Read       func(ctx context.Context, q any) (any, error)
+	ReadFailed func(id uint64, err error) *wire.Response
+	// NotLeader is the answer for request id when this replica does not
+	// lead (it names the leader when known).
+	NotLeader func(id uint64) *wire.Response
+	// Lost holds the shard's recently lost holds (lost.go).
+	Lost *LostHolds
+}
+
+// New makes a shard's lessor; it does nothing until SetLeader(true, ...).
+func New(cfg Config) *Lessor {
+	l := &Lessor{cfg: cfg, log: cfg.Log, leases: make(map[uint64]*lease), expirePerTick: 1000,
+		expired: logagg.New(cfg.Log, slog.LevelInfo, "lease expired", 10*time.Second)}
+	if l.cfg.Lost == nil {
+		l.cfg.Lost = &LostHolds{}
+	}
+	l.propose = cfg.Propose
 	l.spawn = func(f func()) { go f() }
-	l.read = func(ctx context.Context, q statemachine.LeaseCheck) (any, error) { return s.nh.SyncRead(ctx, s.id, q) }
+	l.read = func(ctx context.Context, q statemachine.LeaseCheck) (any, error) { return cfg.Read(ctx, q) }
 	return l
 }
 
-// onEvents is called from the observer (inside Update): keep it cheap.
-func (l *lessor) onEvents(events []wire.Event) {
+// Term is the Raft term of the lessor's current or last leadership.
+func (l *Lessor) Term() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.term
+}
+
+// OnEvents is called from the observer (inside Update): keep it cheap.
+func (l *Lessor) OnEvents(events []wire.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.leader {
 		return
 	}
-	now := l.s.clock.Now()
+	now := l.cfg.Clock.Now()
 	for i := range events {
 		ev := &events[i]
 		switch ev.Kind {
@@ -151,7 +190,7 @@ func (l *lessor) onEvents(events []wire.Event) {
 }
 
 // track adds a lease, or refreshes it to a full TTL from now.
-func (l *lessor) track(id uint64, ttl time.Duration, rev uint64, now time.Time) {
+func (l *Lessor) track(id uint64, ttl time.Duration, rev uint64, now time.Time) {
 	le := l.leases[id]
 	if le == nil {
 		le = &lease{id: id, idx: -1}
@@ -173,7 +212,7 @@ func (l *lessor) track(id uint64, ttl time.Duration, rev uint64, now time.Time) 
 	}
 }
 
-func (l *lessor) forget(id uint64) {
+func (l *Lessor) forget(id uint64) {
 	le := l.leases[id]
 	if le == nil {
 		return
@@ -187,8 +226,8 @@ func (l *lessor) forget(id uint64) {
 	}
 }
 
-// setLeader is called on every leadership change of the local replica.
-func (l *lessor) setLeader(isLeader bool, term uint64) {
+// SetLeader is called on every leadership change of the local replica.
+func (l *Lessor) SetLeader(isLeader bool, term uint64) {
 	l.mu.Lock()
 	l.epoch++
 	if leasetrace.On {
@@ -215,13 +254,13 @@ func (l *lessor) setLeader(isLeader bool, term uint64) {
 // alive. Then it reads the lease table with a linearizable read (so it
 // includes every committed entry) and starts every lease with a full TTL
 // from now. Keepalives are answered only after both.
-func (l *lessor) load(epoch uint64) {
+func (l *Lessor) load(epoch uint64) {
 	if !l.markTerm(epoch) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		v, err := l.s.nh.SyncRead(ctx, l.s.id, statemachine.LeasesQuery{})
+		v, err := l.cfg.Read(ctx, statemachine.LeasesQuery{})
 		cancel()
 		l.mu.Lock()
 		if l.epoch != epoch {
@@ -233,12 +272,12 @@ func (l *lessor) load(epoch uint64) {
 			l.install(infos)
 			n := len(l.leases)
 			l.mu.Unlock()
-			l.log.Debug("lessor promoted", "shard", l.s.id, "leases", n)
+			l.log.Debug("lessor promoted", "shard", l.cfg.Shard, "leases", n)
 			return
 		}
 		l.mu.Unlock()
 		select {
-		case <-l.s.stopc:
+		case <-l.cfg.Stop:
 			return
 		case <-time.After(lessorRetry.Delay(attempt)):
 		}
@@ -249,8 +288,8 @@ func (l *lessor) load(epoch uint64) {
 // now, or the checkpointed remaining time plus the allowance. Leases created
 // or renewed through the log during the load get a full TTL. Called with
 // l.mu held.
-func (l *lessor) install(infos []statemachine.LeaseInfo) {
-	now := l.s.clock.Now()
+func (l *Lessor) install(infos []statemachine.LeaseInfo) {
+	now := l.cfg.Clock.Now()
 	if testbugs.NoLeaseRefresh { // test-only switch: every lease is due at once
 		now = now.Add(-10 * time.Minute)
 	}
@@ -274,7 +313,7 @@ func (l *lessor) install(infos []statemachine.LeaseInfo) {
 
 // markTerm proposes the term marker until it is applied; false when the
 // leadership ended first.
-func (l *lessor) markTerm(epoch uint64) bool {
+func (l *Lessor) markTerm(epoch uint64) bool {
 	l.mu.Lock()
 	term := l.term
 	l.mu.Unlock()
@@ -284,7 +323,7 @@ func (l *lessor) markTerm(epoch uint64) bool {
 		var r *wire.Response
 		select {
 		case r = <-done:
-		case <-l.s.stopc:
+		case <-l.cfg.Stop:
 			return false
 		}
 		l.mu.Lock()
@@ -297,7 +336,7 @@ func (l *lessor) markTerm(epoch uint64) bool {
 			return true
 		}
 		select {
-		case <-l.s.stopc:
+		case <-l.cfg.Stop:
 			return false
 		case <-time.After(lessorRetry.Delay(attempt)):
 		}
@@ -308,14 +347,14 @@ func (l *lessor) markTerm(epoch uint64) bool {
 // of its term marker.
 var lessorRetry = backoff.Policy{Base: 20 * time.Millisecond, Max: 640 * time.Millisecond}
 
-// tick proposes Expire for leases whose deadline has passed.
-func (l *lessor) tick() {
+// Tick proposes Expire for leases whose deadline has passed.
+func (l *Lessor) Tick() {
 	l.mu.Lock()
 	if !l.leader || l.loading != nil {
 		l.mu.Unlock()
 		return
 	}
-	now := l.s.clock.Now()
+	now := l.cfg.Clock.Now()
 	var due []*lease
 	for len(l.heap) > 0 && len(due) < l.expirePerTick {
 		le := l.heap[0]
@@ -348,7 +387,7 @@ func (l *lessor) tick() {
 // the lease was renewed through the log after Rev (a Renew that was already
 // in flight when the deadline passed), so an acknowledged renew is never
 // undone by an older expiry decision.
-func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
+func (l *Lessor) proposeExpire(req *wire.Request, epoch uint64) {
 	id := req.Lease
 	l.propose(req, func(resp *wire.Response) {
 		if leasetrace.On {
@@ -356,7 +395,7 @@ func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
 		}
 		switch resp.Code {
 		case wire.OK:
-			l.expired.Add("", "shard", l.s.id, "lease", id)
+			l.expired.Add("", "shard", l.cfg.Shard, "lease", id)
 			return
 		case wire.Conflict:
 			return // renewed meanwhile: the EvRenewed event re-tracked it
@@ -369,28 +408,28 @@ func (l *lessor) proposeExpire(req *wire.Request, epoch uint64) {
 			return
 		}
 		if le := l.leases[id]; le != nil && le.idx < 0 {
-			le.deadline = l.s.clock.Now().Add(100 * time.Millisecond)
+			le.deadline = l.cfg.Clock.Now().Add(100 * time.Millisecond)
 			heap.Push(&l.heap, le)
 		}
 	})
 }
 
-// keepAlive refreshes the given leases and answers with the ones that are
+// KeepAlive refreshes the given leases and answers with the ones that are
 // gone. It answers only after a read-index round has confirmed this replica
 // is still the leader and the local state machine has caught up to it.
 // Keepalives that arrive while a round is in flight share the next one, so
 // the cost is one quorum round per batch, not per session.
-func (l *lessor) keepAlive(req *wire.Request, done func(*wire.Response)) {
+func (l *Lessor) KeepAlive(req *wire.Request, done func(*wire.Response)) {
 	ids := req.Leases
 	if req.Lease != 0 {
 		ids = append([]uint64{req.Lease}, ids...)
 	}
-	ka := pendingKeepAlive{id: req.ID, ids: ids, identity: req.Identity, received: l.s.clock.Now(), done: done}
+	ka := pendingKeepAlive{id: req.ID, ids: ids, identity: req.Identity, received: l.cfg.Clock.Now(), done: done}
 	l.mu.Lock()
 	switch {
 	case !l.leader:
 		l.mu.Unlock()
-		done(l.s.notLeader(req.ID))
+		done(l.cfg.NotLeader(req.ID))
 		return
 	case l.loading != nil:
 		l.mu.Unlock()
@@ -415,7 +454,7 @@ type pendingKeepAlive struct {
 }
 
 // keepAliveRounds runs read-index rounds until no keepalive is waiting.
-func (l *lessor) keepAliveRounds() {
+func (l *Lessor) keepAliveRounds() {
 	for {
 		l.mu.Lock()
 		batch := l.kaQueue
@@ -434,12 +473,12 @@ func (l *lessor) keepAliveRounds() {
 // keepAliveRound confirms leadership with a read-index round, clears the
 // checkpoints of the leases it is about to extend, and answers. It holds
 // cpMu throughout, so no checkpoint round interleaves.
-func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
+func (l *Lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
 	l.cpMu.Lock()
 	defer l.cpMu.Unlock()
 	q := leaseCheck(batch)
 	all := q.IDs
-	ctx, cancel := context.WithTimeout(context.Background(), l.s.cfg.ReadTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.ReadTimeout)
 	v, err := l.read(ctx, q)
 	cancel()
 	if err != nil {
@@ -447,7 +486,7 @@ func (l *lessor) keepAliveRound(batch []pendingKeepAlive, epoch uint64) {
 			l.trace("keepalive read failed", "leases", q.IDs, "err", err)
 		}
 		for _, ka := range batch {
-			ka.done(ErrorResponse(ka.id, err, false))
+			ka.done(l.cfg.ReadFailed(ka.id, err))
 		}
 		return
 	}
@@ -496,17 +535,17 @@ func leaseCheck(batch []pendingKeepAlive) statemachine.LeaseCheck {
 	return q
 }
 
-func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachine.LeaseState, epoch uint64) {
+func (l *Lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachine.LeaseState, epoch uint64) {
 	resps := make([]*wire.Response, len(batch))
-	lost := !l.s.lost.empty()
-	now := l.s.clock.Now()
+	lost := !l.cfg.Lost.Empty()
+	now := l.cfg.Clock.Now()
 	l.mu.Lock()
 	i := 0
 	for b, ka := range batch {
 		resp := &wire.Response{ID: ka.id}
 		resps[b] = resp
 		if l.epoch != epoch || !l.leader {
-			*resp = *l.s.notLeader(ka.id)
+			*resp = *l.cfg.NotLeader(ka.id)
 			i += len(ka.ids)
 			continue
 		}
@@ -538,7 +577,7 @@ func (l *lessor) answerKeepAlives(batch []pendingKeepAlive, states []statemachin
 			if gone := l.refresh(id, state, ka.received); gone {
 				resp.Leases = append(resp.Leases, id)
 			} else if le := l.leases[id]; lost && le != nil {
-				resp.Events = l.s.lost.recent(resp.Events, id, 2*le.ttl+lostMargin, now)
+				resp.Events = l.cfg.Lost.Recent(resp.Events, id, 2*le.ttl+lostMargin, now)
 			}
 		}
 		// Denied leases leave the code OK: one lease id can be bound to
@@ -574,7 +613,7 @@ func notCleared(states []statemachine.LeaseState, from, n int) bool {
 // Expire, and the expiry applied before this answer. The read is stale for
 // it, and the lessor has nothing to refresh: answering OK would acknowledge
 // a keepalive for a lease that is already gone. Called with l.mu held.
-func (l *lessor) endedSinceRead(ids []uint64, states []statemachine.LeaseState, from int) (uint64, bool) {
+func (l *Lessor) endedSinceRead(ids []uint64, states []statemachine.LeaseState, from int) (uint64, bool) {
 	for k, id := range ids {
 		if from+k >= len(states) {
 			break
@@ -593,7 +632,7 @@ func (l *lessor) endedSinceRead(ids []uint64, states []statemachine.LeaseState, 
 // lease is gone (ended, or already being expired). A lease the state machine
 // calls alive must be tracked here (answerKeepAlives refuses the keepalive
 // first otherwise, endedSinceRead). Called with l.mu held.
-func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time.Time) bool {
+func (l *Lessor) refresh(id uint64, state statemachine.LeaseState, received time.Time) bool {
 	if leasetrace.On {
 		l.traceRefresh(id, state, received)
 	}
@@ -619,13 +658,13 @@ func (l *lessor) refresh(id uint64, state statemachine.LeaseState, received time
 	return false
 }
 
-// remaining returns the time left on a lease, for introspection.
-func (l *lessor) remaining(id uint64) (time.Duration, bool) {
+// Remaining returns the time left on a lease, for introspection.
+func (l *Lessor) Remaining(id uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	le := l.leases[id]
 	if le == nil || !l.leader {
 		return 0, false
 	}
-	return le.deadline.Sub(l.s.clock.Now()), true
+	return le.deadline.Sub(l.cfg.Clock.Now()), true
 }

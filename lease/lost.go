@@ -1,4 +1,4 @@
-package shard
+package lease
 
 import (
 	"strings"
@@ -8,7 +8,7 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// lostHolds keeps, per session lease, the recent events that end one of
+// LostHolds keeps, per session lease, the recent events that end one of
 // its holds without the holder's doing (wire.Event.TellsHolder: a
 // revocation at its deadline, an admin's resign or hand-over, a release by
 // token from another lease). The keepalive answers of the lease carry them:
@@ -24,7 +24,7 @@ import (
 // each replica's own clock from when it applied the event, so a leader
 // with a skewed clock prunes nothing early. The counts are bounded per
 // lease and per shard; the oldest notices go first.
-type lostHolds struct {
+type LostHolds struct {
 	mu      sync.Mutex
 	byLease map[uint64][]lostHold
 	order   []uint64 // lease of each notice, in arrival order (may name dropped ones)
@@ -45,7 +45,7 @@ const (
 
 // observe records the notices among events and forgets those of ended
 // leases. It runs inside Update: cheap when nothing concerns it.
-func (lh *lostHolds) observe(events []wire.Event, clock Clock) {
+func (lh *LostHolds) Observe(events []wire.Event, clock Clock) {
 	for i := range events {
 		ev := &events[i]
 		if !ev.TellsHolder() {
@@ -61,7 +61,7 @@ func (lh *lostHolds) observe(events []wire.Event, clock Clock) {
 	}
 }
 
-func (lh *lostHolds) addLocked(ev *wire.Event, now time.Time) {
+func (lh *LostHolds) addLocked(ev *wire.Event, now time.Time) {
 	if lh.byLease == nil {
 		lh.byLease = map[uint64][]lostHold{}
 	}
@@ -87,7 +87,7 @@ func (lh *lostHolds) addLocked(ev *wire.Event, now time.Time) {
 	}
 }
 
-func (lh *lostHolds) dropOldestLocked(lease uint64, kept []lostHold) {
+func (lh *LostHolds) dropOldestLocked(lease uint64, kept []lostHold) {
 	if len(kept) == 1 {
 		delete(lh.byLease, lease)
 	} else {
@@ -97,7 +97,7 @@ func (lh *lostHolds) dropOldestLocked(lease uint64, kept []lostHold) {
 }
 
 // compactLocked drops the order entries of notices no longer kept.
-func (lh *lostHolds) compactLocked() {
+func (lh *LostHolds) compactLocked() {
 	left := make(map[uint64]int, len(lh.byLease))
 	for lease, kept := range lh.byLease {
 		left[lease] = len(kept)
@@ -115,7 +115,7 @@ func (lh *lostHolds) compactLocked() {
 	lh.order = order
 }
 
-func (lh *lostHolds) forgetLocked(lease uint64) {
+func (lh *LostHolds) forgetLocked(lease uint64) {
 	if kept, ok := lh.byLease[lease]; ok {
 		lh.n -= len(kept)
 		delete(lh.byLease, lease)
@@ -124,7 +124,7 @@ func (lh *lostHolds) forgetLocked(lease uint64) {
 
 // recent appends to out the notices of lease applied within keep of now,
 // and prunes the older ones.
-func (lh *lostHolds) recent(out []wire.Event, lease uint64, keep time.Duration, now time.Time) []wire.Event {
+func (lh *LostHolds) Recent(out []wire.Event, lease uint64, keep time.Duration, now time.Time) []wire.Event {
 	lh.mu.Lock()
 	defer lh.mu.Unlock()
 	kept := lh.byLease[lease]
@@ -149,7 +149,7 @@ func (lh *lostHolds) recent(out []wire.Event, lease uint64, keep time.Duration, 
 
 // empty reports whether no notice is kept (the common case: keepalive
 // answers skip the lookups).
-func (lh *lostHolds) empty() bool {
+func (lh *LostHolds) Empty() bool {
 	lh.mu.Lock()
 	defer lh.mu.Unlock()
 	return lh.n == 0
