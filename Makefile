@@ -8,7 +8,7 @@ PKGS      := ./...
 # (dragonboat under -race is too slow for a 2-core CI box). admin/ and
 # metrics/ start small clusters but are raced too: their scrape racing the
 # admin server's shutdown went unseen while they ran without -race.
-UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./router/ ./auth/ ./audit/ ./backup/ ./internal/... ./loadtest/... ./admin/ ./metrics/
+UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./control/ ./lease/ ./feed/ ./raftnode/ ./router/ ./auth/ ./audit/ ./backup/ ./internal/... ./loadtest/... ./admin/ ./metrics/
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
@@ -25,7 +26,7 @@ import (
 // are reported only by the shard's current leader, so summing a metric over
 // the nodes of a cluster counts each shard once.
 type shardMetrics struct {
-	host *shard.Host
+	host *control.Host
 	ids  []uint64 // meta group first, then the data shards
 	sets map[uint64]metric.MeasurementOption
 	reg  metric.Registration
@@ -46,7 +47,7 @@ type shardGauges struct {
 	proposalsFailed, rangeMoves                     metric.Int64ObservableCounter
 }
 
-func newShardMetrics(m metric.Meter, h *shard.Host) (*shardMetrics, error) {
+func newShardMetrics(m metric.Meter, h *control.Host) (*shardMetrics, error) {
 	sm := &shardMetrics{host: h, sets: map[uint64]metric.MeasurementOption{},
 		subs: map[uint64]uint64{}, firstTerm: map[uint64]uint64{}}
 	sm.ids = append([]uint64{placement.MetaShard}, h.ShardIDs()...)

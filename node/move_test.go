@@ -12,11 +12,11 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/internal/linmodel"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -463,7 +463,7 @@ func waitQueued(t *testing.T, cl *client.Client, path string) {
 // namespace boundary) while a lock held in it stays held.
 func TestPlacementLoopSplitsHotRanges(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2, Edit: func(cfg *node.Config) {
-		cfg.Ranges = shard.RangePolicy{AutoSplit: true, SplitOpsPerSec: 20, Every: time.Second}
+		cfg.Ranges = control.RangePolicy{AutoSplit: true, SplitOpsPerSec: 20, Every: time.Second}
 	}})
 	cl := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

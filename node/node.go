@@ -15,6 +15,7 @@ import (
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/placement"
@@ -49,7 +50,7 @@ type Config struct {
 	RTT            time.Duration // default 10 ms
 	ElectionRTT    uint64        // default 15 ticks
 	// SnapshotEntries is how many entries each replica applies between
-	// snapshots (0: shard.DefaultSnapshotEntries).
+	// snapshots (0: control.DefaultSnapshotEntries).
 	SnapshotEntries uint64
 	HeartbeatRTT    uint64 // default 3 ticks
 
@@ -84,8 +85,8 @@ type Config struct {
 	Audit   audit.Options
 	NoAudit bool
 	// Ranges tunes automatic range splits and rebalancing (off by default);
-	// MoveHook is a test hook on every range-move step (shard.HostConfig).
-	Ranges shard.RangePolicy
+	// MoveHook is a test hook on every range-move step (control.HostConfig).
+	Ranges control.RangePolicy
 	// NoLeaderBalance leaves shard leaders wherever elections and
 	// operators put them (shard/balance.go; Host.SetLeaderBalance turns
 	// it on and off at run time).
@@ -102,7 +103,7 @@ type Config struct {
 // Node is a running node.
 type Node struct {
 	cfg    Config
-	Host   *shard.Host
+	Host   *control.Host
 	Router *router.Server
 	Admin  *admin.Server // nil when AdminAddr is ""
 	Audit  *audit.Store  // nil when NoAudit
@@ -179,7 +180,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 		cfg.AdminAddr = adminLn.Addr().String()
 	}
-	host, err := shard.NewHost(shard.HostConfig{
+	host, err := control.NewHost(control.HostConfig{
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: cmp.Or(cfg.ClientAdvertise, ln.Addr().String()), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT, SnapshotEntries: cfg.SnapshotEntries,

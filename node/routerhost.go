@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/raftnode"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -9,7 +10,7 @@ import (
 )
 
 // routerHost is the node's shard host as its router sees it (router.Host).
-type routerHost struct{ *shard.Host }
+type routerHost struct{ *control.Host }
 
 var _ router.Host = routerHost{}
 

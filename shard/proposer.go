@@ -349,7 +349,7 @@ func (p *proposer) failCode(props []proposal, code wire.Code, msg string) {
 // and the next proposal, and replicated time would fall behind real time by
 // every idle gap (a lock-delay or revocation deadline would then fire late).
 func (p *proposer) stamp() int64 {
-	last := p.s.lastTime()
+	last := p.s.LastTime()
 	now := time.Now()
 	if last == 0 {
 		return p.s.clock.Now().UnixMilli()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+	sm "github.com/lni/dragonboat/v4/statemachine"
 
 	"github.com/wardenlock/warden/feed"
 	"github.com/wardenlock/warden/lease"
@@ -42,7 +43,8 @@ type Config struct {
 	LeaseAllowance time.Duration
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults fills the zero fields of c with their defaults.
+func (c Config) WithDefaults() Config {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -80,7 +82,7 @@ type Shard struct {
 	id        uint64
 	replicaID uint64 // this node's id (leaders are tracked by node)
 	rid       uint64 // the local replica's Raft id (placement.NodeOf(rid) = replicaID)
-	host      *Host
+	node      ReplicaConfig
 	nh        *dragonboat.NodeHost
 	cfg       Config
 	clock     lease.Clock
@@ -107,19 +109,46 @@ type Shard struct {
 	wg    sync.WaitGroup
 }
 
-func newShard(h *Host, id uint64) *Shard {
+// ReplicaConfig is what a data shard's replica takes from its node.
+type ReplicaConfig struct {
+	Shard  uint64 // the shard's id
+	NodeID uint64
+	Config Config
+	Clock  lease.Clock
+	Log    *slog.Logger
+	// Recorder, when set, receives every applied event (the node's audit
+	// store) and serves watches their older history.
+	Recorder Recorder
+	// NamespaceDepth is the path depth ranges are cut at.
+	NamespaceDepth int
+	// Hint says where the shard's leader is, for a refused request.
+	Hint func(shardID uint64) *wire.Hint
+}
+
+// Recorder keeps applied events beyond the feed's ring: audit.Store.
+type Recorder interface {
+	// Record queues one entry's events; it must not block.
+	Record(shard uint64, events []wire.Event)
+	// History returns the shard's events from..to in order.
+	History(shard, from, to uint64, limit int) ([]wire.Event, error)
+}
+
+// New makes a replica's shard; Start runs it once its Raft replica is
+// started.
+func New(rc ReplicaConfig) *Shard {
+	id := rc.Shard
 	s := &Shard{
 		id:        id,
-		replicaID: h.cfg.NodeID,
-		host:      h,
-		cfg:       h.cfg.Shard.withDefaults(),
-		clock:     h.cfg.Clock,
-		log:       h.log,
+		replicaID: rc.NodeID,
+		node:      rc,
+		cfg:       rc.Config.WithDefaults(),
+		clock:     rc.Clock,
+		log:       rc.Log,
 		parked:    newParkedSet(),
 		stopc:     make(chan struct{}),
 	}
 	s.feed = feed.New(s.cfg.FeedSize, s.cfg.FeedBytes)
-	if rec := h.cfg.Recorder; rec != nil {
+	if rec := rc.Recorder; rec != nil {
 		s.feed.History = func(from, to uint64, limit int) ([]wire.Event, error) {
 			return rec.History(id, from, to, limit)
 		}
@@ -138,24 +167,24 @@ func newShard(h *Host, id uint64) *Shard {
 	return s
 }
 
-// start runs the proposer; the replica must be started. The host ticks
+// Start runs the proposer; the replica must be started. The host ticks
 // every shard's lessor from one goroutine (Host.lessorLoop).
-func (s *Shard) start(nh *dragonboat.NodeHost) {
+func (s *Shard) Start(nh *dragonboat.NodeHost) {
 	s.nh = nh
 	s.proposer = newProposer(s)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.proposer.run() }()
 }
 
-func (s *Shard) stop() {
+func (s *Shard) Stop() {
 	close(s.stopc)
 	close(s.proposer.stop)
 	s.wg.Wait()
 	s.parked.drain(wire.Closed, "node is shutting down")
 }
 
-// lastTime is the local replica's last applied stamp (0 until it exists).
-func (s *Shard) lastTime() int64 {
+// LastTime is the local replica's last applied stamp (0 until it exists).
+func (s *Shard) LastTime() int64 {
 	if m := s.sm.Load(); m != nil {
 		return m.LastTime()
 	}
@@ -171,7 +200,7 @@ func (s *Shard) IsLeader() bool { return s.isLeader.Load() }
 // LeaderID returns the replica (= node) id of the leader, 0 when unknown.
 func (s *Shard) LeaderID() uint64 { return s.leaderID.Load() }
 
-func (s *Shard) onLeader(leaderID, term uint64) {
+func (s *Shard) OnLeader(leaderID, term uint64) {
 	s.leaderID.Store(leaderID)
 	isLeader := leaderID == s.replicaID
 	if s.isLeader.Swap(isLeader) != isLeader {
@@ -185,7 +214,7 @@ func (s *Shard) onLeader(leaderID, term uint64) {
 
 // Applied implements statemachine.Observer. It runs inside Update.
 func (s *Shard) Applied(index uint64, events []wire.Event) {
-	if rec := s.host.cfg.Recorder; rec != nil {
+	if rec := s.node.Recorder; rec != nil {
 		rec.Record(s.id, events)
 	}
 	s.feed.Append(events)
@@ -222,12 +251,12 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 // RangeDropped implements statemachine.RangeObserver: watches on the range
 // end with RangeMoving (resume on the new owner).
 func (s *Shard) RangeDropped(start, end string) {
-	s.feed.EndRange(start, end, s.host.cfg.NamespaceDepth)
+	s.feed.EndRange(start, end, s.node.NamespaceDepth)
 }
 
 func (s *Shard) notLeader(id uint64) *wire.Response {
 	return &wire.Response{ID: id, Code: wire.NotLeader, Msg: "this replica does not lead the shard",
-		Hint: s.host.hint(s.id)}
+		Hint: s.node.Hint(s.id)}
 }
 
 // Submit executes one request on this shard and calls done exactly once with
@@ -486,3 +515,49 @@ func (s *Shard) Batches() (entries, ops uint64) {
 	}
 	return s.proposer.entries.Load(), s.proposer.ops.Load()
 }
+
+// RID is the local replica's Raft id.
+func (s *Shard) RID() uint64 { return s.rid }
+
+// SetRID records the local replica's Raft id (before Start).
+func (s *Shard) SetRID(rid uint64) { s.rid = rid }
+
+// NewStateMachine makes the replica's state machine for dragonboat: cfg's
+// state machine, observed by s, whose snapshots make rec durable first
+// when it can (durable.go).
+func (s *Shard) NewStateMachine(cfg statemachine.Config, rec Recorder) sm.IConcurrentStateMachine {
+	m := statemachine.New(cfg)
+	m.SetObserver(s)
+	s.sm.Store(m)
+	c := &concurrentSM{sm: m, log: s.log}
+	if d, ok := rec.(Durabler); ok {
+		c.rec = d
+	}
+	return c
+}
+
+// Tick checks the shard's lease deadlines and its revocation and
+// lock-delay timers (the node ticks every shard from one goroutine).
+func (s *Shard) Tick() {
+	s.lessor.Tick()
+	s.timer.tick()
+}
+
+// SetRestoring says whether the shard waits for its restore entry (clients
+// are refused meanwhile).
+func (s *Shard) SetRestoring(on bool) { s.restoring.Store(on) }
+
+// Restoring says whether the shard waits for its restore entry.
+func (s *Shard) Restoring() bool { return s.restoring.Load() }
+
+// Restored implements statemachine.RestoreObserver: the shard's state was
+// replaced, so a leading lessor starts over from the restored lease table
+// (every restored lease gets a full TTL from now).
+func (s *Shard) Restored(index uint64) {
+	if s.isLeader.Load() {
+		s.lessor.SetLeader(true, s.lessor.Term())
+	}
+}
+
+// EndWatches ends every watch of the shard's feed with code and msg.
+func (s *Shard) EndWatches(code wire.Code, msg string) { s.feed.EndAll(code, msg) }

@@ -1,4 +1,4 @@
-package shard
+package control
 
 import (
 	"context"
@@ -22,10 +22,6 @@ import (
 // MoveStepDropped is reported to MoveHook after the source dropped the range
 // (the last step before the record is removed).
 const MoveStepDropped placement.RangeStep = 4
-
-// installChunkBytes bounds one install entry, well under dragonboat's
-// proposal limits and small enough not to stall the shard's log.
-const installChunkBytes = 256 << 10
 
 var errStopped = errors.New("shard: host is stopping")
 

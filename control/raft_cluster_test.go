@@ -1,4 +1,4 @@
-package shard
+package control
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/raftnode"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -92,7 +93,7 @@ func followersCatchUp(t *testing.T, hold time.Duration) {
 	hosts := startThree(t, func(c *HostConfig) { c.DataShards, c.NoLeaderBalance, c.CommitHold = 1, true, hold })
 	const id = 2
 	deadline := time.Now().Add(60 * time.Second) // bounds a hang; not a timing goal
-	leader := func() *Shard {
+	leader := func() *shard.Shard {
 		for _, h := range hosts {
 			if s, _ := h.Shard(id); s != nil && s.IsLeader() {
 				return s

@@ -1,4 +1,4 @@
-package shard
+package control
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/raftnode"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -62,7 +63,7 @@ type HostConfig struct {
 	CommitHold time.Duration
 
 	SM    statemachine.Config
-	Shard Config
+	Shard shard.Config
 	Clock lease.Clock
 	Log   *slog.Logger
 
@@ -85,15 +86,7 @@ type HostConfig struct {
 	Restore *RestorePlan
 	// Recorder, when set, receives every applied event of every data shard
 	// (the node's audit store) and serves watches their older history.
-	Recorder Recorder
-}
-
-// Recorder keeps applied events beyond the feed's ring: audit.Store.
-type Recorder interface {
-	// Record queues one entry's events; it must not block.
-	Record(shard uint64, events []wire.Event)
-	// History returns the shard's events from..to in order.
-	History(shard, from, to uint64, limit int) ([]wire.Event, error)
+	Recorder shard.Recorder
 }
 
 func (c *HostConfig) fill() error {
@@ -171,7 +164,7 @@ type Host struct {
 	cfg    HostConfig
 	nh     *dragonboat.NodeHost
 	log    *slog.Logger
-	shards atomic.Pointer[map[uint64]*Shard] // local data replicas; copy on write under placeMu
+	shards atomic.Pointer[map[uint64]*shard.Shard] // local data replicas; copy on write under placeMu
 
 	placeMu     sync.Mutex // starting and stopping replicas, the manifest
 	man         *manifest
@@ -216,7 +209,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h := &Host{cfg: cfg, log: cfg.Log, leaders: map[uint64]uint64{},
 		leaderSince: map[uint64]time.Time{}, remote: map[uint64]uint64{}, remoteSince: map[uint64]time.Time{},
 		stopc: make(chan struct{})}
-	h.shards.Store(&map[uint64]*Shard{})
+	h.shards.Store(&map[uint64]*shard.Shard{})
 	h.balanceOff.Store(cfg.NoLeaderBalance)
 	man, err := loadManifest(cfg.DataDir)
 	if err != nil {
@@ -275,8 +268,8 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Restore != nil {
 		h.pendingRestore = map[uint64]struct{}{}
 		for _, s := range *h.shards.Load() {
-			h.pendingRestore[s.id] = struct{}{}
-			s.restoring.Store(true)
+			h.pendingRestore[s.ID()] = struct{}{}
+			s.SetRestoring(true)
 		}
 		h.wg.Add(1)
 		go func() { defer h.wg.Done(); h.restoreLoop() }()
@@ -385,47 +378,41 @@ func (h *Host) startMeta(r localReplica, members map[uint64]dragonboat.Target, j
 // startData starts a local replica of a data shard and its proposer and
 // lessor. The caller records it in the manifest.
 func (h *Host) startData(r localReplica, members map[uint64]dragonboat.Target, join bool) error {
-	s := newShard(h, r.Shard)
+	s := shard.New(shard.ReplicaConfig{Shard: r.Shard, NodeID: h.cfg.NodeID, Config: h.cfg.Shard, Clock: h.cfg.Clock,
+		Log: h.log, Recorder: h.cfg.Recorder, NamespaceDepth: h.cfg.NamespaceDepth, Hint: h.hint})
 	smCfg := h.cfg.SM
 	smCfg.ShardID = r.Shard
 	create := func(shardID, replicaID uint64) sm.IConcurrentStateMachine {
-		m := statemachine.New(smCfg)
-		m.SetObserver(s)
-		s.sm.Store(m)
-		c := &concurrentSM{sm: m, log: s.log}
-		if d, ok := h.cfg.Recorder.(Durabler); ok {
-			c.rec = d
-		}
-		return c
+		return s.NewStateMachine(smCfg, h.cfg.Recorder)
 	}
 	cfg := h.raftConfig(r.Shard, r.RID)
 	cfg.IsNonVoting = r.NonVoting
 	if err := h.nh.StartConcurrentReplica(members, join, create, cfg); err != nil {
 		return fmt.Errorf("shard: start replica of shard %d: %w", r.Shard, err)
 	}
-	s.rid = r.RID
-	s.start(h.nh)
+	s.SetRID(r.RID)
+	s.Start(h.nh)
 	h.putShard(s)
 	return nil
 }
 
-func (h *Host) putShard(s *Shard) {
+func (h *Host) putShard(s *shard.Shard) {
 	old := *h.shards.Load()
-	next := make(map[uint64]*Shard, len(old)+1)
+	next := make(map[uint64]*shard.Shard, len(old)+1)
 	for id, x := range old {
 		next[id] = x
 	}
-	if s.rid == 0 {
-		delete(next, s.id)
+	if s.RID() == 0 {
+		delete(next, s.ID())
 	} else {
-		next[s.id] = s
+		next[s.ID()] = s
 	}
 	h.shards.Store(&next)
 }
 
 func (h *Host) stopShards() {
 	for _, s := range *h.shards.Load() {
-		s.stop()
+		s.Stop()
 	}
 }
 
@@ -433,7 +420,7 @@ func (h *Host) stopShards() {
 // timers on one ticker: a ticker per shard woke each node 50 times a second
 // per shard, leader or not.
 func (h *Host) lessorLoop() {
-	t := time.NewTicker(h.cfg.Shard.withDefaults().LessorTick)
+	t := time.NewTicker(h.cfg.Shard.WithDefaults().LessorTick)
 	defer t.Stop()
 	for {
 		select {
@@ -441,8 +428,7 @@ func (h *Host) lessorLoop() {
 			return
 		case <-t.C:
 			for _, s := range *h.shards.Load() {
-				s.lessor.Tick()
-				s.timer.tick()
+				s.Tick()
 			}
 		}
 	}
@@ -479,7 +465,7 @@ const DefaultSnapshotEntries = 100000
 func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
 	leader := placement.NodeOf(info.LeaderID)
 	s := (*h.shards.Load())[info.ShardID]
-	if s != nil && s.rid != info.ReplicaID {
+	if s != nil && s.RID() != info.ReplicaID {
 		return // a replica of the shard this node stopped hosting
 	}
 	h.mu.Lock()
@@ -489,7 +475,7 @@ func (h *Host) LeaderUpdated(info raftio.LeaderInfo) {
 	delete(h.remoteSince, info.ShardID)
 	h.mu.Unlock()
 	if s != nil {
-		s.onLeader(leader, info.Term)
+		s.OnLeader(leader, info.Term)
 	}
 }
 
@@ -521,7 +507,7 @@ func (h *Host) NodeID() uint64 { return h.cfg.NodeID }
 func (h *Host) NodeHost() *dragonboat.NodeHost { return h.nh }
 
 // Shard returns the local replica of a data shard.
-func (h *Host) Shard(id uint64) (*Shard, bool) {
+func (h *Host) Shard(id uint64) (*shard.Shard, bool) {
 	s, ok := (*h.shards.Load())[id]
 	return s, ok
 }
@@ -672,7 +658,7 @@ func (h *Host) metaPropose(ctx context.Context, cmd []byte) error {
 // whose owned ranges are behind the table.
 func (h *Host) reconcileRanges(ctx context.Context, t *placement.Table) {
 	for _, s := range *h.shards.Load() {
-		id := s.id
+		id := s.ID()
 		if !s.IsLeader() || h.restoring(id) || t.Moving(id) {
 			continue // restoring; or a move's driver sets the ranges of the shards it involves
 		}

@@ -1,4 +1,4 @@
-package shard
+package control
 
 import (
 	"context"
@@ -77,7 +77,7 @@ func (h *Host) restoreTable() *placement.Table {
 // restoring reports whether a shard still waits for its restore entry.
 func (h *Host) restoring(id uint64) bool {
 	s, ok := h.Shard(id)
-	return ok && s.restoring.Load()
+	return ok && s.Restoring()
 }
 
 // restoreLoop proposes each shard's restore entry from whichever node leads
@@ -108,7 +108,7 @@ func (h *Host) restoreLoop() {
 			delete(h.pendingRestore, id)
 			h.mu.Unlock()
 			if s, ok := h.Shard(id); ok {
-				s.restoring.Store(false)
+				s.SetRestoring(false)
 			}
 		}
 		select {
@@ -143,7 +143,7 @@ func (h *Host) restoreShard(id uint64) (done, refused bool) {
 	if !s.IsLeader() {
 		return false, false
 	}
-	stamp := s.lastTime()
+	stamp := s.LastTime()
 	if stamp == 0 {
 		stamp = h.cfg.Clock.Now().UnixMilli()
 	}
@@ -187,13 +187,4 @@ func (h *Host) Dump(ctx context.Context, shardID uint64) (statemachine.Dump, err
 		return statemachine.Dump{}, fmt.Errorf("shard: unexpected dump result %T", v)
 	}
 	return d, nil
-}
-
-// Restored implements statemachine.RestoreObserver: the shard's state was
-// replaced, so a leading lessor starts over from the restored lease table
-// (every restored lease gets a full TTL from now).
-func (s *Shard) Restored(index uint64) {
-	if s.isLeader.Load() {
-		s.lessor.SetLeader(true, s.lessor.Term())
-	}
 }

@@ -1,4 +1,4 @@
-package shard
+package control
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 
 	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -71,7 +72,7 @@ func (h *Host) targetDuty(ctx context.Context, t *placement.Table, m placement.R
 		return
 	}
 	s, local := h.Shard(m.Shard)
-	if local && s.rid != m.ToRID {
+	if local && s.RID() != m.ToRID {
 		return // an older replica of ours is still being cleaned up
 	}
 	if !local {
@@ -163,12 +164,12 @@ func (h *Host) driveMove(ctx context.Context, t *placement.Table, m placement.Re
 }
 
 // wanted reports whether the table still gives this node the local replica.
-func wanted(t *placement.Table, s *Shard, self uint64) bool {
-	if si, ok := t.Shard(s.id); ok && si.RID(self) == s.rid {
+func wanted(t *placement.Table, s *shard.Shard, self uint64) bool {
+	if si, ok := t.Shard(s.ID()); ok && si.RID(self) == s.RID() {
 		return true
 	}
-	m, ok := t.Move(s.id)
-	return ok && m.To == self && m.ToRID == s.rid && m.Step >= placement.MoveLearner && m.Step <= placement.MoveVoter
+	m, ok := t.Move(s.ID())
+	return ok && m.To == self && m.ToRID == s.RID() && m.Step >= placement.MoveLearner && m.Step <= placement.MoveVoter
 }
 
 // dropUnwanted stops and deletes local replicas the table no longer lists.
@@ -179,13 +180,13 @@ func (h *Host) dropUnwanted(ctx context.Context, t *placement.Table) {
 		if wanted(t, s, h.cfg.NodeID) {
 			continue
 		}
-		if _, exists := t.Shard(s.id); !exists {
+		if _, exists := t.Shard(s.ID()); !exists {
 			continue // a shard this table does not know: not ours to judge
 		}
 		if err := h.removeLocal(ctx, s); err != nil {
-			h.log.Warn("removing a moved-out replica failed", "shard", s.id, "err", err)
+			h.log.Warn("removing a moved-out replica failed", "shard", s.ID(), "err", err)
 		} else {
-			h.log.Info("moved-out replica removed", "shard", s.id, "rid", s.rid)
+			h.log.Info("moved-out replica removed", "shard", s.ID(), "rid", s.RID())
 		}
 	}
 }
@@ -205,11 +206,11 @@ func (h *Host) leaveDrainingLeaderships(t *placement.Table) {
 		if !s.IsLeader() {
 			continue
 		}
-		si, _ := t.Shard(s.id)
+		si, _ := t.Shard(s.ID())
 		for _, n := range si.Replicas {
 			if active[n] {
-				if h.nh.RequestLeaderTransfer(s.id, si.RID(n)) == nil {
-					h.log.Info("draining: moving shard leadership", "shard", s.id, "to", n)
+				if h.nh.RequestLeaderTransfer(s.ID(), si.RID(n)) == nil {
+					h.log.Info("draining: moving shard leadership", "shard", s.ID(), "to", n)
 				}
 				break
 			}
@@ -292,39 +293,39 @@ func (h *Host) syncRoles(ctx context.Context) {
 }
 
 // removeLocal stops a local replica, forgets it and deletes its data.
-func (h *Host) removeLocal(ctx context.Context, s *Shard) error {
+func (h *Host) removeLocal(ctx context.Context, s *shard.Shard) error {
 	h.placeMu.Lock()
 	defer h.placeMu.Unlock()
 	old := *h.shards.Load()
-	next := make(map[uint64]*Shard, len(old))
+	next := make(map[uint64]*shard.Shard, len(old))
 	for id, x := range old {
-		if id != s.id {
+		if id != s.ID() {
 			next[id] = x
 		}
 	}
 	h.shards.Store(&next)
 	h.mu.Lock()
-	delete(h.leaders, s.id)
-	delete(h.leaderSince, s.id)
+	delete(h.leaders, s.ID())
+	delete(h.leaderSince, s.ID())
 	h.mu.Unlock()
-	s.feed.EndAll(wire.Closed, "the shard's replica moved off this node: resume the watch from the last revision")
-	s.stop()
-	if err := h.nh.StopReplica(s.id, s.rid); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
+	s.EndWatches(wire.Closed, "the shard's replica moved off this node: resume the watch from the last revision")
+	s.Stop()
+	if err := h.nh.StopReplica(s.ID(), s.RID()); err != nil && !errors.Is(err, dragonboat.ErrShardNotFound) {
 		return err
 	}
 	// Its log is about to go: nothing will record its last entries again.
-	if d, ok := h.cfg.Recorder.(Durabler); ok {
+	if d, ok := h.cfg.Recorder.(shard.Durabler); ok {
 		if err := d.Durable(); err != nil {
-			h.log.Warn("audit records of a removed replica not made durable", "shard", s.id, "err", err)
+			h.log.Warn("audit records of a removed replica not made durable", "shard", s.ID(), "err", err)
 		}
 	}
-	h.man.drop(s.id)
+	h.man.drop(s.ID())
 	if err := h.man.save(h.cfg.DataDir); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
-	return h.nh.SyncRemoveData(ctx, s.id, s.rid)
+	return h.nh.SyncRemoveData(ctx, s.ID(), s.RID())
 }
 
 // metaProposeResult proposes a meta command and returns its result value;
