@@ -6,7 +6,7 @@ import (
 	"github.com/wardenlock/warden/raftnode"
 )
 
-// Warden's Raft transport (shard/transport.go) opens one-way connections:
+// Warden's Raft transport (raftnode/transport.go) opens one-way connections:
 // the dialer sends an 8-byte preamble, then frames of message batches (which
 // name the sender's Raft address) or snapshot chunks (which name the sending
 // replica); the receiver only reads. The inbound proxy of each node reads the

@@ -66,7 +66,7 @@ const balanceEvery = 2 * time.Second
 
 // Every leadership change costs an election's worth of unavailability
 // (and the new leader's lessor restarts each lease's countdown from the
-// remaining time its checkpoint recorded, lessor_checkpoint.go), so moving
+// remaining time its checkpoint recorded, lease/checkpoint.go), so moving
 // leaders while the cluster is unsettled only adds churn. Balancing waits
 // until no shard has changed leader for stableFor, and never moves a shard
 // led for less than minLeadership.

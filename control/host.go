@@ -231,7 +231,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	expert.Engine.ExecShards = stepWorkers
 	expert.Engine.CommitShards = stepWorkers
 	expert.Engine.ApplyShards = cfg.ApplyWorkers
-	// One write per Raft message batch and buffered reads (transport.go).
+	// One write per Raft message batch and buffered reads (raftnode/transport.go).
 	expert.TransportFactory = raftnode.TransportFactory{CommitHold: cfg.CommitHold}
 	nhc := config.NodeHostConfig{
 		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
@@ -452,7 +452,7 @@ func (h *Host) raftConfig(shardID, rid uint64) config.Config {
 // snapshots. Sessions 4–15 ran the regular state machine interface, under
 // which a replica applies nothing while dragonboat saves a snapshot, and
 // chose 100000 over 20000 to make those stalls rarer. A data shard now
-// saves beside its applies (durable.go), pausing only to encode its state;
+// saves beside its applies (shard/durable.go), pausing only to encode its state;
 // the value still sets the log kept: up to 125,000 entries (with the
 // compaction overhead of a quarter), about 95 MB at 11 operations per
 // entry, replayed on restart (about 1.4 M operations, 1–2 s of CPU).

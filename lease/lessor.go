@@ -32,7 +32,7 @@ import (
 // leadership churn a dead holder's lease never expired (etcd#9888). The
 // leader now checkpoints the time left on leases nobody keeps alive, and a
 // new leader starts those at the checkpointed time plus a bounded allowance
-// (lessor_checkpoint.go).
+// (checkpoint.go).
 
 type lease struct {
 	id       uint64

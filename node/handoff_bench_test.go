@@ -101,7 +101,7 @@ func BenchmarkHandoff(b *testing.B) {
 		b.ReportMetric(float64(ops1-ops0)/float64(entries1-entries0), "ops/entry")
 	}
 	b.ReportMetric(float64(rm1-rm0)/n, "raft-msgs/handoff")
-	if held := p1.HeldCommits - p0.HeldCommits; held > 0 { // shard/commithold.go
+	if held := p1.HeldCommits - p0.HeldCommits; held > 0 { // raftnode/commithold.go
 		b.ReportMetric(float64(held)/n, "held-commits/handoff")
 		b.ReportMetric(float64(p1.DroppedCommits-p0.DroppedCommits)/n, "dropped-commits/handoff")
 	}

@@ -88,7 +88,7 @@ type Config struct {
 	// MoveHook is a test hook on every range-move step (control.HostConfig).
 	Ranges control.RangePolicy
 	// NoLeaderBalance leaves shard leaders wherever elections and
-	// operators put them (shard/balance.go; Host.SetLeaderBalance turns
+	// operators put them (control/balance.go; Host.SetLeaderBalance turns
 	// it on and off at run time).
 	NoLeaderBalance bool
 	MoveHook        func(move uint64, step placement.RangeStep, stop <-chan struct{})

@@ -50,7 +50,7 @@ import (
 // answer is not delayed, the follower then waits to apply the read
 // index), a stale read on a follower (it sees state up to that much
 // older, which a stale read allows), a moved-in replica's catch-up check
-// (shard/replicas.go, a SyncRead), and status figures (applied index per
+// (control/replicas.go, a SyncRead), and status figures (applied index per
 // replica: node status, metrics, the chaos suite's convergence checks,
 // which poll). Leader transfer waits for the target's match, not its
 // commit, and TimeoutNow goes out behind any held message of its shard

@@ -23,7 +23,7 @@ import (
 // forwarded to a node that has one, which sends only these events
 // (FlagHoldNotices: a few per revocation, nothing per lock cycle). What a
 // push misses (a broken connection, a subscription being renewed) the
-// keepalive answers carry (shard/lostholds.go): the holder hears within one
+// keepalive answers carry (lease/lost.go): the holder hears within one
 // keepalive interval at worst.
 //
 // Only the leases a connection's own acknowledged keepalives name are

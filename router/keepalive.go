@@ -80,7 +80,7 @@ func (b *keepAliveBatcher) flush() {
 }
 
 // splitKeepAlive answers each merged caller with the shared outcome and the
-// gone leases, and the notices of ended holds (shard/lostholds.go), that
+// gone leases, and the notices of ended holds (lease/lost.go), that
 // are its own.
 func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
 	gone := make(map[uint64]bool, len(resp.Leases))

@@ -35,7 +35,7 @@ type Config struct {
 	FeedBytes  int
 	LessorTick time.Duration // how often deadlines are checked (default 20 ms)
 	// CheckpointInterval is how often the leader records the time left on
-	// leases that nobody keeps alive (default 250 ms; lessor_checkpoint.go).
+	// leases that nobody keeps alive (default 250 ms; lease/checkpoint.go).
 	CheckpointInterval time.Duration
 	// LeaseAllowance is what a new leader adds to a checkpointed remaining
 	// time, for clients to find it (default one election timeout; never

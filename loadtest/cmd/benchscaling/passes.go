@@ -41,7 +41,7 @@ func passLine(r row) string {
 		r.nodes, r.leaders, div(p.SavedShards, p.Saves), div(p.SavedEntryShards, p.Saves), div(p.SavedEntries, p.Saves),
 		div(p.SentMessages, p.SentBatches), div(p.SentShards, p.SentBatches), div(p.SentBatches, p.SentWrites), div(p.RecvMessages, p.RecvBatches),
 		op(p.Saves), op(p.SentBatches), op(p.SentWrites), op(p.RecvBatches))
-	if p.HeldCommits > 0 { // a node that holds commit-only Replicates (shard/commithold.go)
+	if p.HeldCommits > 0 { // a node that holds commit-only Replicates (raftnode/commithold.go)
 		line += fmt.Sprintf("; commit-only Replicates per operation: %.4f held, %.4f dropped, %.4f released late",
 			op(p.HeldCommits), op(p.DroppedCommits), op(p.ReleasedCommits))
 	}
