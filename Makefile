@@ -52,7 +52,7 @@ test-unit: deps
 test-cluster: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./node/... ./cmd/... ./examples/...
 
-# Fault suite (chaos/, docs/faults.md). The short run (about 3 minutes:
+# Fault suite (chaos/, docs/testing.md). The short run (about 3 minutes:
 # kill, partition and pause the leader under the lock register and the
 # fenced set, plus one run per test-only bug switch, which must fail) is
 # part of `make test`; `make chaos` runs every fault with every workload on
