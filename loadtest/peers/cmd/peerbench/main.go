@@ -28,7 +28,7 @@ func main() {
 	var (
 		bin     = flag.String("warden", "bin/warden", "warden binary")
 		systems = flag.String("systems", "warden,etcd,zookeeper,redis", "systems to run, in order")
-		out     = flag.String("out", "docs/bench", "output directory")
+		out     = flag.String("out", "build/bench", "output directory (git-ignored)")
 		dur     = flag.Duration("duration", 5*time.Second, "measured time per run")
 		repeat  = flag.Int("repeat", 3, "runs per step (the median is reported)")
 		shardsF = flag.String("shards", "1,8", "Warden data shard counts: Warden runs once per count (a column each, \"warden-N\", when there are several)")
