@@ -121,9 +121,9 @@ func latencyChart(w io.Writer, outs []loadtest.Outcome) error {
 	pct := []string{"p50", "p90", "p99", "p99.9", "max"}
 	d := &svgDoc{}
 	y := 24
-	d.text(chartWidth/2, y, "middle", "Acquire latency, ms (logarithmic)", ` font-weight="bold"`)
+	d.text(chartWidth/2, y, "middle", "Acquire latency in ms, logarithmic (legend: each system's p99)", ` font-weight="bold"`)
 	y += 10
-	const plotH, left, right = 170, 70, 130
+	const plotH, left, right = 170, 70, 170
 	for _, st := range steps {
 		var series [][]float64
 		var names []string
@@ -186,12 +186,11 @@ func latencyChart(w io.Writer, outs []loadtest.Outcome) error {
 			}
 			ly := top + 14 + 18*k
 			fmt.Fprintf(&d.b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`+"\n", chartWidth-right+14, ly-10, c)
-			d.text(chartWidth-right+32, ly, "start", fmt.Sprintf("%s %s", names[k], trimFloat(v[2])), "")
+			d.text(chartWidth-right+32, ly, "start", fmt.Sprintf("%s %s ms", names[k], trimFloat(v[2])), "")
 		}
 		y = top + plotH + 22
 	}
-	d.text(chartWidth-right+14, y, "start", "legend: p99 in ms", ` fill="#666666"`)
-	d.h = y + 14
+	d.h = y + 6
 	return d.write(w, "Acquire latency")
 }
 

@@ -54,7 +54,7 @@ func TestChartsNameEverySystemAndValue(t *testing.T) {
 			t.Errorf("peers chart lacks %q", want)
 		}
 	}
-	for _, want := range []string{"warden 22.6", "etcd 300", "one client", "1,024 clients", ">p99.9<"} {
+	for _, want := range []string{"warden 22.6 ms", "etcd 300 ms", "one client", "1,024 clients", ">p99.9<"} {
 		if !strings.Contains(l.String(), want) {
 			t.Errorf("latency chart lacks %q", want)
 		}
