@@ -16,7 +16,7 @@ BENCH_OUT ?= build/bench
 
 PYTHON    ?= /usr/bin/python3
 
-.PHONY: all build run test test-unit test-cluster test-pg test-python vet bench bench-cluster bench-load bench-flood bench-peers bench-scaling fuzz clean deps chaos chaos-short test-chaos-short crash crash-bug
+.PHONY: all build run test test-unit test-cluster test-pg test-python vet bench bench-cluster bench-load bench-flood bench-peers bench-charts bench-scaling fuzz clean deps chaos chaos-short test-chaos-short crash crash-bug
 
 all: build
 
@@ -151,6 +151,11 @@ bench-flood: build
 BENCH_PEERS_FLAGS ?=
 bench-peers: build
 	loadtest/peers/bench-peers.sh $(BIN) $(BENCH_OUT) $(BENCH_PEERS_FLAGS)
+
+# The curated comparison's report and charts (docs/bench/peers.{md,svg},
+# latency.svg), drawn again from its saved run (docs/bench/peers.json).
+bench-charts:
+	cd loadtest/peers && $(GO) run ./cmd/peerbench --from $(CURDIR)/docs/bench/peers.json --out $(CURDIR)/docs/bench --shards 1
 
 # Every fuzz target of the module, FUZZTIME each (internal/repocheck's test,
 # part of `make test`, fails when a Fuzz function is not listed here).

@@ -84,7 +84,7 @@ func TestCommittedChartsComeFromTheCommittedRun(t *testing.T) {
 		}
 		if !bytes.Equal(got.Bytes(), want) {
 			t.Errorf("docs/bench/%s differs from what peers.json draws: regenerate it with "+
-				"`cd loadtest/peers && go run ./cmd/peerbench --from ../../docs/bench/peers.json --out ../../docs/bench --shards 1`", name)
+				"`make bench-charts`", name)
 		}
 	}
 }
