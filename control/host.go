@@ -449,13 +449,11 @@ func (h *Host) raftConfig(shardID, rid uint64) config.Config {
 }
 
 // DefaultSnapshotEntries is how many entries a replica applies between
-// snapshots. Sessions 4–15 ran the regular state machine interface, under
-// which a replica applies nothing while dragonboat saves a snapshot, and
-// chose 100000 over 20000 to make those stalls rarer. A data shard now
-// saves beside its applies (shard/durable.go), pausing only to encode its state;
-// the value still sets the log kept: up to 125,000 entries (with the
-// compaction overhead of a quarter), about 95 MB at 11 operations per
-// entry, replayed on restart (about 1.4 M operations, 1–2 s of CPU).
+// snapshots. A data shard saves beside its applies (shard/durable.go),
+// pausing only to encode its state; the value sets the log kept: up to
+// 125,000 entries (with the compaction overhead of a quarter), about 95 MB
+// at 11 operations per entry, replayed on restart (about 1.4 M operations,
+// 1–2 s of CPU).
 const DefaultSnapshotEntries = 100000
 
 // LeaderUpdated implements raftio.IRaftEventListener (one host goroutine;

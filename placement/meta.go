@@ -36,7 +36,7 @@ type Result struct {
 }
 
 // NewMeta makes an empty meta state machine. The node's Raft host runs it
-// as the meta group's replica (shard/meta.go adapts it to dragonboat).
+// as the meta group's replica (control/meta.go adapts it to dragonboat).
 func NewMeta() *Meta { return &Meta{} }
 
 // InitCommand encodes "initialise the table if empty".

@@ -7,7 +7,7 @@ import (
 )
 
 // dragonboat keeps each replica's unapplied log entries in a slice
-// (internal/raft/inmemory.go). Whenever a replica has applied everything
+// (dragonboat's inmemory.go). Whenever a replica has applied everything
 // it holds, or the slice is down to MinEntrySliceFreeSize (96) free slots,
 // it allocates a fresh one of InMemEntrySliceSize (512) entries: 512 × 80
 // bytes, zeroed, 40 KiB. With one shard and 1,024 clients an entry carries
@@ -16,7 +16,7 @@ import (
 // apply, so it is 40 KiB per entry per replica: at 16 shards on 3 nodes
 // 1.7 KB of the 5.8 KB allocated per operation and ≈ 1 µs of the ≈ 40 µs
 // of server CPU per operation in memclr alone, plus its share of the
-// collector's work (docs/bench/shards10-session10.md). Warden's leaders keep
+// collector's work. Warden's leaders keep
 // at most MaxInflight (32) entries in flight, so a slice of 32 holds a
 // full pipeline; a replica that holds more (a follower catching up) grows
 // it by append as before.

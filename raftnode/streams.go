@@ -16,8 +16,7 @@ import (
 // four batches, woken, framed, written and received apart, each waking the
 // peer's step worker on its own. One stream makes it one batch per peer per
 // pass: at 16 shards on 3 nodes, 13 messages of 7 shards per batch instead
-// of 4 of 2, and 0.13–0.15 batches per operation instead of 0.48
-// (docs/bench/round8-session8.md).
+// of 4 of 2, and 0.13–0.15 batches per operation instead of 0.48.
 //
 // The variable is dragonboat's package copy of the setting, read when a
 // NodeHost starts; this package's init runs after dragonboat's, so every

@@ -285,7 +285,7 @@ func isGrant(req *wire.Request, resp *wire.Response) bool {
 // call is one request read from a connection, from its frame to its
 // answer. It carries in one allocation the request and everything its
 // answer needs (metrics and span, the parked-wait and sequence bookkeeping,
-// the routing retries), where closures wrapped around one another used to
+// the routing retries), where closures wrapped around one another would
 // cost an allocation each.
 type call struct {
 	req    wire.Request

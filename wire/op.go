@@ -31,7 +31,7 @@ const (
 	OpRanges    Op = 21 // the range table
 	OpSession   Op = 22 // create a session: TTL; answers Lease
 
-	// Features (issue 9).
+	// Semaphores, multi-locks, revocation, lock-delay, priorities, hand-over.
 	OpAcquireMulti Op = 23 // Paths (all in one shard), Mode, Lease, Owner: all or nothing, try only; answers Holders
 	OpRevokeLock   Op = 24 // Path, Token (0: every holder), Grace; FlagForce for an admin revocation
 	OpHandOver     Op = 25 // Path (election), Token (the leader's), Target (successor's owner): leadership moves in one command

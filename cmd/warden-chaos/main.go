@@ -47,7 +47,7 @@ func run(args []string) int {
 	seed := fs.Int64("seed", time.Now().UnixNano()%1_000_000, "seed")
 	bugs := fs.String("bugs", os.Getenv("WARDEN_TEST_BUGS"), "test-only bug switches for the nodes")
 	trials := fs.Int("trials", 20, "trials per figure (0: no figures)")
-	out := fs.String("out", "docs/bench/faults.txt", "results file")
+	out := fs.String("out", "build/bench/faults.txt", "results file (git-ignored)")
 	reports := fs.String("reports", filepath.Join(os.TempDir(), "warden-chaos-reports"), "report folders of failed runs")
 	bin := fs.String("warden", "", "warden binary (default: build ./cmd/warden)")
 	fs.Parse(args)
