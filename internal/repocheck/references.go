@@ -182,6 +182,9 @@ func missingFiles(root, rel, text string, first int, tops map[string]bool, markd
 		if !relative && !tops[firstDir] && ext != ".go" && !(markdown && firstDir == "bench") {
 			continue
 		}
+		if !relative && skippedDir(firstDir, firstDir) {
+			continue // output a command writes (build/bench/…), not a file of the repository
+		}
 		if strings.ContainsAny(name, "*<>{}") || exists(name) {
 			continue
 		}
