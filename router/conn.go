@@ -58,6 +58,8 @@ type watch struct {
 	local uint64 // feed subscription id on a local replica
 	peer  *peer  // or: the forwarding connection and its stream id
 	fwdID uint64
+	// prefix, when set, is a prefix watch over every shard (prefixwatch.go).
+	prefix *prefixWatch
 }
 
 func newConn(s *Server, nc net.Conn, budget *hostBudget) *conn {

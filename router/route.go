@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -259,6 +260,10 @@ func (f *fanIn) add(r *wire.Response) {
 }
 
 func errorResponse(id uint64, err error) *wire.Response {
+	var ce *wire.CompactedError
+	if errors.As(err, &ce) {
+		return ce.Response(id)
+	}
 	if we, ok := err.(*wire.Error); ok {
 		return &wire.Response{ID: id, Code: we.Code, Msg: we.Detail}
 	}

@@ -57,6 +57,10 @@ func (cs *connSub) End(code wire.Code, msg string) {
 // watch starts a stream whose id is the request id. The first answer is OK
 // with the revision the watch starts after; events follow as pushes.
 func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
+	if req.Has(wire.FlagPrefix) && !(c.peer && req.Shard != 0) {
+		c.watchPrefix(req, done) // prefixwatch.go
+		return
+	}
 	stream := req.ID
 	shardID := req.Shard
 	if !c.peer || shardID == 0 {
@@ -156,6 +160,10 @@ func (c *conn) forgetWatch(stream uint64) *watch {
 }
 
 func (c *conn) endWatch(w *watch) {
+	if w.prefix != nil {
+		w.prefix.stop()
+		return
+	}
 	if w.peer != nil {
 		w.peer.unstream(w.fwdID)
 		w.peer.send(&wire.Request{Op: wire.OpUnwatch, Stream: w.fwdID, Shard: w.shard}, func(*wire.Response) {})

@@ -169,8 +169,7 @@ func (f *feed) subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 			oldest = f.revAt(0)
 		}
 		if rev < oldest {
-			return 0, f.last, wire.Errorf(wire.Compacted,
-				"revision %d is no longer retained by this node (oldest is %d)", rev, oldest)
+			return 0, f.last, compacted(rev, oldest)
 		}
 		var out []wire.Event
 		for i := 0; i < f.n; i++ {
@@ -204,14 +203,12 @@ func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	next := rev
 	for _, ev := range evs {
 		if ev.Rev != next {
-			return 0, wire.Errorf(wire.Compacted,
-				"revision %d is no longer retained by this node (its history resumes at %d)", next, ev.Rev)
+			return 0, compacted(next, ev.Rev)
 		}
 		next++
 	}
 	if f.n > 0 && len(evs) > 0 && next != f.revAt(0) || f.n > 0 && len(evs) == 0 {
-		return 0, wire.Errorf(wire.Compacted,
-			"revision %d is no longer retained by this node (oldest is %d)", rev, f.revAt(0))
+		return 0, compacted(rev, f.revAt(0))
 	}
 	var out []wire.Event
 	for i := range evs {
@@ -231,6 +228,13 @@ func (f *feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 		return f.last, nil
 	}
 	return max(f.last, next-1), nil
+}
+
+// compacted refuses a start revision older than the oldest retained; the
+// shard fills in its id (Shard.Watch).
+func compacted(rev, oldest uint64) *wire.CompactedError {
+	return &wire.CompactedError{Oldest: oldest,
+		Detail: fmt.Sprintf("revision %d is no longer retained by this node (oldest is %d)", rev, oldest)}
 }
 
 // endRange ends the watches whose path lies in the key range [start, end)

@@ -85,6 +85,10 @@ type Request struct {
 	Permits   uint32   // Acquire: N > 0 makes the path a counting semaphore of N permits
 	LockDelay int64    // Acquire/Campaign: ms the path stays ungrantable after a non-graceful end (0: default, -1: none)
 	Priority  int64    // Campaign: higher-priority candidates win a free leadership first
+	// Position (Watch): per shard, the revision the watch has seen; it
+	// resumes after each, and from each shard's first event for a shard
+	// it does not name.
+	Position []ShardRev
 
 	// Trace is the W3C trace context of the calling span, "traceparent" or
 	// "traceparent;tracestate", set only when tracing is on.
@@ -125,6 +129,16 @@ type Response struct {
 	DelayUntil int64  // LockInfo: stamped unix ms until which the path is in lock-delay (0: none)
 	RevokeAt   int64  // LockInfo: earliest pending revocation deadline of a holder (unix ms, 0: none)
 	Permits    uint32 // LockInfo: the semaphore's permit count (0: not a semaphore)
+	// Position: a watch's first answer, per shard the revision it starts
+	// after; a Compacted answer, the shard and its oldest retained revision.
+	Position []ShardRev
+}
+
+// ShardRev is one shard's revision: an entry of a watch position.
+type ShardRev struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Shard    uint64
+	Rev      uint64
 }
 
 // Hint tells the router where a key lives now.
