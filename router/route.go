@@ -46,16 +46,20 @@ type routeTry struct {
 	s        *Server
 	req      *wire.Request
 	deadline time.Duration // monoNow when the retries end
-	attempt  int
-	quit     <-chan struct{} // nil: never closed
-	done     shard.Answerer
+	attempt  int32
+	// parked and acked are a client call's bookkeeping (call in conn.go),
+	// kept here, where they pack beside attempt, so a call stays within
+	// 512 bytes.
+	parked, acked bool
+	quit          <-chan struct{} // nil: never closed
+	done          shard.Answerer
 }
 
 func (t *routeTry) start() { t.s.dispatch(t.req, t) }
 
 // Answer takes one attempt's answer.
 func (t *routeTry) Answer(resp *wire.Response) {
-	if !retryable(t.req, resp) || monoNow() > t.deadline || giveUpUnavailable(resp, t.attempt) || closed(t.quit) {
+	if !retryable(t.req, resp) || monoNow() > t.deadline || giveUpUnavailable(resp, int(t.attempt)) || closed(t.quit) {
 		t.done.Answer(resp)
 		return
 	}
@@ -72,7 +76,7 @@ func (t *routeTry) retry(resp *wire.Response) {
 	if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && t.s.cache.table() == nil {
 		t.s.cache.refresh(ctx)
 	}
-	if retryBackoff.Wait(ctx, t.attempt) != nil || closed(t.quit) {
+	if retryBackoff.Wait(ctx, int(t.attempt)) != nil || closed(t.quit) {
 		t.done.Answer(resp)
 		return
 	}
