@@ -1,0 +1,305 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/node"
+	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/wire"
+)
+
+// seen collects a watch's events by (path, kind, cause) and checks, as
+// they come, that each shard's revisions only grow.
+type seen struct {
+	mu     sync.Mutex
+	count  map[string]int
+	shards map[uint64]uint64 // last revision per shard
+	order  error
+	pos    client.Position
+}
+
+func newSeen() *seen { return &seen{count: map[string]int{}, shards: map[uint64]uint64{}} }
+
+func evKey(path string, kind wire.EventKind, cause wire.Cause) string {
+	return fmt.Sprintf("%s %s/%s", path, kind, cause)
+}
+
+// follow reads ch until it closes, recording every event.
+func (s *seen) follow(t *testing.T, ch <-chan client.WatchResponse) <-chan error {
+	end := make(chan error, 1)
+	go func() {
+		for wr := range ch {
+			if wr.Err != nil {
+				end <- wr.Err
+				return
+			}
+			s.mu.Lock()
+			for _, ev := range wr.Events {
+				if last := s.shards[ev.Shard]; ev.Rev <= last && s.order == nil {
+					s.order = fmt.Errorf("shard %d: revision %d after %d", ev.Shard, ev.Rev, last)
+				}
+				s.shards[ev.Shard] = ev.Rev
+				s.count[evKey(ev.Path, ev.Kind, ev.Cause)]++
+			}
+			s.pos = wr.Position
+			s.mu.Unlock()
+		}
+		end <- nil
+	}()
+	return end
+}
+
+// waitFor waits until every key in want was seen at least once.
+func (s *seen) waitFor(t *testing.T, want []string) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%d events", len(want)), func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, k := range want {
+			if s.count[k] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// exactlyOnce fails unless every key in want was seen once, no other key
+// under the watch more than once, and shard revisions came in order.
+func (s *seen) exactlyOnce(t *testing.T, want []string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.order != nil {
+		t.Fatal(s.order)
+	}
+	for _, k := range want {
+		if s.count[k] != 1 {
+			t.Errorf("%s: seen %d times, want once", k, s.count[k])
+		}
+	}
+	for k, n := range s.count {
+		if n > 1 {
+			t.Errorf("%s: seen %d times", k, n)
+		}
+	}
+}
+
+func (s *seen) position() client.Position {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pos
+}
+
+// A prefix watch whose subtree spans every shard sees each put, delete,
+// grant and release under it exactly once, with its cause, in revision
+// order per shard, and its events come from at least three shards.
+func TestPrefixWatchAcrossShards(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 3})
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := newSeen()
+	ch := cl.Watch(ctx, "/cfg", client.WithPrefix())
+	end := s.follow(t, ch)
+	// The watch is running once an event of a warm-up put arrives.
+	if _, err := cl.Put(ctx, "/cfg/warm/up", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, []string{evKey("/cfg/warm/up", wire.EvKVPut, wire.CauseUser)})
+
+	sess := session(t, cl, 10*time.Second)
+	var want []string
+	for i := 0; i < 12; i++ {
+		key := fmt.Sprintf("/cfg/n%d/key", i)
+		lock := fmt.Sprintf("/cfg/n%d/lock", i)
+		if _, err := cl.Put(ctx, key, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		m := client.NewMutex(sess, lock)
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, evKey(key, wire.EvKVPut, wire.CauseUser), evKey(key, wire.EvKVDelete, wire.CauseUser),
+			evKey(lock, wire.EvAcquired, wire.CauseDirect), evKey(lock, wire.EvReleased, wire.CauseReleased))
+	}
+	// A marker written last on each shard: once all have arrived, every
+	// earlier event of that shard has too.
+	s.waitFor(t, want)
+	s.exactlyOnce(t, want)
+	s.mu.Lock()
+	shards := len(s.shards)
+	s.mu.Unlock()
+	if shards < 3 {
+		t.Fatalf("events came from %d shards, want the subtree spread over at least 3", shards)
+	}
+	if p := s.position(); len(p) != 3 {
+		t.Fatalf("position %v, want one revision for each of the 3 shards", p)
+	}
+	cancel()
+	if err := <-end; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("watch ended with %v", err)
+	}
+}
+
+// Ranges split off and moved to another shard under a running prefix
+// watch lose nothing: every acknowledged put in them is seen exactly once.
+func TestPrefixWatchFollowsRangeMoves(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
+	cl := newClient(t, c)
+	admin := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := newSeen()
+	end := s.follow(t, cl.Watch(ctx, "/mv", client.WithPrefix()))
+	if _, err := cl.Put(ctx, "/mv/warm/up", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, []string{evKey("/mv/warm/up", wire.EvKVPut, wire.CauseUser)})
+
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+	)
+	wctx, stopWriting := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; wctx.Err() == nil; i++ {
+			key := fmt.Sprintf("/mv/n%d/k%d", i%4, i)
+			pctx, pcancel := context.WithTimeout(wctx, 20*time.Second)
+			_, err := cl.Put(pctx, key, []byte("v"))
+			pcancel()
+			if err == nil {
+				mu.Lock()
+				acked = append(acked, evKey(key, wire.EvKVPut, wire.CauseUser))
+				mu.Unlock()
+			}
+		}
+	}()
+	moved := moveRounds(t, ctx, admin, 4)
+	stopWriting()
+	wg.Wait()
+	if moved == 0 || len(acked) < 20 {
+		t.Fatalf("too little happened: %d moves, %d puts", moved, len(acked))
+	}
+	s.waitFor(t, acked)
+	s.exactlyOnce(t, acked)
+	cancel()
+	if err := <-end; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("watch ended with %v", err)
+	}
+}
+
+// A prefix watch resumed from its position after its connection is cut
+// delivers exactly the events it missed, from every shard.
+func TestPrefixWatchResumesFromPosition(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 3})
+	writer := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	first, err := client.New(ctx, c.AllEndpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := newSeen()
+	s1.follow(t, first.Watch(ctx, "/rs", client.WithPrefix()))
+	var before, after []string
+	for i := 0; i < 9; i++ {
+		key := fmt.Sprintf("/rs/n%d/before", i)
+		if _, err := writer.Put(ctx, key, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, evKey(key, wire.EvKVPut, wire.CauseUser))
+	}
+	s1.waitFor(t, before)
+	pos := s1.position()
+	first.Close() // the connection is cut; the position is all that is kept
+
+	for i := 0; i < 9; i++ {
+		key := fmt.Sprintf("/rs/n%d/after", i)
+		if _, err := writer.Put(ctx, key, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		after = append(after, evKey(key, wire.EvKVPut, wire.CauseUser))
+	}
+	second := newClient(t, c)
+	s2 := newSeen()
+	s2.follow(t, second.Watch(ctx, "/rs", client.WithPrefix(), client.WithWatchPosition(pos)))
+	// One more event per namespace after the missed ones: when they are
+	// in, every missed one has been delivered or never will be.
+	var marks []string
+	for i := 0; i < 9; i++ {
+		key := fmt.Sprintf("/rs/n%d/mark", i)
+		if _, err := writer.Put(ctx, key, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		marks = append(marks, evKey(key, wire.EvKVPut, wire.CauseUser))
+	}
+	s2.waitFor(t, marks)
+	s2.exactlyOnce(t, append(after, marks...))
+	s2.mu.Lock()
+	defer s2.mu.Unlock()
+	for _, k := range before {
+		if s2.count[k] != 0 {
+			t.Errorf("%s: delivered again after resuming past it", k)
+		}
+	}
+}
+
+// A position older than one shard's retained history is refused with a
+// CompactedError naming that shard and its oldest revision.
+func TestPrefixWatchCompactionNamesShard(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 3, Edit: func(cfg *node.Config) {
+		cfg.NoAudit = true
+		cfg.Shard.FeedSize = 16
+	}})
+	cl := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := newSeen()
+	wctx, stop := context.WithCancel(ctx)
+	end := s.follow(t, cl.Watch(wctx, "/cp", client.WithPrefix()))
+	if _, err := cl.Put(ctx, "/cp/busy/k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, []string{evKey("/cp/busy/k", wire.EvKVPut, wire.CauseUser)})
+	pos := s.position()
+	stop()
+	<-end
+	var busy uint64
+	s.mu.Lock()
+	for sh := range s.shards {
+		busy = sh
+	}
+	s.mu.Unlock()
+	for i := 0; i < 40; i++ { // far past the ring of 16 on the busy shard only
+		if _, err := cl.Put(ctx, "/cp/busy/k", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := cl.Watch(ctx, "/cp", client.WithPrefix(), client.WithWatchPosition(pos))
+	wr := <-ch
+	var ce *client.CompactedError
+	if !errors.As(wr.Err, &ce) || !errors.Is(wr.Err, client.ErrCompacted) {
+		t.Fatalf("resuming from %v after 40 puts: %+v, want a CompactedError", pos, wr)
+	}
+	want, _ := pos.Rev(busy)
+	if ce.Shard != busy || ce.Oldest <= want+1 {
+		t.Fatalf("compacted shard %d from %d, want shard %d (position %d) from a later revision", ce.Shard, ce.Oldest, busy, want)
+	}
+}
