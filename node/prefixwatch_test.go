@@ -303,3 +303,62 @@ func TestPrefixWatchCompactionNamesShard(t *testing.T) {
 		t.Fatalf("compacted shard %d from %d, want shard %d (position %d) from a later revision", ce.Shard, ce.Oldest, busy, want)
 	}
 }
+
+// A prefix inside one namespace, watched over the wire, goes on through a
+// move of its range: no push ends the stream, and the next put arrives
+// from the destination shard.
+func TestDeepPrefixWatchOutlivesRangeMove(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
+	admin := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := "/deep/n0"
+	if err := admin.SplitRange(ctx, ns); err != nil && !errors.Is(err, wire.ErrInvalidArgument) {
+		t.Fatalf("split at %s: %v", ns, err)
+	}
+	key := wire.RouteKey(ns)
+	rows := waitRange(t, admin, key)
+	to := otherShard(rows, key)
+
+	wc, hello := nodetest.DialWire(t, c.AllEndpoints()[0], nil, "", 0)
+	if hello.Code != wire.OK {
+		t.Fatalf("hello: %v %s", hello.Code, hello.Msg)
+	}
+	if r := wc.Do(&wire.Request{Op: wire.OpWatch, Path: ns, Flags: wire.FlagPrefix}); r.Code != wire.OK || len(r.Position) != 2 {
+		t.Fatalf("watch: %v %s, position %v", r.Code, r.Msg, r.Position)
+	}
+	// next reads pushes until an event on path arrives; any ending push fails.
+	next := func(path string) wire.Event {
+		t.Helper()
+		for {
+			r := wc.Recv(30 * time.Second)
+			if r == nil {
+				t.Fatalf("the stream ended before %s arrived", path)
+			}
+			if r.Code != wire.OK {
+				t.Fatalf("the stream ended: %v %s", r.Code, r.Msg)
+			}
+			for _, ev := range r.Events {
+				if ev.Path == path {
+					return ev
+				}
+			}
+		}
+	}
+	if _, err := admin.Put(ctx, ns+"/before", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(ns + "/before"); ev.Shard == to {
+		t.Fatalf("the put before the move came from shard %d, the destination", ev.Shard)
+	}
+	if _, err := admin.MoveRange(ctx, key, to); err != nil {
+		t.Fatalf("move the range of %s to shard %d: %v", ns, to, err)
+	}
+	waitOn(t, admin, key, to)
+	if _, err := admin.Put(ctx, ns+"/after", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(ns + "/after"); ev.Shard != to {
+		t.Fatalf("the put after the move came from shard %d, want %d", ev.Shard, to)
+	}
+}

@@ -19,10 +19,10 @@ import (
 // shard and revision; per shard the watch delivers in revision order, and
 // the client's position is the last revision it saw of each shard.
 //
-// A leg that ends (its replica removed, its range moved under a deep
-// prefix, its peer connection lost, the client too slow) ends the whole
-// stream with that code: the client resumes from its position, which
-// resubscribes every leg exactly where it stopped.
+// A leg that ends (its replica removed, its peer connection lost, the
+// client too slow) ends the whole stream with that code: the client resumes
+// from its position, which resubscribes every leg exactly where it stopped.
+// A range moving away ends no leg (shard.Follower).
 
 type prefixWatch struct {
 	c      *conn
@@ -348,7 +348,11 @@ type legSub struct{ l *leg }
 // Send implements shard.Subscriber.
 func (s *legSub) Send(events []wire.Event) bool { return s.l.deliver(events) }
 
-// End implements shard.Ender.
+// FollowsMoves implements shard.Follower: a range moving away ends nothing,
+// its events go on at the destination, which the watch also follows.
+func (s *legSub) FollowsMoves() bool { return true }
+
+// End implements shard.Ender: the replica was removed.
 func (s *legSub) End(code wire.Code, msg string) {
 	s.l.end(&wire.Response{Code: code, Msg: msg})
 }

@@ -12,7 +12,13 @@ type connSub struct {
 	// notices: only the events that tell a holder its hold ended (a peer's
 	// hold-notice subscription, FlagHoldNotices).
 	notices bool
+	// follows: one shard's part of another node's prefix watch, which
+	// follows the prefix on every shard and so outlives range moves.
+	follows bool
 }
+
+// FollowsMoves implements shard.Follower.
+func (cs *connSub) FollowsMoves() bool { return cs.follows }
 
 // Send implements shard.Subscriber. When the client cannot keep up the
 // watch ends with TooMany; the client resumes from its last revision.
@@ -80,6 +86,7 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 		if local, ok := h.Shard(shardID); ok {
 			sub := &connSub{c: c, stream: stream, hide: c.hidesClients(req.Path),
 				notices: c.peer && req.Has(wire.FlagHoldNotices)}
+			sub.follows = c.peer && req.Shard != 0 && req.Has(wire.FlagPrefix) && !sub.notices
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
 			if err != nil {
 				done(errorResponse(req.ID, err))

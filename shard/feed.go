@@ -237,6 +237,13 @@ func compacted(rev, oldest uint64) *wire.CompactedError {
 		Detail: fmt.Sprintf("revision %d is no longer retained by this node (oldest is %d)", rev, oldest)}
 }
 
+// Follower is a Subscriber that stays subscribed when the range holding its
+// path moves away: it follows the path on every shard (a prefix watch's part
+// on this shard), so the destination's events reach it without a hand-over.
+type Follower interface {
+	FollowsMoves() bool
+}
+
 // endRange ends the watches whose path lies in the key range [start, end)
 // at the given namespace depth: the range moved to another shard.
 func (f *feed) endRange(start, end string, depth int) {
@@ -245,6 +252,9 @@ func (f *feed) endRange(start, end string, depth int) {
 	for id, s := range f.subs {
 		k, _ := wire.Span(s.path, depth)
 		if wire.PathDepth(s.path) < depth || k < start || (end != "" && k >= end) {
+			continue
+		}
+		if fl, ok := s.sub.(Follower); ok && fl.FollowsMoves() {
 			continue
 		}
 		delete(f.subs, id)
