@@ -108,3 +108,21 @@ func positionOf(m map[uint64]uint64) Position {
 func WithWatchPosition(p Position) OpOption {
 	return func(o *opConfig) { o.position = slices.Clone(p) }
 }
+
+// PositionAfter is the position once Events[:i+1] are delivered: a watch
+// resumed from it delivers Events[i+1:] and what follows. (Position is
+// PositionAfter(len(Events)-1).) A shard's entry before one of its events
+// is that event's revision minus one: the shard has no event under the
+// watch in between.
+func (r WatchResponse) PositionAfter(i int) Position {
+	p := slices.Clone(r.Position)
+	for j := len(r.Events) - 1; j > i; j-- {
+		ev := &r.Events[j]
+		for k := range p {
+			if p[k].Shard == ev.Shard {
+				p[k].Rev = ev.Rev - 1
+			}
+		}
+	}
+	return p
+}

@@ -333,3 +333,19 @@ func TestParsePosition(t *testing.T) {
 		}
 	}
 }
+
+// The position after any one event of a batch: later events of a shard
+// set its entry back to just before the first of them.
+func TestPositionAfter(t *testing.T) {
+	e := func(shard, rev uint64) Event { return Event{Shard: shard, Rev: rev} }
+	wr := WatchResponse{Events: []Event{e(2, 10), e(3, 7), e(2, 14)},
+		Position: Position{{Shard: 2, Rev: 14}, {Shard: 3, Rev: 7}, {Shard: 4, Rev: 99}}}
+	for i, want := range []string{"2:13,3:6,4:99", "2:13,3:7,4:99", "2:14,3:7,4:99"} {
+		if got := wr.PositionAfter(i).String(); got != want {
+			t.Errorf("after event %d: %s, want %s", i, got, want)
+		}
+	}
+	if wr.Position.String() != "2:14,3:7,4:99" {
+		t.Fatalf("PositionAfter changed the batch's position: %s", wr.Position)
+	}
+}
