@@ -324,8 +324,20 @@ func TestDeepPrefixWatchOutlivesRangeMove(t *testing.T) {
 	if hello.Code != wire.OK {
 		t.Fatalf("hello: %v %s", hello.Code, hello.Msg)
 	}
-	if r := wc.Do(&wire.Request{Op: wire.OpWatch, Path: ns, Flags: wire.FlagPrefix}); r.Code != wire.OK || len(r.Position) != 2 {
-		t.Fatalf("watch: %v %s, position %v", r.Code, r.Msg, r.Position)
+	if _, err := admin.Put(ctx, ns+"/init", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	// The first answer has the position on both shards and, for clients
+	// resuming by revision, Rev: the start on the shard holding the prefix.
+	r := wc.Do(&wire.Request{Op: wire.OpWatch, Path: ns, Flags: wire.FlagPrefix})
+	var homeRev uint64
+	for _, p := range r.Position {
+		if p.Shard != to {
+			homeRev = p.Rev
+		}
+	}
+	if r.Code != wire.OK || len(r.Position) != 2 || r.Rev == 0 || r.Rev != homeRev {
+		t.Fatalf("watch: %v %s, position %v, rev %d", r.Code, r.Msg, r.Position, r.Rev)
 	}
 	// next reads pushes until an event on path arrives; any ending push fails.
 	next := func(path string) wire.Event {

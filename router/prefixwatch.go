@@ -29,6 +29,10 @@ type prefixWatch struct {
 	stream uint64
 	path   string
 	hide   bool // leave other clients' ids out of the events (hidesClients)
+	// home is the shard holding the whole subtree (a prefix inside one
+	// namespace), 0 when it spans ranges: the first answer's Rev is its
+	// start, for clients that resume by revision.
+	home uint64
 
 	mu      sync.Mutex
 	legs    []*leg
@@ -65,6 +69,9 @@ func (c *conn) watchPrefix(req *wire.Request, done func(*wire.Response)) {
 	}
 	pw := &prefixWatch{c: c, stream: req.ID, path: req.Path, hide: c.hidesClients(req.Path),
 		legs: legs, waiting: len(legs), first: done}
+	if r, err := t.Locate(req.Path); err == nil {
+		pw.home = r.Shard
+	}
 	for _, l := range legs {
 		l.w = pw
 	}
@@ -213,6 +220,11 @@ func (l *leg) answered(refusal *wire.Response, last uint64) {
 	resp := w.failure
 	if resp == nil {
 		resp = &wire.Response{Stream: w.stream, Position: w.positionLocked()}
+		for _, l := range w.legs {
+			if l.shard == w.home {
+				resp.Rev = l.after
+			}
+		}
 	}
 	failed := resp.Code != wire.OK
 	w.ended = w.ended || failed
