@@ -13,8 +13,8 @@ import (
 // revision it has delivered, or the one it started after. A watch resumed
 // from it (WithWatchPosition) delivers every later event of the subtree
 // exactly once, on every shard, as long as each shard still retains the
-// revisions after its entry; a shard the position does not name (one added
-// since) is followed from its first event.
+// revisions after its entry; a shard the position does not name is
+// followed from its first event.
 //
 // Its text form (String, ParsePosition) is "shard:rev" pairs joined by
 // commas, in shard order: "2:1041,3:977,4:1200".

@@ -292,6 +292,22 @@ func TestPrefixWatchCompactionNamesShard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Every replica has applied the puts, so whichever serves the watch has
+	// dropped the position's revision from its ring.
+	c.WaitFor(30*time.Second, "every replica to apply the puts", func() error {
+		var want uint64
+		for _, n := range c.Nodes {
+			if s, ok := n.Host.Shard(busy); ok && s.IsLeader() {
+				want = s.AppliedIndex()
+			}
+		}
+		for i, n := range c.Nodes {
+			if s, ok := n.Host.Shard(busy); ok && (want == 0 || s.AppliedIndex() < want) {
+				return fmt.Errorf("node %d applied %d of %d", i+1, s.AppliedIndex(), want)
+			}
+		}
+		return nil
+	})
 	ch := cl.Watch(ctx, "/cp", client.WithPrefix(), client.WithWatchPosition(pos))
 	wr := <-ch
 	var ce *client.CompactedError
@@ -320,19 +336,33 @@ func TestDeepPrefixWatchOutlivesRangeMove(t *testing.T) {
 	rows := waitRange(t, admin, key)
 	to := otherShard(rows, key)
 
-	wc, hello := nodetest.DialWire(t, c.AllEndpoints()[0], nil, "", 0)
-	if hello.Code != wire.OK {
-		t.Fatalf("hello: %v %s", hello.Code, hello.Msg)
-	}
 	if _, err := admin.Put(ctx, ns+"/init", []byte("v")); err != nil {
 		t.Fatal(err)
+	}
+	// Through the leader of the shard holding ns, which has applied the put.
+	home := uint64(0)
+	for _, id := range c.ShardIDs() {
+		if id != to {
+			home = id
+		}
+	}
+	leader := -1
+	c.WaitFor(30*time.Second, "a leader of the shard holding "+ns, func() error {
+		if leader = c.LeaderOf(home); leader < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	wc, hello := nodetest.DialWire(t, c.Cfgs[leader].ClientAddr, nil, "", 0)
+	if hello.Code != wire.OK {
+		t.Fatalf("hello: %v %s", hello.Code, hello.Msg)
 	}
 	// The first answer has the position on both shards and, for clients
 	// resuming by revision, Rev: the start on the shard holding the prefix.
 	r := wc.Do(&wire.Request{Op: wire.OpWatch, Path: ns, Flags: wire.FlagPrefix})
 	var homeRev uint64
 	for _, p := range r.Position {
-		if p.Shard != to {
+		if p.Shard == home {
 			homeRev = p.Rev
 		}
 	}

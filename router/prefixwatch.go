@@ -86,7 +86,7 @@ func (c *conn) watchPrefix(req *wire.Request, done func(*wire.Response)) {
 
 // startLegs plans one leg per data shard from the request's position.
 // A shard the position names resumes after its revision; one it does not
-// name (a shard added since) replays from its first event. Without a
+// name replays from its first event. Without a
 // position the legs start now, except that Rev (a start revision of one
 // shard's numbering) applies to the shard holding the whole subtree.
 func startLegs(t *placement.Table, req *wire.Request) ([]*leg, error) {

@@ -86,8 +86,8 @@ type Request struct {
 	LockDelay int64 // Acquire/Campaign: ms the path stays ungrantable after a non-graceful end (0: default, -1: none)
 	Priority  int64 // Campaign: higher-priority candidates win a free leadership first
 	// Position (Watch): per shard, the revision the watch has seen; it
-	// resumes after each, and from each shard's first event for a shard
-	// it does not name.
+	// resumes after each, and from its first event on a shard it does not
+	// name.
 	Position []ShardRev
 
 	// Trace is the W3C trace context of the calling span, "traceparent" or
