@@ -259,11 +259,12 @@ func (l *leg) deliver(events []wire.Event) bool {
 	if w.ended {
 		return false
 	}
-	var out []wire.Event
-	for i := range events {
-		if events[i].Rev > l.after {
-			out = append(out, events[i])
-		}
+	// A leg's events come in revision order: only a replay that overlaps
+	// what was passed on starts at or below l.after. The frame is encoded
+	// before send returns, so the feed's slice is not kept.
+	out := events
+	for len(out) > 0 && out[0].Rev <= l.after {
+		out = out[1:]
 	}
 	if len(out) == 0 {
 		return true
