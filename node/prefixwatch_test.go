@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +15,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -22,9 +27,12 @@ type seen struct {
 	shards map[uint64]uint64 // last revision per shard
 	order  error
 	pos    client.Position
+	shard  map[string]uint64 // the shard of each path's last event
 }
 
-func newSeen() *seen { return &seen{count: map[string]int{}, shards: map[uint64]uint64{}} }
+func newSeen() *seen {
+	return &seen{count: map[string]int{}, shards: map[uint64]uint64{}, shard: map[string]uint64{}}
+}
 
 func evKey(path string, kind wire.EventKind, cause wire.Cause) string {
 	return fmt.Sprintf("%s %s/%s", path, kind, cause)
@@ -46,6 +54,7 @@ func (s *seen) follow(t *testing.T, ch <-chan client.WatchResponse) <-chan error
 				}
 				s.shards[ev.Shard] = ev.Rev
 				s.count[evKey(ev.Path, ev.Kind, ev.Cause)]++
+				s.shard[ev.Path] = ev.Shard
 			}
 			s.pos = wr.Position
 			s.mu.Unlock()
@@ -91,6 +100,36 @@ func (s *seen) exactlyOnce(t *testing.T, want []string) {
 	}
 }
 
+// warmUp puts keys under prefix until the watch shows one: the watch is
+// then running (Watch subscribes in the background).
+func (s *seen) warmUp(t *testing.T, ctx context.Context, cl *client.Client, prefix string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("%s/warm/k%d", prefix, i)
+		if _, err := cl.Put(ctx, key, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(200 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			s.mu.Lock()
+			n := 0
+			for k, c := range s.count {
+				if strings.HasPrefix(k, prefix+"/warm/") {
+					n += c
+				}
+			}
+			s.mu.Unlock()
+			if n > 0 {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the watch never showed a put")
+		}
+	}
+}
+
 func (s *seen) position() client.Position {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,10 +148,7 @@ func TestPrefixWatchAcrossShards(t *testing.T) {
 	ch := cl.Watch(ctx, "/cfg", client.WithPrefix())
 	end := s.follow(t, ch)
 	// The watch is running once an event of a warm-up put arrives.
-	if _, err := cl.Put(ctx, "/cfg/warm/up", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	s.waitFor(t, []string{evKey("/cfg/warm/up", wire.EvKVPut, wire.CauseUser)})
+	s.warmUp(t, ctx, cl, "/cfg")
 
 	sess := session(t, cl, 10*time.Second)
 	var want []string
@@ -164,10 +200,7 @@ func TestPrefixWatchFollowsRangeMoves(t *testing.T) {
 	defer cancel()
 	s := newSeen()
 	end := s.follow(t, cl.Watch(ctx, "/mv", client.WithPrefix()))
-	if _, err := cl.Put(ctx, "/mv/warm/up", []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	s.waitFor(t, []string{evKey("/mv/warm/up", wire.EvKVPut, wire.CauseUser)})
+	s.warmUp(t, ctx, cl, "/mv")
 
 	var (
 		mu    sync.Mutex
@@ -218,6 +251,7 @@ func TestPrefixWatchResumesFromPosition(t *testing.T) {
 	}
 	s1 := newSeen()
 	s1.follow(t, first.Watch(ctx, "/rs", client.WithPrefix()))
+	s1.warmUp(t, ctx, writer, "/rs")
 	var before, after []string
 	for i := 0; i < 9; i++ {
 		key := fmt.Sprintf("/rs/n%d/before", i)
@@ -274,6 +308,7 @@ func TestPrefixWatchCompactionNamesShard(t *testing.T) {
 	s := newSeen()
 	wctx, stop := context.WithCancel(ctx)
 	end := s.follow(t, cl.Watch(wctx, "/cp", client.WithPrefix()))
+	s.warmUp(t, ctx, cl, "/cp")
 	if _, err := cl.Put(ctx, "/cp/busy/k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
@@ -281,11 +316,8 @@ func TestPrefixWatchCompactionNamesShard(t *testing.T) {
 	pos := s.position()
 	stop()
 	<-end
-	var busy uint64
 	s.mu.Lock()
-	for sh := range s.shards {
-		busy = sh
-	}
+	busy := s.shard["/cp/busy/k"]
 	s.mu.Unlock()
 	for i := 0; i < 40; i++ { // far past the ring of 16 on the busy shard only
 		if _, err := cl.Put(ctx, "/cp/busy/k", []byte(fmt.Sprint(i))); err != nil {
@@ -402,5 +434,122 @@ func TestDeepPrefixWatchOutlivesRangeMove(t *testing.T) {
 	}
 	if ev := next(ns + "/after"); ev.Shard != to {
 		t.Fatalf("the put after the move came from shard %d, want %d", ev.Shard, to)
+	}
+}
+
+// cutProxy forwards TCP connections to target until cut closes every one
+// it carries (new ones are still accepted): a connection cut the client
+// sees as its server going away.
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A prefix watch through a router with no replicas (every shard's part
+// forwarded to another node) resumes from its position after its
+// connection is cut and after a node it read from stops: each put is
+// delivered exactly once.
+func TestPrefixWatchThroughRouterAcrossCuts(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 3})
+	srv := router.New(router.Config{Seeds: c.AllEndpoints()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	proxy := startCutProxy(t, ln.Addr().String())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var logs syncBuffer // the client logs each resubscription at debug level
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	watcher, err := client.New(ctx, []string{proxy.addr()}, client.WithoutDirectRouting(), client.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { watcher.Close() })
+	writer := newClient(t, c)
+	s := newSeen()
+	end := s.follow(t, watcher.Watch(ctx, "/cut", client.WithPrefix()))
+	s.warmUp(t, ctx, writer, "/cut")
+
+	var all []string
+	round := func(name string) {
+		t.Helper()
+		var keys []string
+		for i := 0; i < 9; i++ {
+			key := fmt.Sprintf("/cut/n%d/%s", i, name)
+			if _, err := writer.Put(ctx, key, []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, evKey(key, wire.EvKVPut, wire.CauseUser))
+		}
+		all = append(all, keys...)
+		s.waitFor(t, keys)
+	}
+	resumes := func() int { return strings.Count(logs.String(), "watch resubscribing") }
+	round("a")
+	proxy.cut()
+	round("b")
+	afterCut := resumes()
+	// The router forwards a shard's part to its leader: stopping that node
+	// ends it, and the stream resumes on the other replicas.
+	victim := -1
+	c.WaitFor(30*time.Second, "a shard leader", func() error {
+		if victim = c.LeaderOf(c.ShardIDs()[0]); victim < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	c.StopNode(victim)
+	round("c")
+	s.exactlyOnce(t, all)
+	if afterCut == 0 || resumes() <= afterCut {
+		t.Fatalf("the watch resubscribed %d times after the cut, %d in all: want at least once after each", afterCut, resumes())
+	}
+	cancel()
+	if err := <-end; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("watch ended with %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/wardenlock/warden/placement"
@@ -147,12 +148,8 @@ func (l *leg) subscribe() {
 			return
 		}
 	}
-	addr, _ := w.c.s.cache.leaderAddr(l.shard)
-	if addr == "" {
-		addr = w.c.s.cache.anyReplicaAddr(l.shard)
-	}
-	p, err := w.c.s.peers.get(addr)
-	if addr == "" || err != nil {
+	p := w.c.s.replicaPeer(l.shard)
+	if p == nil {
 		l.answered(&wire.Response{Code: wire.Unavailable, Msg: fmt.Sprintf("no reachable replica of shard %d for the watch", l.shard)}, 0)
 		return
 	}
@@ -177,6 +174,31 @@ func (l *leg) subscribe() {
 		p.unstream(id)
 		p.send(&wire.Request{Op: wire.OpUnwatch, Stream: id, Shard: l.shard}, func(*wire.Response) {})
 	}
+}
+
+// replicaPeer is a connection to a node holding a replica of the shard:
+// its leader's when it answers, else the first other replica's that does
+// (any replica serves a watch). nil: none answers.
+func (s *Server) replicaPeer(shardID uint64) *peer {
+	var addrs []string
+	if addr, _ := s.cache.leaderAddr(shardID); addr != "" {
+		addrs = append(addrs, addr)
+	}
+	if t := s.cache.table(); t != nil {
+		if si, ok := t.Shard(shardID); ok {
+			for _, id := range si.Replicas {
+				if n, ok := t.Node(id); ok && n.ClientAddr != "" && !slices.Contains(addrs, n.ClientAddr) {
+					addrs = append(addrs, n.ClientAddr)
+				}
+			}
+		}
+	}
+	for _, addr := range addrs {
+		if p, err := s.peers.get(addr); err == nil {
+			return p
+		}
+	}
+	return nil
 }
 
 // legRefusal is a feed's refusal as an answer naming the leg's shard.
