@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/hierarchy"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -39,7 +38,7 @@ func (s *Server) broadcast(req *wire.Request, done func(*wire.Response)) {
 	for _, si := range t.Shards {
 		sub := *req
 		sub.Shard = si.ID
-		s.routeUntil(&sub, deadline, shard.AnswerFunc(agg.add))
+		s.routeUntil(&sub, deadline, wire.AnswerFunc(agg.add))
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 // A leg that ends (its replica removed, its peer connection lost, the
 // client too slow) ends the whole stream with that code: the client resumes
 // from its position, which resubscribes every leg exactly where it stopped.
-// A range moving away ends no leg (shard.Follower).
+// A range moving away ends no leg (feed.Follower).
 
 type prefixWatch struct {
 	c      *conn
@@ -131,7 +131,7 @@ func startLegs(t *placement.Table, req *wire.Request) ([]*leg, error) {
 func (l *leg) subscribe() {
 	w := l.w
 	if h := w.c.s.cfg.Host; h != nil {
-		if local, ok := h.Shard(l.shard); ok {
+		if local, ok := h.Replica(l.shard); ok {
 			id, last, err := local.Watch(w.path, true, l.rev, &legSub{l: l})
 			if err != nil {
 				l.answered(legRefusal(l.shard, err), 0)
@@ -369,7 +369,7 @@ func (w *prefixWatch) stopLegs() {
 			p.send(&wire.Request{Op: wire.OpUnwatch, Stream: fwdID, Shard: l.shard}, func(*wire.Response) {})
 		case local != 0:
 			if h := w.c.s.cfg.Host; h != nil {
-				if s, ok := h.Shard(l.shard); ok {
+				if s, ok := h.Replica(l.shard); ok {
 					s.Unwatch(local)
 				}
 			}
@@ -380,14 +380,14 @@ func (w *prefixWatch) stopLegs() {
 // legSub receives a local leg's events from its shard's feed.
 type legSub struct{ l *leg }
 
-// Send implements shard.Subscriber.
+// Send implements feed.Subscriber.
 func (s *legSub) Send(events []wire.Event) bool { return s.l.deliver(events) }
 
-// FollowsMoves implements shard.Follower: a range moving away ends nothing,
+// FollowsMoves implements feed.Follower: a range moving away ends nothing,
 // its events go on at the destination, which the watch also follows.
 func (s *legSub) FollowsMoves() bool { return true }
 
-// End implements shard.Ender: the replica was removed.
+// End implements feed.Ender: the replica was removed.
 func (s *legSub) End(code wire.Code, msg string) {
 	s.l.end(&wire.Response{Code: code, Msg: msg})
 }
