@@ -102,6 +102,11 @@ func (c *Client) Watch(ctx context.Context, path string, opts ...OpOption) <-cha
 	for _, e := range o.position {
 		w.last[e.Shard] = e.Rev
 	}
+	if len(o.position) > 0 && !o.prefix {
+		out <- WatchResponse{Err: fmt.Errorf("%w: a watch position resumes a prefix watch (WithPrefix); a path resumes WithRev", ErrInvalidArgument)}
+		close(out)
+		return out
+	}
 	if !c.goBackground(func() { w.run(ctx) }) {
 		out <- WatchResponse{Err: ErrClientClosed}
 		close(out)

@@ -349,3 +349,13 @@ func TestPositionAfter(t *testing.T) {
 		t.Fatalf("PositionAfter changed the batch's position: %s", wr.Position)
 	}
 }
+
+// A position is a prefix watch's; on a single path it is refused at once.
+func TestWatchPositionNeedsPrefix(t *testing.T) {
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) { fc.answer(req, wire.Response{}) })
+	c := newTestClient(t, []string{srv.addr()})
+	wr := <-c.Watch(testContext(t), "/kv/a", WithWatchPosition(Position{{Shard: 2, Rev: 1}}))
+	if !errors.Is(wr.Err, ErrInvalidArgument) {
+		t.Fatalf("got %+v, want ErrInvalidArgument", wr)
+	}
+}
