@@ -163,10 +163,9 @@ func (w *watcher) subscribe(ctx context.Context) (*conn, uint64, *stream, error)
 		return nil, 0, nil, err
 	}
 	req := w.req
+	req.Rev = w.next // a server that does not know Position resumes by it
 	if w.prefix && len(w.last) > 0 {
-		req.Position = positionOf(w.last)
-	} else {
-		req.Rev = w.next
+		req.Position = positionOf(w.last) // which then takes precedence
 	}
 	st := newStream()
 	id, cl, err := cn.send(&req, st, 0)

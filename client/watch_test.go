@@ -79,8 +79,8 @@ func TestWatchResumesAfterReconnect(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(watches) != 2 || watches[0].Rev != 0 || len(watches[0].Position) != 0 || !watches[0].Has(wire.FlagPrefix) ||
-		watches[1].Rev != 0 || Position(watches[1].Position).String() != "3:12" || !watches[1].Has(wire.FlagPrefix) {
-		t.Fatalf("watch requests %+v, want from now, then after position 3:12, both prefix", watches)
+		watches[1].Rev != 13 || Position(watches[1].Position).String() != "3:12" || !watches[1].Has(wire.FlagPrefix) {
+		t.Fatalf("watch requests %+v, want from now, then after position 3:12 (and from 13, for a server without positions), both prefix", watches)
 	}
 }
 
