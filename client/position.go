@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -78,18 +79,8 @@ func ParsePosition(s string) (Position, error) {
 		seen[shard] = true
 		p = append(p, wire.ShardRev{Shard: shard, Rev: r})
 	}
-	slices.SortFunc(p, func(a, b wire.ShardRev) int { return cmpUint(a.Shard, b.Shard) })
+	slices.SortFunc(p, func(a, b wire.ShardRev) int { return cmp.Compare(a.Shard, b.Shard) })
 	return p, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // positionOf is the position of a per-shard map, in shard order.
@@ -98,7 +89,7 @@ func positionOf(m map[uint64]uint64) Position {
 	for s, r := range m {
 		p = append(p, wire.ShardRev{Shard: s, Rev: r})
 	}
-	slices.SortFunc(p, func(a, b wire.ShardRev) int { return cmpUint(a.Shard, b.Shard) })
+	slices.SortFunc(p, func(a, b wire.ShardRev) int { return cmp.Compare(a.Shard, b.Shard) })
 	return p
 }
 
