@@ -781,8 +781,8 @@ func (s *Store) History(shard, from, to uint64, limit int) ([]wire.Event, error)
 	oldest := s.oldest[shard]
 	s.mu.Unlock()
 	if from < oldest {
-		return nil, wire.Errorf(wire.Compacted,
-			"revision %d of shard %d was removed by the audit retention (oldest kept is %d)", from, shard, oldest)
+		return nil, &wire.CompactedError{Shard: shard, Oldest: oldest,
+			Detail: fmt.Sprintf("revision %d of shard %d was removed by the audit retention (oldest kept is %d)", from, shard, oldest)}
 	}
 	if to < from {
 		return nil, nil

@@ -58,6 +58,8 @@ type watch struct {
 	local uint64 // feed subscription id on a local replica
 	peer  *peer  // or: the forwarding connection and its stream id
 	fwdID uint64
+	// prefix, when set, is a prefix watch over every shard (prefixwatch.go).
+	prefix *prefixWatch
 }
 
 func newConn(s *Server, nc net.Conn, budget *hostBudget) *conn {
@@ -288,23 +290,24 @@ func isGrant(req *wire.Request, resp *wire.Response) bool {
 // the routing retries), where closures wrapped around one another would
 // cost an allocation each.
 type call struct {
-	req    wire.Request
-	c      *conn
-	t      tracked
-	parked bool // registered in c.parked: forget it at the answer
-	acked  bool // carries a router-assigned seq: mark it answered
-	try    routeTry
+	req wire.Request
+	c   *conn
+	t   tracked
+	// try routes the call; try.parked: registered in c.parked, forget it
+	// at the answer; try.acked: carries a router-assigned seq, mark it
+	// answered.
+	try routeTry
 }
 
 // Answer implements wire.Answerer: the request's final answer.
 func (cl *call) Answer(resp *wire.Response) {
 	c, req := cl.c, &cl.req
-	if cl.parked {
+	if cl.try.parked {
 		c.mu.Lock()
 		delete(c.parked, clientSeq{req.Client, req.Seq})
 		c.mu.Unlock()
 	}
-	if cl.acked {
+	if cl.try.acked {
 		c.acks.finish(req.Seq)
 	}
 	cl.t.done(req, resp)
@@ -425,7 +428,7 @@ func (c *conn) assignSeq(cl *call) {
 		req.Seq = c.acks.start()
 		req.AckSeq = c.acks.floor()
 	}
-	cl.acked = req.Client == c.client
+	cl.try.acked = req.Client == c.client
 }
 
 // routeData routes a lock, election or KV request, the hot path: cl
@@ -449,9 +452,9 @@ func (c *conn) routeData(cl *call) {
 		c.mu.Lock()
 		c.parked[clientSeq{req.Client, req.Seq}] = parkedWait{path: req.Path, lease: req.Lease}
 		c.mu.Unlock()
-		cl.parked = true
+		cl.try.parked = true
 	}
-	cl.try = routeTry{s: c.s, req: req, deadline: monoNow() + c.s.budget(req), quit: c.quit, done: cl}
+	cl.try.s, cl.try.req, cl.try.deadline, cl.try.quit, cl.try.done = c.s, req, monoNow()+c.s.budget(req), c.quit, cl
 	cl.try.start()
 }
 
