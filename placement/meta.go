@@ -18,6 +18,7 @@ type metaCommand struct {
 	Node  *Node         `msgpack:"n,omitempty"`
 	Nodes *nodeCommand  `msgpack:"nc,omitempty"` // node and replica changes (nodes.go)
 	Range *RangeCommand `msgpack:"r,omitempty"`  // Kind "range" (ranges.go)
+	Shard *ShardCommand `msgpack:"s,omitempty"`  // Kind "shard" (lifecycle.go)
 }
 
 // TableQuery (Lookup) returns a *Table copy.
@@ -77,6 +78,8 @@ func (m *Meta) Update(e sm.Entry) (sm.Result, error) {
 		return sm.Result{Value: 1}, nil
 	case "range":
 		return m.applyRange(c.Range), nil
+	case "shard":
+		return m.applyShard(c.Shard), nil
 	}
 	return sm.Result{}, nil
 }
