@@ -50,6 +50,14 @@ type HostConfig struct {
 	// MoveHook, for tests, hears each range-move step the driver finished
 	// on this node; stop is closed when the host is closing.
 	MoveHook func(move uint64, step placement.RangeStep, stop <-chan struct{})
+	// ShardHook, for tests, hears each shard lifecycle step (ShardStep…)
+	// recorded on this node; stop is closed when the host is closing.
+	ShardHook func(shard uint64, step string, stop <-chan struct{})
+	// CreateTimeout bounds how long a created shard may go without a
+	// leader before its creation is rolled back (default
+	// DefaultCreateTimeout). Policy runs the automatic shard count
+	// (policy.go).
+	CreateTimeout time.Duration
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	StepWorkers  uint64 // Raft step and commit workers (0: the data dir's, or DefaultStepWorkers for a new dir)
 	ApplyWorkers uint64 // state machine apply workers (default 4)
@@ -181,9 +189,10 @@ type Host struct {
 	remote      map[uint64]uint64    // shard without a local replica → leader node, as last heard (transfer.go)
 	remoteSince map[uint64]time.Time // shard without a local replica → when a change of its leader was heard
 
-	balanceOff  atomic.Bool  // the leader balancer is off (HostConfig.NoLeaderBalance, SetLeaderBalance)
-	lastBalance time.Time    // placement loop only
-	sampler     rangeSampler // placement loop only (autosplit.go)
+	balanceOff  atomic.Bool    // the leader balancer is off (HostConfig.NoLeaderBalance, SetLeaderBalance)
+	lastBalance time.Time      // placement loop only
+	sampler     rangeSampler   // placement loop only (autosplit.go)
+	life        lifecycleState // placement loop only (lifecycle.go)
 
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64
@@ -326,7 +335,7 @@ func (h *Host) restart(man *manifest) error {
 	}
 	for _, r := range append([]localReplica(nil), man.Shards...) {
 		err := h.startData(r, nil, false)
-		if err != nil && r.NonVoting {
+		if err != nil && (r.NonVoting || r.New) {
 			// Recorded as a learner but never created (a crash between the
 			// record and the start): forget it; the move starts it again.
 			h.log.Warn("dropping a learner that was never started", "shard", r.Shard, "err", err)
@@ -609,7 +618,9 @@ func (h *Host) placementLoop() {
 		if err == nil && t != nil {
 			h.reconcileRanges(ctx, t)
 			h.reconcileReplicas(ctx, t)
+			h.shardDuties(ctx, t)
 			h.balanceLeaders(t)
+			h.driveShards(t)
 			h.driveMoves(t)
 			h.placeRanges(t)
 		}
