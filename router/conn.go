@@ -371,7 +371,8 @@ func (c *conn) handle(cl *call) {
 		c.watch(req, to.Answer)
 	case wire.OpUnwatch:
 		c.unwatch(req, to.Answer)
-	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer:
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer,
+		wire.OpShardAdd, wire.OpShardRetire, wire.OpShardLog:
 		if clusterAdmin(req.Op) {
 			c.auditAdmin(req)
 		}

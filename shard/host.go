@@ -193,6 +193,7 @@ type Host struct {
 	lastBalance time.Time      // placement loop only
 	sampler     rangeSampler   // placement loop only (autosplit.go)
 	life        lifecycleState // placement loop only (lifecycle.go)
+	policy      policyMemo     // the shard policy's last reading (policy.go)
 
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64

@@ -110,7 +110,7 @@ func newServeCmd(run func(cfg node.Config, fc serveFlags, sec *serveSecurity) er
 	f.StringSliceVar(&fc.Members, "members", nil, "initial members as id=raft-address,... (default: this node alone)")
 	f.StringSliceVar(&fc.Join, "join", nil, "join a running cluster through these node client addresses (host:port,...) instead of creating one")
 	sec.register(f)
-	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
+	f.IntVar(&fc.Shards, "shards", 8, "number of data shards a new cluster starts with (more are added and retired at runtime: warden shards add, retire)")
 	f.IntVar(&fc.Replicas, "replicas", 0, "replicas per data shard at cluster creation (0: on every initial member)")
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")
