@@ -194,6 +194,9 @@ type Host struct {
 	sampler     rangeSampler   // placement loop only (autosplit.go)
 	life        lifecycleState // placement loop only (lifecycle.go)
 	policy      policyMemo     // the shard policy's last reading (policy.go)
+	// replicasChanged is called when a local replica starts or goes
+	// (OnReplicasChanged).
+	replicasChanged atomic.Pointer[func()]
 
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64
@@ -427,6 +430,7 @@ func (h *Host) putShard(s *Shard) {
 		next[s.id] = s
 	}
 	h.shards.Store(&next)
+	h.replicasChangedNotify()
 }
 
 func (h *Host) stopShards() {

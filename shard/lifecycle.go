@@ -43,6 +43,23 @@ type lifecycleState struct {
 	creatingSince map[uint64]time.Time
 }
 
+// OnReplicasChanged registers f to be called (on its own goroutine) each
+// time a local replica starts or is removed: the node's metrics follow
+// the replicas it hosts. nil unregisters it.
+func (h *Host) OnReplicasChanged(f func()) {
+	if f == nil {
+		h.replicasChanged.Store(nil)
+		return
+	}
+	h.replicasChanged.Store(&f)
+}
+
+func (h *Host) replicasChangedNotify() {
+	if f := h.replicasChanged.Load(); f != nil {
+		go (*f)()
+	}
+}
+
 // shardHook reports a recorded lifecycle step to the test hook.
 func (h *Host) shardHook(shard uint64, step string) error {
 	if h.cfg.ShardHook != nil {

@@ -303,6 +303,7 @@ func (h *Host) removeLocal(ctx context.Context, s *Shard) error {
 		}
 	}
 	h.shards.Store(&next)
+	h.replicasChangedNotify()
 	h.mu.Lock()
 	delete(h.leaders, s.id)
 	delete(h.leaderSince, s.id)
