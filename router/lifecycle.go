@@ -115,3 +115,37 @@ func retiredViews(t *placement.Table) []ShardView {
 func (s *Server) policyState(ctx context.Context, h *shard.Host) *shard.PolicyState {
 	return h.PolicyState()
 }
+
+// goneTolerant wraps the answer to one shard's part of a fan-out (a
+// keepalive, a prefix list): a failure from a shard that left the table
+// meanwhile (retired: its ranges, and with them its locks, keys and the
+// leases holding them, moved to other shards first) counts as an empty
+// success, so a shard's retirement never fails the clients' keepalives.
+// A shard created meanwhile holds nothing until ranges move in, and a
+// range move brings its leases along.
+func (s *Server) goneTolerant(shardID uint64, add func(*wire.Response)) shard.Answerer {
+	return shard.AnswerFunc(func(r *wire.Response) {
+		if r.Code != wire.OK && s.shardGone(shardID) {
+			r = &wire.Response{ID: r.ID}
+		}
+		add(r)
+	})
+}
+
+// shardGone reports whether a data shard has left the table (after a
+// refresh): it is not among the shards, and its id was given out.
+func (s *Server) shardGone(id uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), max(refreshTimeout, s.cfg.DialTimeout))
+	defer cancel()
+	if s.cache.refresh(ctx) != nil {
+		return false
+	}
+	t := s.cache.table()
+	if t == nil {
+		return false
+	}
+	if _, ok := t.Shard(id); ok {
+		return false
+	}
+	return id > placement.MetaShard && id < t.NextShardID()
+}

@@ -158,10 +158,10 @@ func (c *HostConfig) fill() error {
 	c.SM = c.SM.WithDefaults()
 	c.SM.SplitDepth = c.NamespaceDepth
 	if c.Restore != nil {
-		ids := make([]uint64, c.DataShards)
-		for i := range ids {
-			ids[i] = uint64(i + 2)
-		}
+		// A restored cluster starts with the backup's data shards, under
+		// their ids (shards created and retired at runtime leave gaps).
+		ids := c.Restore.shardIDs()
+		c.DataShards = len(ids)
 		if err := c.Restore.check(ids, c.NamespaceDepth); err != nil {
 			return err
 		}
@@ -372,8 +372,12 @@ func (h *Host) bootReplicas(id uint64) []uint64 {
 	return out
 }
 
-// bootIDs are the data shards a new cluster is created with.
+// bootIDs are the data shards a new cluster is created with (a restored
+// one: the backup's).
 func (h *Host) bootIDs() []uint64 {
+	if h.cfg.Restore != nil {
+		return h.cfg.Restore.shardIDs()
+	}
 	ids := make([]uint64, h.cfg.DataShards)
 	for i := range ids {
 		ids[i] = uint64(i + 2)

@@ -38,9 +38,59 @@ const (
 // committed proposal before the driver rolls its creation back.
 const DefaultCreateTimeout = 2 * time.Minute
 
-// lifecycleState is the meta leader's memory of the shards it is creating.
+// lifecycleState is the meta leader's memory of the shards it is creating
+// and of the range moves it started for the lifecycle.
 type lifecycleState struct {
 	creatingSince map[uint64]time.Time
+	// last is the range move the driver started last; refused the
+	// (range start, target shard) pairs whose move was rolled back. A move
+	// is refused when a single-lock lease of the range has a token some
+	// lock of the target shard uses too (a single lease's id is its
+	// token): another target takes the range, or the move is tried again
+	// once every target refused it (single-lock leases end with their
+	// lock).
+	last    lifecycleMove
+	refused map[lifecycleMove]bool
+}
+
+// lifecycleMove is a range (by its start) moved to a shard.
+type lifecycleMove struct {
+	id    uint64
+	start string
+	to    uint64
+}
+
+// noteRolledBack records the last lifecycle move as refused when it
+// ended without its range reaching the target.
+func (l *lifecycleState) noteRolledBack(t *placement.Table) {
+	if l.last.id == 0 {
+		return
+	}
+	if _, inFlight := t.MoveOf(l.last.id); inFlight {
+		return
+	}
+	done := false
+	for _, r := range t.Ranges {
+		if r.Start == l.last.start && r.Shard == l.last.to {
+			done = true
+		}
+	}
+	if !done {
+		if l.refused == nil {
+			l.refused = map[lifecycleMove]bool{}
+		}
+		l.refused[lifecycleMove{start: l.last.start, to: l.last.to}] = true
+	}
+	l.last = lifecycleMove{}
+}
+
+// started remembers a lifecycle move the driver started.
+func (l *lifecycleState) started(id uint64, start string, to uint64) {
+	l.last = lifecycleMove{id: id, start: start, to: to}
+}
+
+func (l *lifecycleState) wasRefused(start string, to uint64) bool {
+	return l.refused[lifecycleMove{start: start, to: to}]
 }
 
 // OnReplicasChanged registers f to be called (on its own goroutine) each
@@ -145,12 +195,13 @@ func (h *Host) addInitial(r localReplica, members map[uint64]dragonboat.Target) 
 // touches the range table per round (range moves go one at a time).
 func (h *Host) driveShards(t *placement.Table) {
 	if h.Leader(placement.MetaShard) != h.cfg.NodeID {
-		h.life.creatingSince = nil
+		h.life = lifecycleState{}
 		return
 	}
 	if h.life.creatingSince == nil {
 		h.life.creatingSince = map[uint64]time.Time{}
 	}
+	h.life.noteRolledBack(t)
 	for id := range h.life.creatingSince {
 		if si, ok := t.Shard(id); !ok || si.State != placement.ShardCreating {
 			delete(h.life.creatingSince, id)
@@ -239,6 +290,22 @@ func (h *Host) fill(t *placement.Table, si placement.ShardInfo) error {
 		return h.shardHook(si.ID, ShardStepFilled)
 	}
 	rs := t.RangesOf(donor)
+	var pick *wire.Range
+	for i := len(rs) - 1; i >= 0 && len(rs) > 1; i-- {
+		if !h.life.wasRefused(rs[i].Start, si.ID) {
+			pick = &rs[i]
+			break
+		}
+	}
+	if len(rs) > 1 && pick == nil {
+		// Every range of the donor was refused: the new shard keeps what
+		// it has (the load-based rebalancer may move more later).
+		if _, err := h.proposeShard(ctx, placement.ShardCommand{Op: "filled", Shard: si.ID}); err != nil {
+			return err
+		}
+		h.log.Info("new shard filled as far as its locks allow", "shard", si.ID, "ranges", have)
+		return h.shardHook(si.ID, ShardStepFilled)
+	}
 	if len(rs) == 1 {
 		key, ok := midKey(rs[0].Start, rs[0].End)
 		if !ok {
@@ -251,9 +318,9 @@ func (h *Host) fill(t *placement.Table, si placement.ShardInfo) error {
 		}
 		return err
 	}
-	r := rs[len(rs)-1]
-	id, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "move", Key: r.Start, Shard: si.ID})
+	id, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "move", Key: pick.Start, Shard: si.ID})
 	if err == nil {
+		h.life.started(id, pick.Start, si.ID)
 		h.log.Info("moving a range into a new shard", "shard", si.ID, "from_shard", donor, "move", id)
 	}
 	return err
@@ -281,9 +348,28 @@ func (h *Host) empty(t *placement.Table, si placement.ShardInfo) error {
 		return fmt.Errorf("no active shard to take the ranges of shard %d", si.ID)
 	}
 	sort.SliceStable(active, func(i, j int) bool { return len(t.RangesOf(active[i].ID)) < len(t.RangesOf(active[j].ID)) })
-	to := active[0].ID
+	var to uint64
+	for _, a := range active {
+		if !h.life.wasRefused(rs[0].Start, a.ID) {
+			to = a.ID
+			break
+		}
+	}
+	if to == 0 {
+		// Every active shard refused the range: try them all again
+		// (the single-lock leases in the way end with their locks).
+		h.log.Warn("retiring shard: every active shard refused its range; trying again", "shard", si.ID,
+			"range", fmt.Sprintf("%x", rs[0].Start))
+		for k := range h.life.refused {
+			if k.start == rs[0].Start {
+				delete(h.life.refused, k)
+			}
+		}
+		return nil
+	}
 	id, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "move", Key: rs[0].Start, Shard: to})
 	if err == nil {
+		h.life.started(id, rs[0].Start, to)
 		h.log.Info("moving a range out of a retiring shard", "shard", si.ID, "to_shard", to, "move", id)
 	}
 	return err
