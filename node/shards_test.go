@@ -3,11 +3,15 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
+	"github.com/wardenlock/warden/shard"
 )
 
 // tableOf reads the meta group's table through the first running node.
@@ -103,6 +107,129 @@ func TestShardAddAndRetireUnderTraffic(t *testing.T) {
 	noReplicaOf(t, c, 2)
 	tr.finish()
 	if tr.w.ops < 200 {
+		t.Fatalf("too little traffic: %d ops", tr.w.ops)
+	}
+	tr.w.check(t)
+}
+
+// TestShardLifecycleSurvivesCrash creates shard 3 on a one-shard cluster
+// and retires shard 2 (its ranges move to shard 3) under lock traffic,
+// stopping the node that recorded one lifecycle step right after it
+// (the meta leader driving it, or the node that removed its replica), and
+// starting it again later. The lifecycle must resume and finish on the
+// other nodes (the restarted node removes its stopped replica), a lock held
+// throughout keeps its holder and token, a new grant's token is above it,
+// and the history must be linearizable.
+func TestShardLifecycleSurvivesCrash(t *testing.T) {
+	for _, step := range []string{shard.ShardStepCreated, shard.ShardStepActivated, shard.ShardStepFilled,
+		shard.ShardStepRetiring, shard.ShardStepEmptied, shard.ShardStepRemoved} {
+		t.Run(step, func(t *testing.T) { lifecycleWithCrash(t, step) })
+	}
+}
+
+func lifecycleWithCrash(t *testing.T, crashAfter string) {
+	var once sync.Once
+	crashed := make(chan uint64, 1)
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 1, Edit: func(cfg *node.Config) {
+		id := cfg.ID
+		cfg.ShardHook = func(_ uint64, step string, stopc <-chan struct{}) {
+			if step != crashAfter {
+				return
+			}
+			hit := false
+			once.Do(func() { hit = true })
+			if !hit {
+				return
+			}
+			crashed <- id
+			<-stopc // hold the driver here until the node is stopped
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	holder := newClient(t, c)
+	s1, err := holder.NewSession(ctx, client.WithTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const path = "/life/crash/job"
+	m1 := client.NewMutex(s1, path)
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok1 := m1.Token()
+	tr := startTraffic(t, c, 3)
+
+	victim := make(chan int, 1)
+	go func() {
+		select {
+		case id := <-crashed:
+			c.StopNode(int(id - 1))
+			t.Logf("stopped node %d after step %s", id, crashAfter)
+			victim <- int(id - 1)
+		case <-ctx.Done():
+		}
+	}()
+	// The steps are recorded by the meta leader (create and retire are
+	// asked of it too, so one node drives the whole lifecycle).
+	lead := metaLeader(t, c)
+	created := make(chan error, 1)
+	go func() {
+		_, err := c.Nodes[lead].Host.CreateShard(ctx, nil, true, "test")
+		created <- err
+	}()
+	if err := <-created; err != nil && crashAfter != shard.ShardStepCreated {
+		t.Fatal(err)
+	}
+	waitShardState(t, c, 3, placement.ShardActive, 90*time.Second)
+	for {
+		lead = metaLeader(t, c)
+		if c.Nodes[lead] == nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		go func(h *shard.Host) { _ = h.RetireShard(ctx, 2, "test") }(c.Nodes[lead].Host)
+		break
+	}
+	tab := waitShardState(t, c, 2, placement.ShardStopping, 90*time.Second)
+	if len(tab.RangesOf(3)) != len(tab.Ranges) {
+		t.Fatalf("after shard 2 stopped, shard 3 holds %d of %d ranges", len(tab.RangesOf(3)), len(tab.Ranges))
+	}
+	var dead int
+	select {
+	case dead = <-victim:
+	case <-ctx.Done():
+		t.Fatalf("no node ever recorded step %s", crashAfter)
+	}
+	c.StartNode(dead)
+	waitShardState(t, c, 2, placement.ShardRetired, 90*time.Second)
+	c.WaitFor(30*time.Second, "every replica of shard 2 removed", func() error {
+		for i, n := range c.Nodes {
+			if _, ok := n.Host.Shard(2); ok {
+				return fmt.Errorf("node %d still hosts shard 2", i+1)
+			}
+		}
+		return nil
+	})
+	tr.finish()
+
+	// The held lock came through both moves with its holder and token.
+	admin := newClient(t, c)
+	info, err := admin.LockInfo(ctx, path)
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != tok1 || info.Holders[0].Lease != s1.Lease() {
+		t.Fatalf("lock after the lifecycle: %+v %v (want token %d of lease %x)", info, err, tok1, s1.Lease())
+	}
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := admin.Acquire(ctx, path, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token() <= tok1 {
+		t.Fatalf("token went back: %d after %d", l.Token(), tok1)
+	}
+	if tr.w.ops < 100 {
 		t.Fatalf("too little traffic: %d ops", tr.w.ops)
 	}
 	tr.w.check(t)

@@ -426,7 +426,7 @@ func (h *Host) CreateShard(ctx context.Context, nodes []uint64, fill bool, reaso
 		return 0, err
 	}
 	h.log.Info("shard creation recorded", "shard", id, "nodes", nodes, "reason", reason)
-	return id, nil
+	return id, h.shardHook(id, ShardStepCreated)
 }
 
 // RetireShard records a data shard's retirement: the meta leader moves its
@@ -462,7 +462,7 @@ func (h *Host) RetireShard(ctx context.Context, id uint64, reason string) error 
 		return err
 	}
 	h.log.Info("shard retirement recorded", "shard", id, "reason", reason)
-	return nil
+	return h.shardHook(id, ShardStepRetiring)
 }
 
 // replicationFactor is how many replicas a new shard gets: the
