@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -233,4 +234,36 @@ func lifecycleWithCrash(t *testing.T, crashAfter string) {
 		t.Fatalf("too little traffic: %d ops", tr.w.ops)
 	}
 	tr.w.check(t)
+}
+
+// TestShardCreationRollsBack: a shard created on a stopped node never gets
+// a leader; past the create timeout the meta leader rolls the creation
+// back (recorded with its reason), and once the node is back it records
+// that it holds no replica, so the shard ends retired. Its id is not used
+// again.
+func TestShardCreationRollsBack(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 1, Edit: func(cfg *node.Config) {
+		cfg.CreateTimeout = 2 * time.Second
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c.StopNode(2)
+	lead := metaLeader(t, c)
+	id, err := c.Nodes[lead].Host.CreateShard(ctx, []uint64{3}, true, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := waitShardState(t, c, id, placement.ShardStopping, 60*time.Second)
+	last := tab.Decisions[len(tab.Decisions)-1]
+	if last.Action != "retire" || last.Shard != id || !strings.Contains(last.Reason, "no leader after") {
+		t.Fatalf("last decision: %+v", last)
+	}
+	c.StartNode(2)
+	waitShardState(t, c, id, placement.ShardRetired, 60*time.Second)
+	noReplicaOf(t, c, id)
+	next, err := c.Nodes[lead].Host.CreateShard(ctx, nil, false, "test")
+	if err != nil || next != id+1 {
+		t.Fatalf("next shard: %d %v, want %d", next, err, id+1)
+	}
+	waitShardState(t, c, next, placement.ShardActive, 60*time.Second)
 }

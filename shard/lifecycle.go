@@ -237,9 +237,11 @@ func (h *Host) activate(t *placement.Table, si placement.ShardInfo) error {
 		since = time.Now()
 		h.life.creatingSince[si.ID] = since
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	octx, ocancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err := h.shardOp(octx, si.ID, &wire.Request{Op: wire.OpSetRanges, Gen: t.Gen})
+	ocancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := h.shardOp(ctx, si.ID, &wire.Request{Op: wire.OpSetRanges, Gen: t.Gen})
 	if err != nil {
 		limit := h.cfg.CreateTimeout
 		if limit <= 0 {
