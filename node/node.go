@@ -99,6 +99,9 @@ type Config struct {
 	// CreateTimeout bounds a shard creation (shard.HostConfig).
 	ShardHook     func(shard uint64, step string, stop <-chan struct{})
 	CreateTimeout time.Duration
+	// ShardPolicy runs the automatic shard count on the meta leader
+	// (shard/policy.go; off by default).
+	ShardPolicy shard.ShardPolicy
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -193,7 +196,7 @@ func Start(cfg Config) (*Node, error) {
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT, SnapshotEntries: cfg.SnapshotEntries,
 		StepWorkers: cfg.StepWorkers, SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
-		ShardHook: cfg.ShardHook, CreateTimeout: cfg.CreateTimeout,
+		ShardHook: cfg.ShardHook, CreateTimeout: cfg.CreateTimeout, Policy: cfg.ShardPolicy,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas, LogFS: cfg.LogFS,
 	})

@@ -58,6 +58,7 @@ type HostConfig struct {
 	// DefaultCreateTimeout). Policy runs the automatic shard count
 	// (policy.go).
 	CreateTimeout time.Duration
+	Policy        ShardPolicy
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	StepWorkers  uint64 // Raft step and commit workers (0: the data dir's, or DefaultStepWorkers for a new dir)
 	ApplyWorkers uint64 // state machine apply workers (default 4)
@@ -157,6 +158,9 @@ func (c *HostConfig) fill() error {
 	// a quota set alone is kept).
 	c.SM = c.SM.WithDefaults()
 	c.SM.SplitDepth = c.NamespaceDepth
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
 	if c.Restore != nil {
 		// A restored cluster starts with the backup's data shards, under
 		// their ids (shards created and retired at runtime leave gaps).
@@ -630,6 +634,7 @@ func (h *Host) placementLoop() {
 			h.shardDuties(ctx, t)
 			h.balanceLeaders(t)
 			h.driveShards(t)
+			h.runPolicy(t)
 			h.driveMoves(t)
 			h.placeRanges(t)
 		}
