@@ -8,7 +8,7 @@ PKGS      := ./...
 # (dragonboat under -race is too slow for a 2-core CI box). admin/ and
 # metrics/ start small clusters but are raced too: their scrape racing the
 # admin server's shutdown went unseen while they ran without -race.
-UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./router/ ./auth/ ./audit/ ./backup/ ./internal/... ./loadtest/... ./admin/ ./metrics/
+UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./control/ ./lease/ ./feed/ ./raftnode/ ./router/ ./auth/ ./audit/ ./backup/ ./internal/... ./loadtest/... ./admin/ ./metrics/
 TEST_TIMEOUT ?= 20m
 BENCH_OUT ?= docs/bench
 
@@ -54,7 +54,8 @@ test-cluster: deps build
 
 # Fault suite (chaos/, docs/faults.md). The short run (about 3 minutes:
 # kill, partition and pause the leader under the lock register and the
-# fenced set, plus one run per test-only bug switch, which must fail) is
+# fenced set, plus one run per test-only bug switch, which must fail; the
+# suite builds warden with the build tag `bugs` for its test hooks) is
 # part of `make test`; `make chaos` runs every fault with every workload on
 # 3 and 5 nodes and writes the figures to docs/bench/faults.txt.
 test-chaos-short chaos-short: deps

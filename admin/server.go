@@ -15,14 +15,14 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/wardenlock/warden/audit"
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/metrics"
 	"github.com/wardenlock/warden/router"
-	"github.com/wardenlock/warden/shard"
 )
 
 // Config configures a node's admin server.
 type Config struct {
-	Host    *shard.Host    // required
+	Host    *control.Host  // required
 	Router  *router.Server // required
 	Audit   *audit.Store   // nil: /v1/audit answers 404
 	DataDir string         // the disk check writes a probe file here

@@ -13,9 +13,9 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/internal/atomicfile"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
 )
 
@@ -157,10 +157,10 @@ func readVerified(dir string, f FileRef) ([]byte, error) {
 }
 
 // Plan turns a backup into a restore plan for a node of the new cluster.
-func (b *Backup) Plan(done func(refused []uint64)) *shard.RestorePlan {
-	p := &shard.RestorePlan{Table: b.Table, Shards: map[uint64]shard.ShardRestore{}, Done: done}
+func (b *Backup) Plan(done func(refused []uint64)) *control.RestorePlan {
+	p := &control.RestorePlan{Table: b.Table, Shards: map[uint64]control.ShardRestore{}, Done: done}
 	for _, s := range b.Manifest.Shards {
-		p.Shards[s.ID] = shard.ShardRestore{Dump: b.Dumps[s.ID], Floor: b.Manifest.Floor(s)}
+		p.Shards[s.ID] = control.ShardRestore{Dump: b.Dumps[s.ID], Floor: b.Manifest.Floor(s)}
 	}
 	return p
 }

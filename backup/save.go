@@ -12,8 +12,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
 )
 
@@ -114,7 +114,7 @@ func save(ctx context.Context, src Source, dir string, o Options) (*Manifest, er
 }
 
 // HostSource reads from a node in this process.
-type HostSource struct{ Host *shard.Host }
+type HostSource struct{ Host *control.Host }
 
 // Table implements Source.
 func (s HostSource) Table(ctx context.Context) (*placement.Table, error) {

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/wardenlock/warden/internal/linmodel"
 )
 
 type savedOp struct {
 	ClientId int
-	Input    RegInput
+	Input    linmodel.RegInput
 	Call     int64
-	Output   RegOutput
+	Output   linmodel.RegOutput
 	Return   int64
 }
 
@@ -37,12 +38,12 @@ func TestRecheckHistory(t *testing.T) {
 	for _, s := range saved {
 		ops = append(ops, porcupine.Operation{ClientId: s.ClientId, Input: s.Input, Call: s.Call, Output: s.Output, Return: s.Return})
 	}
-	m := RegisterModel()
+	m := linmodel.RegisterModel()
 	for _, part := range m.Partition(ops) {
 		ns := ""
 		for _, op := range part {
-			if p := op.Input.(RegInput).Path; p != "" {
-				ns = Namespace(p)
+			if p := op.Input.(linmodel.RegInput).Path; p != "" {
+				ns = linmodel.Namespace(p)
 				break
 			}
 		}
@@ -65,7 +66,7 @@ func TestRecheckHistory(t *testing.T) {
 			fmt.Printf("  first failing prefix ends at op %d:\n", lo)
 			for _, op := range part[max(0, lo-40):lo] {
 				ret := "∞"
-				if op.Return != unknownReturn {
+				if op.Return != linmodel.UnknownReturn {
 					ret = fmt.Sprintf("%.3f", float64(op.Return)/1e9)
 				}
 				fmt.Printf("  c%d [%.3f, %s] %s\n", op.ClientId, float64(op.Call)/1e9, ret, m.DescribeOperation(op.Input, op.Output))

@@ -3,10 +3,10 @@ package chaos
 import (
 	"bufio"
 
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/raftnode"
 )
 
-// Warden's Raft transport (shard/transport.go) opens one-way connections:
+// Warden's Raft transport (raftnode/transport.go) opens one-way connections:
 // the dialer sends an 8-byte preamble, then frames of message batches (which
 // name the sender's Raft address) or snapshot chunks (which name the sending
 // replica); the receiver only reads. The inbound proxy of each node reads the
@@ -19,7 +19,7 @@ import (
 // with the sender they name: a Raft address (batches) or a replica id
 // (chunks). ok is false when the frame cannot be read or decoded.
 func readRaftSource(br *bufio.Reader) (frame []byte, addr string, replica uint64, ok bool) {
-	return shard.ReadRaftSource(br)
+	return raftnode.ReadRaftSource(br)
 }
 
 // raftClassifier returns the classifier of node `to`'s inbound proxy: the

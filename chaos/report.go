@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/wardenlock/warden/internal/linmodel"
 )
 
 // Result is the outcome of one scenario.
@@ -57,9 +58,9 @@ func (r *Result) Summary() string {
 
 // checkRegister runs porcupine over the register history; on failure it
 // writes the visualization to dir.
-func checkRegister(r *Result, h *History, log *EventLog, dir string, timeout time.Duration) {
+func checkRegister(r *Result, h *linmodel.History, log *EventLog, dir string, timeout time.Duration) {
 	ops := h.Ops()
-	model := RegisterModel()
+	model := linmodel.RegisterModel()
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 	switch res {
 	case porcupine.Illegal:

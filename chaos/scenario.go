@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wardenlock/warden/internal/linmodel"
 )
 
 // Fault names a nemesis. Each is injected repeatedly during the fault
@@ -108,8 +110,8 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 			removeDataDirs(work) // the node logs are what a kept run is for
 		}
 	}()
-	hist := NewHistory(log.Now)
-	reg := &Register{Clients: 4, Rate: 20 * time.Millisecond, Hist: hist}
+	hist := linmodel.NewHistory(log.Now)
+	reg := &linmodel.Register{Clients: 4, Rate: 20 * time.Millisecond, Hist: hist}
 	leases := &Leases{Pairs: 2, TTL: 2 * time.Second, Clock: log.Now}
 	fenced, err := newFencedRun(c, env, sc)
 	if err != nil {
@@ -131,7 +133,7 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 		}()
 	}
 	if sc.has(WRegister) {
-		start(WRegister, func() error { return reg.Run(wctx, c, env.Seed) })
+		start(WRegister, func() error { return runRegister(wctx, reg, c, env.Seed) })
 	}
 	if sc.has(WLeases) {
 		start(WLeases, func() error { return leases.Run(wctx, c, env.Seed) })

@@ -15,14 +15,14 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/wardenlock/warden/audit"
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/internal/buildinfo"
 	"github.com/wardenlock/warden/router"
-	"github.com/wardenlock/warden/shard"
 )
 
 // Config says what one node's metrics observe.
 type Config struct {
-	Host   *shard.Host    // the node's replicas; nil for a standalone router
+	Host   *control.Host  // the node's replicas; nil for a standalone router
 	Router *router.Server // its router; nil: no request metrics
 	// Version is reported by warden_build_info (default: the build's,
 	// internal/buildinfo).

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
-	"github.com/wardenlock/warden/shard"
 )
 
 // scrape reads every node's /metrics and returns each series' value summed
@@ -243,7 +243,7 @@ func stableLeaders(t *testing.T, c *nodetest.Cluster, shards []uint64, d time.Du
 // "wall clock minus the entry's replicated-time stamp": that offset, here
 // ten minutes, and 50–100 ms on an undisturbed cluster).
 func TestApplyDurationIsProposalToApply(t *testing.T) {
-	clock := &shard.OffsetClock{}
+	clock := &lease.OffsetClock{}
 	c := nodetest.Start(t, nodetest.Options{Shards: 1, Clock: clock, Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/statemachine"
@@ -30,7 +31,7 @@ import (
 // retired, replicas move): each scrape follows the replicas the node hosts
 // then (syncReplicas).
 type shardMetrics struct {
-	host *shard.Host
+	host *control.Host
 	reg  metric.Registration
 
 	subMu  sync.Mutex
@@ -47,13 +48,13 @@ type shardMetrics struct {
 type shardGauges struct {
 	hasLeader, isLeader, term, applied, logged, lag metric.Int64ObservableGauge
 	leaderChanges                                   metric.Int64ObservableCounter
-	locks, waiters, leases, keys, fence, faults     metric.Int64ObservableGauge
+	locks, waiters, leases, keys, fence             metric.Int64ObservableGauge
 	watchers                                        metric.Int64ObservableGauge
 	proposalsPending, proposalsQueued               metric.Int64ObservableGauge
 	proposalsFailed, rangeMoves                     metric.Int64ObservableCounter
 }
 
-func newShardMetrics(m metric.Meter, h *shard.Host) (*shardMetrics, error) {
+func newShardMetrics(m metric.Meter, h *control.Host) (*shardMetrics, error) {
 	sm := &shardMetrics{host: h, sets: map[uint64]metric.MeasurementOption{},
 		subs: map[uint64]replicaSub{}, firstTerm: map[uint64]uint64{}}
 	var g shardGauges
@@ -74,7 +75,6 @@ func newShardMetrics(m metric.Meter, h *shard.Host) (*shardMetrics, error) {
 	g.leases = b.gauge("warden.leases.active", "{lease}", "Live leases (reported by the shard leader).")
 	g.keys = b.gauge("warden.kv.keys", "{key}", "KV keys (reported by the shard leader).")
 	g.fence = b.gauge("warden.fencing.token.max", "", "Highest fencing token the shard has issued, or its floor.")
-	g.faults = b.gauge("warden.statemachine.faults", "{op}", "Operations that hit a bug and were answered Internal (should stay 0).")
 	g.watchers = b.gauge("warden.watchers", "{watch}", "Watch subscriptions on this node's replica.")
 	g.proposalsPending = b.gauge("warden.raft.proposals.pending", "{entry}", "Entries this node proposed to the shard and has not had answered yet.")
 	g.proposalsQueued = b.gauge("warden.raft.proposals.queued", "{op}", "Client operations waiting to be batched into an entry.")
@@ -92,7 +92,7 @@ func newShardMetrics(m metric.Meter, h *shard.Host) (*shardMetrics, error) {
 		sm.observe(o, &g)
 		return nil
 	}, g.hasLeader, g.isLeader, g.term, g.leaderChanges, g.applied, g.logged, g.lag,
-		g.locks, g.waiters, g.leases, g.keys, g.fence, g.faults, g.watchers,
+		g.locks, g.waiters, g.leases, g.keys, g.fence, g.watchers,
 		g.proposalsPending, g.proposalsQueued, g.proposalsFailed, g.rangeMoves)
 	if err != nil {
 		return nil, err
@@ -266,7 +266,6 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 			o.ObserveInt64(g.proposalsPending, pending, set)
 			o.ObserveInt64(g.proposalsFailed, int64(failed), set)
 		}
-		o.ObserveInt64(g.faults, int64(st.Faults), set)
 		if si.LeaderID != si.ReplicaID {
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/raftnode"
 )
 
 // BenchmarkCycleCost runs uncontended acquire+release cycles like the load
@@ -73,7 +73,7 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	wg.Wait()
 	entries0, ops0 := raftEntries(c)
 	rd0, wr0 := procIO()
-	rb0, rm0, rw0 := shard.RaftTraffic()
+	rb0, rm0, rw0 := raftnode.RaftTraffic()
 	runs0, started0 := schedCounts()
 	cpu0 := cpuTime()
 	var next atomic.Int64
@@ -96,7 +96,7 @@ func benchCycleCost(b *testing.B, shards, workers int) {
 	cpu := cpuTime() - cpu0
 	runs1, started1 := schedCounts()
 	rd1, wr1 := procIO()
-	rb1, rm1, rw1 := shard.RaftTraffic()
+	rb1, rm1, rw1 := raftnode.RaftTraffic()
 	entries1, ops1 := raftEntries(c)
 	n := float64(b.N)
 	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/cycle")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node/nodetest"
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/raftnode"
 )
 
 // BenchmarkHandoff runs the load generator's contended scenario in process:
@@ -76,8 +76,8 @@ func BenchmarkHandoff(b *testing.B) {
 	run(int64(4 * workers)) // warm up: routes learned, connections dialled
 	entries0, ops0 := raftEntries(c)
 	rd0, wr0 := procIO()
-	_, rm0, _ := shard.RaftTraffic()
-	p0 := shard.Passes()
+	_, rm0, _ := raftnode.RaftTraffic()
+	p0 := raftnode.Passes()
 	cpu0 := cpuTime()
 	grants.Store(0)
 	released.Store(0)
@@ -90,8 +90,8 @@ func BenchmarkHandoff(b *testing.B) {
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
 	rd1, wr1 := procIO()
-	_, rm1, _ := shard.RaftTraffic()
-	p1 := shard.Passes()
+	_, rm1, _ := raftnode.RaftTraffic()
+	p1 := raftnode.Passes()
 	entries1, ops1 := raftEntries(c)
 	n := float64(grants.Load())
 	b.ReportMetric(n/elapsed.Seconds(), "handoffs/s")
@@ -101,7 +101,7 @@ func BenchmarkHandoff(b *testing.B) {
 		b.ReportMetric(float64(ops1-ops0)/float64(entries1-entries0), "ops/entry")
 	}
 	b.ReportMetric(float64(rm1-rm0)/n, "raft-msgs/handoff")
-	if held := p1.HeldCommits - p0.HeldCommits; held > 0 { // shard/commithold.go
+	if held := p1.HeldCommits - p0.HeldCommits; held > 0 { // raftnode/commithold.go
 		b.ReportMetric(float64(held)/n, "held-commits/handoff")
 		b.ReportMetric(float64(p1.DroppedCommits-p0.DroppedCommits)/n, "dropped-commits/handoff")
 	}

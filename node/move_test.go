@@ -11,12 +11,12 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/wardenlock/warden/chaos"
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/control"
+	"github.com/wardenlock/warden/internal/linmodel"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -24,7 +24,7 @@ import (
 // several clients on a few namespaces and records every operation for the
 // lock-register model (chaos/model.go).
 type moveWorkload struct {
-	hist  *chaos.History
+	hist  *linmodel.History
 	paths []string
 	start time.Time
 	ops   int
@@ -33,7 +33,7 @@ type moveWorkload struct {
 
 func newMoveWorkload(namespaces int) *moveWorkload {
 	w := &moveWorkload{start: time.Now()}
-	w.hist = chaos.NewHistory(func() int64 { return int64(time.Since(w.start)) })
+	w.hist = linmodel.NewHistory(func() int64 { return int64(time.Since(w.start)) })
 	for i := 0; i < namespaces; i++ {
 		ns := fmt.Sprintf("/mv/n%d", i)
 		w.paths = append(w.paths, ns, ns+"/a", ns+"/a/b", ns+"/c")
@@ -46,27 +46,27 @@ func (w *moveWorkload) run(ctx context.Context, t *testing.T, id int, cl *client
 	lease := uint64(rng.Int63()) | 1
 	owner := fmt.Sprintf("c%d", id)
 	held := map[string]uint64{}
-	do := func(in chaos.RegInput, req *wire.Request) chaos.RegOutput {
+	do := func(in linmodel.RegInput, req *wire.Request) linmodel.RegOutput {
 		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()
 		call := w.hist.Call()
 		resp, _ := cl.Do(octx, req)
-		var out chaos.RegOutput
+		var out linmodel.RegOutput
 		switch {
 		case resp == nil, resp.Code == wire.Ambiguous, resp.Code.Retryable(), resp.Code == wire.Timeout:
 			out.Unknown = true
 		default:
 			out.Code = resp.Code
 			switch in.Kind {
-			case chaos.RegAcquire, chaos.RegRelease:
+			case linmodel.RegAcquire, linmodel.RegRelease:
 				out.Token, out.Count = resp.Token, resp.Count
-			case chaos.RegRead:
+			case linmodel.RegRead:
 				for _, h := range resp.Holders {
 					if h.Path == "" || h.Path == in.Path {
-						out.Holder = &chaos.RegHold{Lease: h.Lease, Owner: h.Owner, Token: h.Token, Count: h.Count}
+						out.Holder = &linmodel.RegHold{Lease: h.Lease, Owner: h.Owner, Token: h.Token, Count: h.Count}
 					}
 				}
-			case chaos.RegKeepAlive:
+			case linmodel.RegKeepAlive:
 				for _, l := range resp.Leases {
 					out.Gone = out.Gone || l == in.Lease
 				}
@@ -85,22 +85,22 @@ func (w *moveWorkload) run(ctx context.Context, t *testing.T, id int, cl *client
 		p := w.paths[rng.Intn(len(w.paths))]
 		switch x := rng.Intn(100); {
 		case x < 40:
-			in := chaos.RegInput{Kind: chaos.RegAcquire, Path: p, Lease: lease, Owner: owner}
+			in := linmodel.RegInput{Kind: linmodel.RegAcquire, Path: p, Lease: lease, Owner: owner}
 			out := do(in, &wire.Request{Op: wire.OpAcquire, Path: p, Lease: lease, Owner: owner, TTL: 600_000})
 			if !out.Unknown && out.Code == wire.OK {
 				held[p] = out.Token
 			}
 		case x < 65:
 			for hp, tok := range held {
-				in := chaos.RegInput{Kind: chaos.RegRelease, Path: hp, Token: tok, Lease: lease, Owner: owner}
+				in := linmodel.RegInput{Kind: linmodel.RegRelease, Path: hp, Token: tok, Lease: lease, Owner: owner}
 				do(in, &wire.Request{Op: wire.OpRelease, Path: hp, Token: tok, Lease: lease, Owner: owner})
 				delete(held, hp)
 				break
 			}
 		case x < 90:
-			do(chaos.RegInput{Kind: chaos.RegRead, Path: p}, &wire.Request{Op: wire.OpLockInfo, Path: p})
+			do(linmodel.RegInput{Kind: linmodel.RegRead, Path: p}, &wire.Request{Op: wire.OpLockInfo, Path: p})
 		default:
-			do(chaos.RegInput{Kind: chaos.RegKeepAlive, Lease: lease},
+			do(linmodel.RegInput{Kind: linmodel.RegKeepAlive, Lease: lease},
 				&wire.Request{Op: wire.OpKeepAlive, Lease: lease, TTL: 600_000})
 		}
 		time.Sleep(time.Duration(rng.Intn(5)) * time.Millisecond)
@@ -110,11 +110,11 @@ func (w *moveWorkload) run(ctx context.Context, t *testing.T, id int, cl *client
 func (w *moveWorkload) check(t *testing.T) {
 	t.Helper()
 	ops := w.hist.Ops()
-	res, info := porcupine.CheckOperationsVerbose(chaos.RegisterModel(), ops, 60*time.Second)
+	res, info := porcupine.CheckOperationsVerbose(linmodel.RegisterModel(), ops, 60*time.Second)
 	if res != porcupine.Ok {
 		if res == porcupine.Illegal {
 			path := t.TempDir() + "/history.html"
-			if err := porcupine.VisualizePath(chaos.RegisterModel(), info, path); err == nil {
+			if err := porcupine.VisualizePath(linmodel.RegisterModel(), info, path); err == nil {
 				t.Logf("visualisation: %s", path)
 			}
 		}
@@ -463,7 +463,7 @@ func waitQueued(t *testing.T, cl *client.Client, path string) {
 // namespace boundary) while a lock held in it stays held.
 func TestPlacementLoopSplitsHotRanges(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2, Edit: func(cfg *node.Config) {
-		cfg.Ranges = shard.RangePolicy{AutoSplit: true, SplitOpsPerSec: 20, Every: time.Second}
+		cfg.Ranges = control.RangePolicy{AutoSplit: true, SplitOpsPerSec: 20, Every: time.Second}
 	}})
 	cl := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

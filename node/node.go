@@ -15,7 +15,9 @@ import (
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/auth"
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/internal/diskfs"
+	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -48,14 +50,9 @@ type Config struct {
 	RTT            time.Duration // default 10 ms
 	ElectionRTT    uint64        // default 15 ticks
 	// SnapshotEntries is how many entries each replica applies between
-	// snapshots (0: shard.DefaultSnapshotEntries).
+	// snapshots (0: control.DefaultSnapshotEntries).
 	SnapshotEntries uint64
 	HeartbeatRTT    uint64 // default 3 ticks
-	// StepWorkers is how many Raft step workers the node runs (0: what
-	// the data dir was created with, shard.DefaultStepWorkers for a new
-	// one). Each steps its share of the node's shards in one pass and waits
-	// for that pass's WAL sync.
-	StepWorkers uint64
 
 	// Security (security.go). TLS nil = plaintext on the client, Raft and
 	// admin ports; otherwise TLS 1.3 on all three, mutual TLS for Raft.
@@ -88,10 +85,10 @@ type Config struct {
 	Audit   audit.Options
 	NoAudit bool
 	// Ranges tunes automatic range splits and rebalancing (off by default);
-	// MoveHook is a test hook on every range-move step (shard.HostConfig).
-	Ranges shard.RangePolicy
+	// MoveHook is a test hook on every range-move step (control.HostConfig).
+	Ranges control.RangePolicy
 	// NoLeaderBalance leaves shard leaders wherever elections and
-	// operators put them (shard/balance.go; Host.SetLeaderBalance turns
+	// operators put them (control/balance.go; Host.SetLeaderBalance turns
 	// it on and off at run time).
 	NoLeaderBalance bool
 	MoveHook        func(move uint64, step placement.RangeStep, stop <-chan struct{})
@@ -100,20 +97,20 @@ type Config struct {
 	ShardHook     func(shard uint64, step string, stop <-chan struct{})
 	CreateTimeout time.Duration
 	// ShardPolicy runs the automatic shard count on the meta leader
-	// (shard/policy.go; off by default).
-	ShardPolicy shard.ShardPolicy
+	// (control/policy.go; off by default).
+	ShardPolicy control.ShardPolicy
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
 	Router router.Config
-	Clock  shard.Clock
+	Clock  lease.Clock
 	Log    *slog.Logger
 }
 
 // Node is a running node.
 type Node struct {
 	cfg    Config
-	Host   *shard.Host
+	Host   *control.Host
 	Router *router.Server
 	Admin  *admin.Server // nil when AdminAddr is ""
 	Audit  *audit.Store  // nil when NoAudit
@@ -190,11 +187,11 @@ func Start(cfg Config) (*Node, error) {
 		}
 		cfg.AdminAddr = adminLn.Addr().String()
 	}
-	host, err := shard.NewHost(shard.HostConfig{
+	host, err := control.NewHost(control.HostConfig{
 		NodeID: cfg.ID, RaftAddr: cfg.RaftAddr, RaftListen: cfg.RaftListen, ClientAddr: cmp.Or(cfg.ClientAdvertise, ln.Addr().String()), AdminAddr: cfg.AdminAddr,
 		DataDir: cfg.DataDir, Members: members, DataShards: cfg.DataShards, NamespaceDepth: cfg.NamespaceDepth,
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT, SnapshotEntries: cfg.SnapshotEntries,
-		StepWorkers: cfg.StepWorkers, SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
+		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
 		ShardHook: cfg.ShardHook, CreateTimeout: cfg.CreateTimeout, Policy: cfg.ShardPolicy,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
@@ -209,7 +206,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	rc := cfg.Router
-	rc.Host = host
+	rc.Host = routerHost{host}
 	rc.SigningKey = cfg.SigningKey
 	rc.Log = cfg.Log
 	rc.Security = sec

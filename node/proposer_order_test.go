@@ -20,16 +20,6 @@ func TestLostProposalDoesNotHoldLaterAnswers(t *testing.T) {
 	lostProposalDoesNotHold(t, func(*node.Config) {})
 }
 
-// TestLostProposalDoesNotHoldNodeSlots: the same with the node-wide bound
-// on entries in flight (NodeInflight 1): the lost proposal holds the node's
-// only slot until its timeout, and later entries go after EntryLinger
-// without one instead of waiting for it.
-func TestLostProposalDoesNotHoldNodeSlots(t *testing.T) {
-	lostProposalDoesNotHold(t, func(cfg *node.Config) {
-		cfg.Shard.NodeInflight, cfg.Shard.EntryLinger = 1, 10*time.Millisecond
-	})
-}
-
 func lostProposalDoesNotHold(t *testing.T, edit func(*node.Config)) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) {
 		cfg.Shard.ProposalTimeout = 30 * time.Second // a lost proposal stays pending for long

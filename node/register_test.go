@@ -8,8 +8,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/wardenlock/warden/chaos"
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/internal/linmodel"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/wire"
 )
@@ -18,8 +18,8 @@ import (
 // lock, release, read and keep alive, each on one connection) and its
 // history.
 type registerRun struct {
-	w    *chaos.Register
-	hist *chaos.History
+	w    *linmodel.Register
+	hist *linmodel.History
 	stop func() // stops the clients and waits for them
 }
 
@@ -27,8 +27,8 @@ type registerRun struct {
 func startRegister(t *testing.T, ctx context.Context, endpoints []string, seed int64) *registerRun {
 	t.Helper()
 	start := time.Now()
-	hist := chaos.NewHistory(func() int64 { return int64(time.Since(start)) })
-	w := &chaos.Register{Clients: 3, Rate: 10 * time.Millisecond, Hist: hist}
+	hist := linmodel.NewHistory(func() int64 { return int64(time.Since(start)) })
+	w := &linmodel.Register{Clients: 3, Rate: 10 * time.Millisecond, Hist: hist}
 	var clients []*client.Client
 	for i := 0; i < w.Clients; i++ {
 		cl, err := client.New(ctx, endpoints, client.WithRequestTimeout(time.Second), client.WithPoolSize(1),
@@ -51,7 +51,7 @@ func startRegister(t *testing.T, ctx context.Context, endpoints []string, seed i
 // increase per path). It returns the operations and the unknown outcomes.
 func (r *registerRun) check(t *testing.T, ctx context.Context, cl *client.Client) (ops, unknown int) {
 	t.Helper()
-	for _, p := range chaos.RegisterPaths() {
+	for _, p := range linmodel.RegisterPaths() {
 		var call int64
 		var resp *wire.Response
 		nodetest.WaitFor(t, 30*time.Second, "a read of "+p, func() (err error) {
@@ -62,16 +62,16 @@ func (r *registerRun) check(t *testing.T, ctx context.Context, cl *client.Client
 			}
 			return fmt.Errorf("%v", err)
 		})
-		out := chaos.RegOutput{Code: resp.Code}
+		out := linmodel.RegOutput{Code: resp.Code}
 		for _, h := range resp.Holders {
 			if h.Path == "" || h.Path == p {
-				out.Holder = &chaos.RegHold{Lease: h.Lease, Owner: h.Owner, Token: h.Token, Count: h.Count}
+				out.Holder = &linmodel.RegHold{Lease: h.Lease, Owner: h.Owner, Token: h.Token, Count: h.Count}
 			}
 		}
-		r.hist.Add(99, chaos.RegInput{Kind: chaos.RegRead, Path: p}, call, out)
+		r.hist.Add(99, linmodel.RegInput{Kind: linmodel.RegRead, Path: p}, call, out)
 	}
 	ops, unknown = r.w.Stats()
-	res, _ := porcupine.CheckOperationsVerbose(chaos.RegisterModel(), r.hist.Ops(), 3*time.Minute)
+	res, _ := porcupine.CheckOperationsVerbose(linmodel.RegisterModel(), r.hist.Ops(), 3*time.Minute)
 	if res != porcupine.Ok {
 		t.Fatalf("register history (%d ops, %d unknown) is %v, not linearizable", ops, unknown, res)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/backup"
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/control"
 )
 
 // RestoreDirName is where `warden restore` puts a verified backup inside a
@@ -18,7 +18,7 @@ import (
 const RestoreDirName = "restore"
 
 // restorePlan loads the pending restore of a data dir, if any.
-func restorePlan(cfg *Config) (*shard.RestorePlan, error) {
+func restorePlan(cfg *Config) (*control.RestorePlan, error) {
 	dir := filepath.Join(cfg.DataDir, RestoreDirName)
 	if _, err := os.Stat(filepath.Join(dir, backup.ManifestFile)); errors.Is(err, os.ErrNotExist) {
 		return nil, nil

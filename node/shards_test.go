@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
 )
 
 // tableOf reads the meta group's table through the first running node.
@@ -122,8 +122,8 @@ func TestShardAddAndRetireUnderTraffic(t *testing.T) {
 // throughout keeps its holder and token, a new grant's token is above it,
 // and the history must be linearizable.
 func TestShardLifecycleSurvivesCrash(t *testing.T) {
-	for _, step := range []string{shard.ShardStepCreated, shard.ShardStepActivated, shard.ShardStepFilled,
-		shard.ShardStepRetiring, shard.ShardStepEmptied, shard.ShardStepRemoved} {
+	for _, step := range []string{control.ShardStepCreated, control.ShardStepActivated, control.ShardStepFilled,
+		control.ShardStepRetiring, control.ShardStepEmptied, control.ShardStepRemoved} {
 		t.Run(step, func(t *testing.T) { lifecycleWithCrash(t, step) })
 	}
 }
@@ -179,7 +179,7 @@ func lifecycleWithCrash(t *testing.T, crashAfter string) {
 		_, err := c.Nodes[lead].Host.CreateShard(ctx, nil, true, "test")
 		created <- err
 	}()
-	if err := <-created; err != nil && crashAfter != shard.ShardStepCreated {
+	if err := <-created; err != nil && crashAfter != control.ShardStepCreated {
 		t.Fatal(err)
 	}
 	waitShardState(t, c, 3, placement.ShardActive, 90*time.Second)
@@ -189,7 +189,7 @@ func lifecycleWithCrash(t *testing.T, crashAfter string) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		go func(h *shard.Host) { _ = h.RetireShard(ctx, 2, "test") }(c.Nodes[lead].Host)
+		go func(h *control.Host) { _ = h.RetireShard(ctx, 2, "test") }(c.Nodes[lead].Host)
 		break
 	}
 	tab := waitShardState(t, c, 2, placement.ShardStopping, 90*time.Second)

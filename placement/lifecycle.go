@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 
-	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -155,12 +154,12 @@ func (t *Table) NextShardID() uint64 {
 	return next
 }
 
-func (m *Meta) applyShard(c *ShardCommand) sm.Result {
+func (m *Meta) applyShard(c *ShardCommand) Result {
 	t := m.table
 	if t == nil || c == nil {
 		return refused("no table yet")
 	}
-	var r sm.Result
+	var r Result
 	switch c.Op {
 	case "create":
 		r = t.createShard(c)
@@ -194,7 +193,7 @@ func (t *Table) decide(c *ShardCommand, id uint64) {
 	}
 }
 
-func (t *Table) createShard(c *ShardCommand) sm.Result {
+func (t *Table) createShard(c *ShardCommand) Result {
 	if len(c.Nodes) == 0 || len(c.Nodes) > MaxShardReplicas {
 		return refused("a new shard needs 1..%d nodes, got %d", MaxShardReplicas, len(c.Nodes))
 	}
@@ -215,7 +214,7 @@ func (t *Table) createShard(c *ShardCommand) sm.Result {
 	id := t.NextShardID()
 	t.NextShard = id + 1
 	t.Shards = append(t.Shards, ShardInfo{ID: id, Replicas: nodes, State: ShardCreating, Fill: c.Fill, Reason: c.Reason})
-	return sm.Result{Value: id}
+	return Result{Value: id}
 }
 
 func (t *Table) lifecycleIndex(id uint64) int {
@@ -227,14 +226,14 @@ func (t *Table) lifecycleIndex(id uint64) int {
 	return -1
 }
 
-func (t *Table) activateShard(id uint64) sm.Result {
+func (t *Table) activateShard(id uint64) Result {
 	i := t.lifecycleIndex(id)
 	if i < 0 {
 		return refused("no shard %d", id)
 	}
 	switch t.Shards[i].State {
 	case ShardActive:
-		return sm.Result{Value: 2} // already: applied, no new decision
+		return Result{Value: 2} // already: applied, no new decision
 	case ShardCreating:
 		t.Shards[i].State = ShardActive
 		return applied
@@ -242,7 +241,7 @@ func (t *Table) activateShard(id uint64) sm.Result {
 	return refused("shard %d is %v, not creating", id, t.Shards[i].State)
 }
 
-func (t *Table) filledShard(id uint64) sm.Result {
+func (t *Table) filledShard(id uint64) Result {
 	if i := t.lifecycleIndex(id); i >= 0 {
 		t.Shards[i].Fill = false
 	}
@@ -251,7 +250,7 @@ func (t *Table) filledShard(id uint64) sm.Result {
 
 // retireShard starts a shard's retirement: an active one moves its ranges
 // out first; a creating one (never served) stops at once.
-func (t *Table) retireShard(id uint64) sm.Result {
+func (t *Table) retireShard(id uint64) Result {
 	i := t.lifecycleIndex(id)
 	if i < 0 {
 		if r, ok := t.RetiredOf(id); ok {
@@ -262,7 +261,7 @@ func (t *Table) retireShard(id uint64) sm.Result {
 	s := &t.Shards[i]
 	switch s.State {
 	case ShardRetiring:
-		return sm.Result{Value: 2}
+		return Result{Value: 2}
 	case ShardCreating:
 		if _, moving := t.Move(id); moving {
 			return refused("shard %d is moving a replica", id)
@@ -278,11 +277,11 @@ func (t *Table) retireShard(id uint64) sm.Result {
 }
 
 // stopShard ends a retiring shard that holds no range any more.
-func (t *Table) stopShard(id uint64) sm.Result {
+func (t *Table) stopShard(id uint64) Result {
 	i := t.lifecycleIndex(id)
 	if i < 0 {
 		if _, ok := t.RetiredOf(id); ok {
-			return sm.Result{Value: 2}
+			return Result{Value: 2}
 		}
 		return refused("no shard %d", id)
 	}
@@ -327,7 +326,7 @@ func (t *Table) trimRetired() {
 }
 
 // replicaRemoved records that node deleted its replica of a stopping shard.
-func (t *Table) replicaRemoved(id, node uint64) sm.Result {
+func (t *Table) replicaRemoved(id, node uint64) Result {
 	for i := range t.Retired {
 		r := &t.Retired[i]
 		if r.ID != id {

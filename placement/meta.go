@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"io"
 
-	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/wardenlock/warden/wire"
@@ -30,13 +29,16 @@ type Meta struct {
 	table *Table // nil until initialised
 }
 
-var (
-	_ sm.IStateMachine = (*Meta)(nil)
-	_ sm.IHash         = (*Meta)(nil)
-)
+// Result is what applying a command gives: Value, and Data when the
+// command was refused (its reason).
+type Result struct {
+	Value uint64
+	Data  []byte
+}
 
-// NewMeta makes an empty meta state machine.
-func NewMeta(shardID, replicaID uint64) sm.IStateMachine { return &Meta{} }
+// NewMeta makes an empty meta state machine. The node's Raft host runs it
+// as the meta group's replica (shard/meta.go adapts it to dragonboat).
+func NewMeta() *Meta { return &Meta{} }
 
 // InitCommand encodes "initialise the table if empty".
 func InitCommand(t *Table) ([]byte, error) {
@@ -48,40 +50,40 @@ func NodeCommand(n Node) ([]byte, error) {
 	return msgpack.Marshal(&metaCommand{Kind: "node", Node: &n})
 }
 
-// Update applies one command. Result.Value is 1 when it changed the table.
-func (m *Meta) Update(e sm.Entry) (sm.Result, error) {
+// Apply applies one command. Result.Value is 1 when it changed the table.
+func (m *Meta) Apply(cmd []byte) Result {
 	var c metaCommand
-	if err := msgpack.Unmarshal(e.Cmd, &c); err != nil {
-		return sm.Result{Data: []byte(err.Error())}, nil
+	if err := msgpack.Unmarshal(cmd, &c); err != nil {
+		return Result{Data: []byte(err.Error())}
 	}
 	if c.Nodes != nil {
-		return m.applyNodes(c.Nodes), nil
+		return m.applyNodes(c.Nodes)
 	}
 	switch c.Kind {
 	case "init":
 		if m.table != nil || c.Table == nil {
-			return sm.Result{}, nil
+			return Result{}
 		}
 		m.table = c.Table.Clone()
-		return sm.Result{Value: 1}, nil
+		return Result{Value: 1}
 	case "node":
 		if m.table == nil || c.Node == nil {
-			return sm.Result{}, nil
+			return Result{}
 		}
 		for i, n := range m.table.Nodes {
 			if n.ID == c.Node.ID {
 				m.table.Nodes[i] = *c.Node
-				return sm.Result{Value: 1}, nil
+				return Result{Value: 1}
 			}
 		}
 		m.table.Nodes = append(m.table.Nodes, *c.Node)
-		return sm.Result{Value: 1}, nil
+		return Result{Value: 1}
 	case "range":
-		return m.applyRange(c.Range), nil
+		return m.applyRange(c.Range)
 	case "shard":
-		return m.applyShard(c.Shard), nil
+		return m.applyShard(c.Shard)
 	}
-	return sm.Result{}, nil
+	return Result{}
 }
 
 // Lookup answers TableQuery.
@@ -96,7 +98,7 @@ func (m *Meta) Lookup(q interface{}) (interface{}, error) {
 }
 
 // SaveSnapshot writes the table.
-func (m *Meta) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan struct{}) error {
+func (m *Meta) SaveSnapshot(w io.Writer) error {
 	b, err := msgpack.Marshal(m.table)
 	if err != nil {
 		return err
@@ -111,7 +113,7 @@ func (m *Meta) SaveSnapshot(w io.Writer, _ sm.ISnapshotFileCollection, _ <-chan 
 }
 
 // RecoverFromSnapshot reads what SaveSnapshot wrote.
-func (m *Meta) RecoverFromSnapshot(r io.Reader, _ []sm.SnapshotFile, _ <-chan struct{}) error {
+func (m *Meta) RecoverFromSnapshot(r io.Reader) error {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return err
@@ -138,6 +140,3 @@ func (m *Meta) GetHash() (uint64, error) {
 	h.Write(b)
 	return h.Sum64(), nil
 }
-
-// Close does nothing.
-func (m *Meta) Close() error { return nil }

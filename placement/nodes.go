@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 
-	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -186,12 +185,12 @@ func StepCommand(shard, toRID uint64, expect, step MoveStep) []byte {
 }
 
 // refused is a command that changed nothing; Data says why.
-func refused(format string, args ...any) sm.Result {
-	return sm.Result{Data: []byte(fmt.Sprintf(format, args...))}
+func refused(format string, args ...any) Result {
+	return Result{Data: []byte(fmt.Sprintf(format, args...))}
 }
 
 // applyNodes applies one node command. Value 0 with Data = refused.
-func (m *Meta) applyNodes(c *nodeCommand) sm.Result {
+func (m *Meta) applyNodes(c *nodeCommand) Result {
 	t := m.table
 	if t == nil {
 		return refused("no table yet")
@@ -203,7 +202,7 @@ func (m *Meta) applyNodes(c *nodeCommand) sm.Result {
 		for i := range t.Nodes {
 			if t.Nodes[i].ID == c.ID {
 				t.Nodes[i].State = c.State
-				return sm.Result{Value: 1}
+				return Result{Value: 1}
 			}
 		}
 		return refused("node %d is not registered", c.ID)
@@ -217,7 +216,7 @@ func (m *Meta) applyNodes(c *nodeCommand) sm.Result {
 	return refused("unknown node command %q", c.Op)
 }
 
-func (t *Table) join(n *Node, member bool) sm.Result {
+func (t *Table) join(n *Node, member bool) Result {
 	if n == nil || n.ID == 0 || n.ID > MaxNodeID || n.RaftAddr == "" {
 		return refused("a joining node needs an id in 1..%d and a raft address", MaxNodeID)
 	}
@@ -231,7 +230,7 @@ func (t *Table) join(n *Node, member bool) sm.Result {
 			}
 			n.State = old.State
 			t.Nodes[i] = *n
-			return sm.Result{Value: old.MetaRID()}
+			return Result{Value: old.MetaRID()}
 		}
 		if old.RaftAddr == n.RaftAddr {
 			return refused("raft address %s belongs to node %d", n.RaftAddr, old.ID)
@@ -242,7 +241,7 @@ func (t *Table) join(n *Node, member bool) sm.Result {
 		n.MetaReplica = t.newRID(n.ID)
 	}
 	t.Nodes = append(t.Nodes, *n)
-	return sm.Result{Value: n.MetaRID()}
+	return Result{Value: n.MetaRID()}
 }
 
 func (t *Table) newRID(node uint64) uint64 {
@@ -250,7 +249,7 @@ func (t *Table) newRID(node uint64) uint64 {
 	return node | t.Incarnation<<nodeIDBits
 }
 
-func (t *Table) removeNode(id uint64) sm.Result {
+func (t *Table) removeNode(id uint64) Result {
 	if n := t.ReplicaCount(id); n > 0 {
 		return refused("node %d still holds %d replicas: drain it first", id, n)
 	}
@@ -263,13 +262,13 @@ func (t *Table) removeNode(id uint64) sm.Result {
 		if n.ID == id {
 			t.Nodes = append(t.Nodes[:i], t.Nodes[i+1:]...)
 			t.dropPending(id)
-			return sm.Result{Value: 1}
+			return Result{Value: 1}
 		}
 	}
 	return refused("node %d is not registered", id)
 }
 
-func (t *Table) planMove(mv *ReplicaMove) sm.Result {
+func (t *Table) planMove(mv *ReplicaMove) Result {
 	if mv == nil {
 		return refused("no move")
 	}
@@ -293,10 +292,10 @@ func (t *Table) planMove(mv *ReplicaMove) sm.Result {
 	}
 	m := ReplicaMove{Shard: mv.Shard, From: mv.From, To: mv.To, ToRID: t.newRID(mv.To), Step: MovePlanned}
 	t.Moves = append(t.Moves, m)
-	return sm.Result{Value: m.ToRID}
+	return Result{Value: m.ToRID}
 }
 
-func (t *Table) stepMove(want *ReplicaMove, expect MoveStep) sm.Result {
+func (t *Table) stepMove(want *ReplicaMove, expect MoveStep) Result {
 	if want == nil {
 		return refused("no move")
 	}
@@ -337,7 +336,7 @@ func (t *Table) stepMove(want *ReplicaMove, expect MoveStep) sm.Result {
 	} else {
 		m.Step = want.Step
 	}
-	return sm.Result{Value: 1}
+	return Result{Value: 1}
 }
 
 func (t *Table) shardIndex(id uint64) int {
@@ -420,3 +419,8 @@ func leastLoaded(load map[uint64]int, s ShardInfo) uint64 {
 	}
 	return best
 }
+
+// RefusedError is a node or replica change the meta group refused.
+type RefusedError struct{ Msg string }
+
+func (e *RefusedError) Error() string { return "placement: " + e.Msg }

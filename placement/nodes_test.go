@@ -4,27 +4,17 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-
-	sm "github.com/lni/dragonboat/v4/statemachine"
 )
 
 // metaWith is a meta state machine with a 3-node, 2-shard table.
-func metaWith(t *testing.T) (*Meta, func(cmd []byte) sm.Result) {
+func metaWith(t *testing.T) (*Meta, func(cmd []byte) Result) {
 	t.Helper()
-	m := NewMeta(1, 1).(*Meta)
+	m := NewMeta()
 	tab := testTable(2)
 	for _, s := range []uint64{2, 3} {
 		tab.Shards = append(tab.Shards, ShardInfo{ID: s, Replicas: []uint64{1, 2, 3}})
 	}
-	idx := uint64(0)
-	apply := func(cmd []byte) sm.Result {
-		idx++
-		r, err := m.Update(sm.Entry{Index: idx, Cmd: cmd})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	apply := func(cmd []byte) Result { return m.Apply(cmd) }
 	init, _ := InitCommand(tab)
 	apply(init)
 	for id := uint64(1); id <= 3; id++ {
@@ -68,7 +58,7 @@ func TestJoinGivesAFreshMetaReplicaOnce(t *testing.T) {
 func TestReplicaMoveStepsAndRefusals(t *testing.T) {
 	m, apply := metaWith(t)
 	apply(JoinCommand(Node{ID: 4, RaftAddr: "r4"}))
-	refusedBecause := func(r sm.Result, why string) {
+	refusedBecause := func(r Result, why string) {
 		t.Helper()
 		if r.Value != 0 || !strings.Contains(string(r.Data), why) {
 			t.Fatalf("want refusal containing %q, got value %d data %q", why, r.Value, r.Data)
@@ -155,11 +145,11 @@ func TestMovesSurviveSnapshot(t *testing.T) {
 	rid := apply(PlanMoveCommand(2, 1, 4)).Value
 	apply(StepCommand(2, rid, MovePlanned, MoveLearner))
 	var buf bytes.Buffer
-	if err := m.SaveSnapshot(&buf, nil, nil); err != nil {
+	if err := m.SaveSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	m2 := NewMeta(1, 2).(*Meta)
-	if err := m2.RecoverFromSnapshot(&buf, nil, nil); err != nil {
+	m2 := NewMeta()
+	if err := m2.RecoverFromSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
 	h1, _ := m.GetHash()

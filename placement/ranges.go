@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	sm "github.com/lni/dragonboat/v4/statemachine"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -64,7 +63,7 @@ func EncodeRange(c RangeCommand) ([]byte, error) {
 
 // RangeResult decodes what a range command's proposal returned: nil when it
 // was applied (or was already), else why it was refused.
-func RangeResult(r sm.Result) error {
+func RangeResult(r Result) error {
 	if r.Value == 1 {
 		return nil
 	}
@@ -74,7 +73,7 @@ func RangeResult(r sm.Result) error {
 	return fmt.Errorf("placement: %s", r.Data)
 }
 
-var applied = sm.Result{Value: 1}
+var applied = Result{Value: 1}
 
 // MoveOf returns the move in flight with the given id.
 func (t *Table) MoveOf(id uint64) (Move, bool) {
@@ -126,7 +125,7 @@ func (t *Table) rangeMoving(i int) bool {
 	return false
 }
 
-func (m *Meta) applyRange(c *RangeCommand) sm.Result {
+func (m *Meta) applyRange(c *RangeCommand) Result {
 	t := m.table
 	if t == nil || c == nil {
 		return refused("no table yet")
@@ -152,7 +151,7 @@ func (m *Meta) applyRange(c *RangeCommand) sm.Result {
 
 // split cuts the range holding key so that a new range starts at key. Keys
 // are namespace positions, so a split never falls inside a namespace.
-func (t *Table) split(key string) sm.Result {
+func (t *Table) split(key string) Result {
 	i := t.rangeHolding(key)
 	if i < 0 {
 		return refused("no range holds key %x", key)
@@ -174,7 +173,7 @@ func (t *Table) split(key string) sm.Result {
 
 // merge joins the range starting at key with the next one; both must be on
 // the same shard (move one first) and neither moving.
-func (t *Table) merge(key string) sm.Result {
+func (t *Table) merge(key string) Result {
 	i := t.rangeAt(key)
 	if i < 0 || i+1 >= len(t.Ranges) {
 		return refused("no range starts at %x with a range after it", key)
@@ -196,7 +195,7 @@ func (t *Table) merge(key string) sm.Result {
 // startMove records a move of the range starting at key to shard. One move
 // at a time: each one freezes part of the key space, and the driver runs
 // them in order.
-func (t *Table) startMove(key string, shard uint64) sm.Result {
+func (t *Table) startMove(key string, shard uint64) Result {
 	i := t.rangeAt(key)
 	if i < 0 {
 		return refused("no range starts at %x", key)
@@ -215,7 +214,7 @@ func (t *Table) startMove(key string, shard uint64) sm.Result {
 	}
 	t.NextMove++
 	t.RangeMoves = append(t.RangeMoves, Move{ID: t.NextMove, Start: r.Start, End: r.End, From: r.Shard, To: shard})
-	return sm.Result{Value: 1, Data: fmt.Appendf(nil, "%d", t.NextMove)}
+	return Result{Value: 1, Data: fmt.Appendf(nil, "%d", t.NextMove)}
 }
 
 func (t *Table) moveIndex(id uint64) int {
@@ -229,7 +228,7 @@ func (t *Table) moveIndex(id uint64) int {
 
 // stepRangeMove records that step is done. Repeats are applied (no-op); skipping
 // a step is refused.
-func (t *Table) stepRangeMove(id uint64, step RangeStep) sm.Result {
+func (t *Table) stepRangeMove(id uint64, step RangeStep) Result {
 	i := t.moveIndex(id)
 	if i < 0 {
 		return refused("no move %d", id)
@@ -248,7 +247,7 @@ func (t *Table) stepRangeMove(id uint64, step RangeStep) sm.Result {
 }
 
 // switchMove points the range at the destination under a new generation.
-func (t *Table) switchMove(id uint64) sm.Result {
+func (t *Table) switchMove(id uint64) Result {
 	i := t.moveIndex(id)
 	if i < 0 {
 		return refused("no move %d", id)
@@ -271,7 +270,7 @@ func (t *Table) switchMove(id uint64) sm.Result {
 }
 
 // abortMove turns a move around; once installed it can only go forward.
-func (t *Table) abortMove(id uint64, why string) sm.Result {
+func (t *Table) abortMove(id uint64, why string) Result {
 	i := t.moveIndex(id)
 	if i < 0 {
 		return refused("no move %d", id)
@@ -285,7 +284,7 @@ func (t *Table) abortMove(id uint64, why string) sm.Result {
 }
 
 // endMove removes a finished (switched and dropped) or rolled-back move.
-func (t *Table) endMove(id uint64) sm.Result {
+func (t *Table) endMove(id uint64) Result {
 	i := t.moveIndex(id)
 	if i < 0 {
 		return applied // already ended

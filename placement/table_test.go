@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	sm "github.com/lni/dragonboat/v4/statemachine"
-
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -64,24 +62,24 @@ func TestLocateShallowPath(t *testing.T) {
 }
 
 func TestMetaInitOnceAndSnapshot(t *testing.T) {
-	m := NewMeta(1, 1).(*Meta)
+	m := NewMeta()
 	cmd, _ := InitCommand(testTable(2))
-	if r, _ := m.Update(sm.Entry{Index: 1, Cmd: cmd}); r.Value != 1 {
+	if r := m.Apply(cmd); r.Value != 1 {
 		t.Fatal("first init must apply")
 	}
 	other, _ := InitCommand(testTable(5))
-	if r, _ := m.Update(sm.Entry{Index: 2, Cmd: other}); r.Value != 0 {
+	if r := m.Apply(other); r.Value != 0 {
 		t.Fatal("second init must be ignored")
 	}
 	nc, _ := NodeCommand(Node{ID: 1, ClientAddr: "127.0.0.1:7070"})
-	m.Update(sm.Entry{Index: 3, Cmd: nc})
-	m.Update(sm.Entry{Index: 4, Cmd: []byte{0xc1}}) // garbage is ignored, not fatal
+	m.Apply(nc)
+	m.Apply([]byte{0xc1}) // garbage is ignored, not fatal
 	var buf bytes.Buffer
-	if err := m.SaveSnapshot(&buf, nil, nil); err != nil {
+	if err := m.SaveSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	m2 := NewMeta(1, 2).(*Meta)
-	if err := m2.RecoverFromSnapshot(&buf, nil, nil); err != nil {
+	m2 := NewMeta()
+	if err := m2.RecoverFromSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
 	h1, _ := m.GetHash()

@@ -16,7 +16,6 @@ import (
 
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/hierarchy"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -382,7 +381,7 @@ func ReadFloodStats() FloodStats {
 // admit is called for every request before it is routed or proposed. It
 // answers a refused request itself and returns nil; otherwise it returns
 // where to answer (wrapped for watches, which it counts).
-func (c *conn) admit(req *wire.Request, done shard.Answerer) shard.Answerer {
+func (c *conn) admit(req *wire.Request, done wire.Answerer) wire.Answerer {
 	if req.Op == wire.OpHello {
 		if err := c.authenticate(req); err != nil {
 			c.s.cfg.Security.Audit.Info("auth: handshake refused", "remote", c.nc.RemoteAddr().String(), "err", err)
@@ -624,7 +623,7 @@ func (s *Server) pruneLimiters() {
 
 // admitWatch enforces the per-connection watch limit, counting watches still
 // being set up as well as established ones.
-func (c *conn) admitWatch(req *wire.Request, done shard.Answerer) shard.Answerer {
+func (c *conn) admitWatch(req *wire.Request, done wire.Answerer) wire.Answerer {
 	max := c.s.cfg.Security.MaxWatches
 	c.mu.Lock()
 	n := len(c.watches)
@@ -644,7 +643,7 @@ func (c *conn) admitWatch(req *wire.Request, done shard.Answerer) shard.Answerer
 		}
 	}
 	c.sec.pendingWatches.Add(1)
-	return shard.AnswerFunc(func(r *wire.Response) {
+	return wire.AnswerFunc(func(r *wire.Response) {
 		c.sec.pendingWatches.Add(-1)
 		if r.Code != wire.OK {
 			c.sec.unwatched(1) // not established: it does not count

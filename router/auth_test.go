@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/auth"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -227,7 +226,7 @@ roles: {rw: [{prefix: /x, perms: [read, kv-write]}]}
 	var got []*wire.Response
 	ask := func(c *conn, op wire.Op) wire.Code {
 		got = got[:0]
-		if done := c.admit(&wire.Request{Op: op, Path: "/x/k"}, shard.AnswerFunc(func(r *wire.Response) { got = append(got, r) })); done != nil {
+		if done := c.admit(&wire.Request{Op: op, Path: "/x/k"}, wire.AnswerFunc(func(r *wire.Response) { got = append(got, r) })); done != nil {
 			return wire.OK
 		}
 		return got[0].Code

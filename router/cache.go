@@ -59,7 +59,7 @@ func (rc *rangeCache) leaderAddr(shardID uint64) (string, bool) {
 		if leader == h.NodeID() {
 			return "", true
 		}
-		if _, local := h.Shard(shardID); !local {
+		if _, local := h.Replica(shardID); !local {
 			// No local replica (replicas move between machines): the
 			// leader as other nodes told us.
 			rc.mu.RLock()

@@ -296,7 +296,7 @@ type call struct {
 	try    routeTry
 }
 
-// Answer implements shard.Answerer: the request's final answer.
+// Answer implements wire.Answerer: the request's final answer.
 func (cl *call) Answer(resp *wire.Response) {
 	c, req := cl.c, &cl.req
 	if cl.parked {

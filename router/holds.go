@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -24,7 +23,7 @@ import (
 // forwarded to a node that has one, which sends only these events
 // (FlagHoldNotices: a few per revocation, nothing per lock cycle). What a
 // push misses (a broken connection, a subscription being renewed) the
-// keepalive answers carry (shard/lostholds.go): the holder hears within one
+// keepalive answers carry (lease/lost.go): the holder hears within one
 // keepalive interval at worst.
 //
 // Only the leases a connection's own acknowledged keepalives name are
@@ -57,15 +56,15 @@ type holdHub struct {
 // subscription on a peer connection.
 type holdSub struct {
 	h     *holdHub
-	sh    *shard.Shard // local replica (nil: forwarded)
-	id    uint64       // its feed subscription
-	peer  *peer        // forwarded: the connection and its stream
+	sh    Replica // local replica (nil: forwarded)
+	id    uint64  // its feed subscription
+	peer  *peer   // forwarded: the connection and its stream
 	fwdID uint64
 	dead  atomic.Bool   // the forwarded stream ended: subscribe again
 	last  atomic.Uint64 // the shard revision it has covered: a renewal replays from the next
 }
 
-// Send implements shard.Subscriber for a local replica's feed.
+// Send implements feed.Subscriber for a local replica's feed.
 func (sub *holdSub) Send(events []wire.Event) bool {
 	if n := len(events); n > 0 {
 		sub.last.Store(events[n-1].Rev)
@@ -332,7 +331,7 @@ const holdRetry = 100 * time.Millisecond
 // peers are called without h.mu held (a feed calls Send with its own lock
 // held, and deliver takes h.mu). It reports whether every shard is followed.
 func (h *holdHub) resync() bool {
-	want := map[uint64]*shard.Shard{} // shard -> its local replica, or nil
+	want := map[uint64]Replica{} // shard -> its local replica, or nil
 	if t := h.s.cache.table(); t != nil {
 		for _, si := range t.Serving() {
 			want[si.ID] = nil
@@ -340,7 +339,7 @@ func (h *holdHub) resync() bool {
 	}
 	if host := h.s.cfg.Host; host != nil {
 		for _, id := range host.ShardIDs() {
-			if sh, ok := host.Shard(id); ok {
+			if sh, ok := host.Replica(id); ok {
 				want[id] = sh
 			}
 		}
@@ -394,7 +393,7 @@ func (h *holdHub) resync() bool {
 
 // subscribe follows shard id through its local replica sh, or, without one,
 // through a node that has one, from revision from (0: from now).
-func (h *holdHub) subscribe(id uint64, sh *shard.Shard, from uint64) (*holdSub, error) {
+func (h *holdHub) subscribe(id uint64, sh Replica, from uint64) (*holdSub, error) {
 	sub := &holdSub{h: h, sh: sh}
 	if sh != nil {
 		subID, rev, err := sh.Watch("/", true, from, sub)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/internal/leasetrace"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -81,7 +80,7 @@ func (b *keepAliveBatcher) flush() {
 }
 
 // splitKeepAlive answers each merged caller with the shared outcome and the
-// gone leases, and the notices of ended holds (shard/lostholds.go), that
+// gone leases, and the notices of ended holds (lease/lost.go), that
 // are its own.
 func splitKeepAlive(calls []keepAliveCall, resp *wire.Response) {
 	gone := make(map[uint64]bool, len(resp.Leases))
@@ -152,12 +151,12 @@ func (s *Server) traceSubKeepAlive(sub *wire.Request, done func(*wire.Response))
 // traceKeepAliveAttempt, with the lease trace on, wraps done to log where
 // one attempt of a keepalive sub-request went (this node's replica or
 // another node) and what came back; otherwise it returns done.
-func (s *Server) traceKeepAliveAttempt(req *wire.Request, target string, done shard.Answerer) shard.Answerer {
+func (s *Server) traceKeepAliveAttempt(req *wire.Request, target string, done wire.Answerer) wire.Answerer {
 	if !leasetrace.On || req.Op != wire.OpKeepAlive {
 		return done
 	}
 	at := time.Now()
-	return shard.AnswerFunc(func(r *wire.Response) {
+	return wire.AnswerFunc(func(r *wire.Response) {
 		s.log.Info("lease trace: keepalive attempt", "shard", req.Shard, "leases", req.Leases, "target", target,
 			"at", leasetrace.Time(at), "code", r.Code, "detail", r.Msg, "gone", r.Leases)
 		done.Answer(r)

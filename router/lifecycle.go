@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -34,8 +33,8 @@ type ShardRetireArgs struct {
 // oldest first, and the automatic policy's last reading on the meta
 // leader (nil when the policy is off or this node could not ask it).
 type ShardLog struct {
-	Decisions []DecisionView     `json:"decisions"`
-	Policy    *shard.PolicyState `json:"policy,omitempty"`
+	Decisions []DecisionView `json:"decisions"`
+	Policy    any            `json:"policy,omitempty"`
 }
 
 // DecisionView is one recorded lifecycle decision.
@@ -50,7 +49,7 @@ type DecisionView struct {
 // maxShardArgs bounds the JSON argument of a lifecycle op.
 const maxShardArgs = 4 << 10
 
-func (s *Server) shardLifecycleOp(ctx context.Context, h *shard.Host, req *wire.Request) (any, error) {
+func (s *Server) shardLifecycleOp(ctx context.Context, h Host, req *wire.Request) (any, error) {
 	if len(req.Value) > maxShardArgs {
 		return nil, wire.Errorf(wire.TooLarge, "%v: argument of %d bytes (at most %d)", req.Op, len(req.Value), maxShardArgs)
 	}
@@ -112,8 +111,8 @@ func retiredViews(t *placement.Table) []ShardView {
 
 // policyState is the automatic shard policy's last reading on this node,
 // when it leads the meta group (the policy runs there).
-func (s *Server) policyState(ctx context.Context, h *shard.Host) *shard.PolicyState {
-	return h.PolicyState()
+func (s *Server) policyState(ctx context.Context, h Host) any {
+	return h.ShardPolicyState()
 }
 
 // goneTolerant wraps the answer to one shard's part of a fan-out (a
@@ -123,8 +122,8 @@ func (s *Server) policyState(ctx context.Context, h *shard.Host) *shard.PolicySt
 // success, so a shard's retirement never fails the clients' keepalives.
 // A shard created meanwhile holds nothing until ranges move in, and a
 // range move brings its leases along.
-func (s *Server) goneTolerant(shardID uint64, add func(*wire.Response)) shard.Answerer {
-	return shard.AnswerFunc(func(r *wire.Response) {
+func (s *Server) goneTolerant(shardID uint64, add func(*wire.Response)) wire.Answerer {
+	return wire.AnswerFunc(func(r *wire.Response) {
 		if r.Code != wire.OK && s.shardGone(shardID) {
 			r = &wire.Response{ID: r.ID}
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -84,7 +83,7 @@ func (s *Server) placementOp(req *wire.Request, done func(*wire.Response)) {
 		defer cancel()
 		v, err := s.runPlacementOp(ctx, h, req)
 		if err != nil {
-			done(placementError(err))
+			done(placementError(h, err))
 			return
 		}
 		b, _ := json.Marshal(v)
@@ -92,7 +91,7 @@ func (s *Server) placementOp(req *wire.Request, done func(*wire.Response)) {
 	}()
 }
 
-func (s *Server) runPlacementOp(ctx context.Context, h *shard.Host, req *wire.Request) (any, error) {
+func (s *Server) runPlacementOp(ctx context.Context, h Host, req *wire.Request) (any, error) {
 	switch req.Op {
 	case wire.OpNodeJoin:
 		var n placement.Node
@@ -144,8 +143,8 @@ func (s *Server) runPlacementOp(ctx context.Context, h *shard.Host, req *wire.Re
 	return nil, wire.Errorf(wire.UnknownOp, "not a placement operation: %v", req.Op)
 }
 
-func placementError(err error) *wire.Response {
-	var pe *shard.PlacementError
+func placementError(h Host, err error) *wire.Response {
+	var pe *placement.RefusedError
 	var we *wire.Error
 	switch {
 	case errors.As(err, &pe):
@@ -153,7 +152,7 @@ func placementError(err error) *wire.Response {
 	case errors.As(err, &we):
 		return &wire.Response{Code: we.Code, Msg: we.Detail}
 	}
-	return shard.ErrorResponse(0, err, false)
+	return h.ErrorAnswer(err)
 }
 
 // Shards asks every registered node for the replicas it hosts (their applied
@@ -227,7 +226,7 @@ func (s *Server) Shards(ctx context.Context) ([]ShardView, error) {
 
 // nodeStatus is a node's own Status: locally for this node, else by
 // OpStatus over the forwarding connection.
-func (s *Server) nodeStatus(ctx context.Context, h *shard.Host, n placement.Node) (Status, error) {
+func (s *Server) nodeStatus(ctx context.Context, h Host, n placement.Node) (Status, error) {
 	if n.ID == h.NodeID() {
 		return s.Status(), nil
 	}
@@ -310,7 +309,7 @@ func (s *Server) remoteLeaderLoop() {
 		}
 		ask := map[string][]uint64{} // node address → shards to learn from it
 		for _, si := range t.Shards {
-			if _, local := h.Shard(si.ID); local {
+			if _, local := h.Replica(si.ID); local {
 				continue
 			}
 			if addr, _ := s.cache.leaderAddr(si.ID); addr != "" && h.Leader(si.ID) != 0 && !full {
@@ -346,7 +345,7 @@ func (s *Server) learnLeadersFrom(t *placement.Table, addr string, shards []uint
 }
 
 // forwardPlacement sends a placement request to another registered node.
-func (s *Server) forwardPlacement(ctx context.Context, h *shard.Host, req *wire.Request) error {
+func (s *Server) forwardPlacement(ctx context.Context, h Host, req *wire.Request) error {
 	t := h.Table()
 	if t == nil {
 		return wire.Errorf(wire.Unavailable, "no range table yet")

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -118,15 +117,13 @@ func (s *Server) RangeRows() []RangeRow {
 	ops := map[string]uint64{}
 	if h := s.cfg.Host; h != nil {
 		for _, id := range h.ShardIDs() {
-			v, err := h.NodeHost().StaleRead(id, statemachine.RangeLoadQuery{})
+			ranges, counts, err := h.RangeLoad(id)
 			if err != nil {
 				continue
 			}
-			if l, ok := v.(statemachine.RangeLoad); ok {
-				for i, r := range l.Ranges {
-					if i < len(l.Ops) && r.Shard == id {
-						ops[rowKey(r.Start, r.Shard)] = l.Ops[i]
-					}
+			for i, r := range ranges {
+				if i < len(counts) && r.Shard == id {
+					ops[rowKey(r.Start, r.Shard)] = counts[i]
 				}
 			}
 		}

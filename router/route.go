@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/internal/backoff"
-	"github.com/wardenlock/warden/shard"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -15,11 +14,11 @@ import (
 // until the retry budget runs out. Retries are safe: mutating requests
 // carry (client, seq), which the state machine deduplicates.
 func (s *Server) route(req *wire.Request, done func(*wire.Response)) {
-	s.routeUntil(req, time.Now().Add(s.budget(req)), shard.AnswerFunc(done))
+	s.routeUntil(req, time.Now().Add(s.budget(req)), wire.AnswerFunc(done))
 }
 
 // routeUntil is route with its own deadline for the retries.
-func (s *Server) routeUntil(req *wire.Request, deadline time.Time, done shard.Answerer) {
+func (s *Server) routeUntil(req *wire.Request, deadline time.Time, done wire.Answerer) {
 	t := &routeTry{s: s, req: req, deadline: deadline.Sub(epoch), done: done}
 	t.start()
 }
@@ -47,7 +46,7 @@ type routeTry struct {
 	deadline time.Duration // monoNow when the retries end
 	attempt  int
 	quit     <-chan struct{} // nil: never closed
-	done     shard.Answerer
+	done     wire.Answerer
 }
 
 func (t *routeTry) start() { t.s.dispatch(t.req, t) }
@@ -114,7 +113,7 @@ var retryBackoff = backoff.Policy{Base: 5 * time.Millisecond, Max: 320 * time.Mi
 
 // dispatch makes one attempt: locate the shard, then run the request on the
 // local replica or forward it to the node that leads the shard.
-func (s *Server) dispatch(req *wire.Request, done shard.Answerer) {
+func (s *Server) dispatch(req *wire.Request, done wire.Answerer) {
 	shardID := req.Shard
 	if shardID == 0 {
 		t := s.cache.table()
@@ -133,10 +132,10 @@ func (s *Server) dispatch(req *wire.Request, done shard.Answerer) {
 	s.dispatchTo(shardID, req, done)
 }
 
-func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done shard.Answerer) {
+func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done wire.Answerer) {
 	h := s.cfg.Host
 	if h != nil {
-		if local, ok := h.Shard(shardID); ok {
+		if local, ok := h.Replica(shardID); ok {
 			addr, self := s.cache.leaderAddr(shardID)
 			if self || addr == "" || localReadOK(req) {
 				done = s.traceKeepAliveAttempt(req, "local", done)
@@ -173,7 +172,7 @@ func (s *Server) dispatchTo(shardID uint64, req *wire.Request, done shard.Answer
 // routes directly and sent it here on a stale leader view learns the leader
 // from the answer instead of at its next table refresh: without this, every
 // request after a leader change costs a forwarding hop until then.
-func leaderHinted(shardID uint64, leader string, done shard.Answerer) func(*wire.Response) {
+func leaderHinted(shardID uint64, leader string, done wire.Answerer) func(*wire.Response) {
 	return func(r *wire.Response) {
 		if r.Hint == nil && !r.Code.Retryable() {
 			r.Hint = &wire.Hint{Shard: shardID, Leader: leader}
@@ -210,7 +209,7 @@ func (s *Server) forward(addr string, shardID uint64, req *wire.Request, done fu
 // this node knows, or any replica. The far side accepts it only over a
 // peer connection (conn.handle). One attempt: the host's driver retries.
 func (s *Server) forwardInternal(shardID uint64, req *wire.Request, done func(*wire.Response)) {
-	s.dispatchTo(shardID, req, shard.AnswerFunc(func(r *wire.Response) {
+	s.dispatchTo(shardID, req, wire.AnswerFunc(func(r *wire.Response) {
 		s.cache.learn(r.Hint)
 		done(r)
 	}))
@@ -218,13 +217,13 @@ func (s *Server) forwardInternal(shardID uint64, req *wire.Request, done func(*w
 
 // execLocal runs a request forwarded by another node on the local replica,
 // without routing it again.
-func (s *Server) execLocal(req *wire.Request, done shard.Answerer) {
+func (s *Server) execLocal(req *wire.Request, done wire.Answerer) {
 	h := s.cfg.Host
 	if h == nil {
 		done.Answer(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "a standalone router holds no replicas"})
 		return
 	}
-	local, ok := h.Shard(req.Shard)
+	local, ok := h.Replica(req.Shard)
 	if !ok {
 		done.Answer(&wire.Response{ID: req.ID, Code: wire.WrongShard, Msg: "this node has no replica of the shard",
 			Hint: &wire.Hint{Shard: req.Shard}})

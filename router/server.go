@@ -17,14 +17,13 @@ import (
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/hierarchy"
 	"github.com/wardenlock/warden/internal/logagg"
-	"github.com/wardenlock/warden/shard"
 )
 
 // Config configures a router.
 type Config struct {
 	// Host is the local node; nil for a standalone router process, which
 	// forwards everything and learns the table from Seeds.
-	Host *shard.Host
+	Host Host
 	// Seeds are node client addresses a standalone router asks for the
 	// range table.
 	Seeds []string
@@ -41,7 +40,7 @@ type Config struct {
 	// the cluster's Ed25519 key, the same on every node.
 	SigningKey ed25519.PrivateKey
 	// MinTTL and MaxTTL are the lease TTL bounds the shards enforce
-	// (statemachine.Config), told to clients at the handshake (limits.go).
+	// (the state machine's config), told to clients at the handshake (limits.go).
 	// Zero: a standalone router learns them from the nodes.
 	MinTTL, MaxTTL time.Duration
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/wardenlock/warden/internal/buildinfo"
-	"github.com/wardenlock/warden/shard"
 )
 
 // Status is what OpStatus answers (as JSON) and the admin API serves.
@@ -22,8 +21,8 @@ type Status struct {
 	Nodes     []NodeStatus  `json:"nodes,omitempty"`
 	Shards    []ShardStatus `json:"shards,omitempty"`
 	// Passes counts this process's Raft passes and what they carried
-	// (shard.Passes): how much per-round work its shards share.
-	Passes *shard.PassCounts `json:"passes,omitempty"`
+	// (Host.RaftPasses): how much per-round work its shards share.
+	Passes any `json:"passes,omitempty"`
 }
 
 // NodeStatus describes one cluster member, and whether this router hears
@@ -63,8 +62,7 @@ func (s *Server) Status() Status {
 	info := s.routeInfo()
 	if h := s.cfg.Host; h != nil {
 		st.Node = h.NodeID()
-		p := shard.Passes()
-		st.Passes = &p
+		st.Passes = h.RaftPasses()
 	}
 	t := info.Table
 	if t == nil {
@@ -83,7 +81,7 @@ func (s *Server) Status() Status {
 	for _, si := range t.Shards {
 		ss := ShardStatus{ID: si.ID, State: si.State.String(), Leader: info.Leaders[si.ID], Replicas: si.Replicas, Ranges: len(t.RangesOf(si.ID))}
 		if h := s.cfg.Host; h != nil {
-			if local, ok := h.Shard(si.ID); ok {
+			if local, ok := h.Replica(si.ID); ok {
 				ss.Local, ss.IsLeader = true, local.IsLeader()
 				ss.Applied, ss.Watchers = local.AppliedIndex(), local.Watchers()
 				ss.Proposals, ss.ProposedOps = local.Batches()

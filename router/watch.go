@@ -14,7 +14,7 @@ type connSub struct {
 	notices bool
 }
 
-// Send implements shard.Subscriber. When the client cannot keep up the
+// Send implements feed.Subscriber. When the client cannot keep up the
 // watch ends with TooMany; the client resumes from its last revision.
 func (cs *connSub) Send(events []wire.Event) bool {
 	if cs.notices {
@@ -44,7 +44,7 @@ func (cs *connSub) Send(events []wire.Event) bool {
 	return false
 }
 
-// End implements shard.Ender: the watched range moved to another shard
+// End implements feed.Ender: the watched range moved to another shard
 // (RangeMoving), or the local replica it read from was removed (Closed).
 // Both are retryable: the client resumes from its last revision.
 func (cs *connSub) End(code wire.Code, msg string) {
@@ -73,7 +73,7 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 		shardID = r.Shard
 	}
 	if h := c.s.cfg.Host; h != nil {
-		if local, ok := h.Shard(shardID); ok {
+		if local, ok := h.Replica(shardID); ok {
 			sub := &connSub{c: c, stream: stream, hide: c.hidesClients(req.Path),
 				notices: c.peer && req.Has(wire.FlagHoldNotices)}
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
@@ -162,7 +162,7 @@ func (c *conn) endWatch(w *watch) {
 		return
 	}
 	if h := c.s.cfg.Host; h != nil {
-		if local, ok := h.Shard(w.shard); ok {
+		if local, ok := h.Replica(w.shard); ok {
 			local.Unwatch(w.local)
 		}
 	}

@@ -42,7 +42,7 @@ func (d *deadlineTimer) tick() {
 	if d.seen+now.Sub(d.seenAt).Milliseconds() < next || !d.inflight.CompareAndSwap(false, true) {
 		return
 	}
-	d.s.proposer.submit(&wire.Request{Op: wire.OpDeadlines}, AnswerFunc(func(r *wire.Response) {
+	d.s.proposer.submit(&wire.Request{Op: wire.OpDeadlines}, wire.AnswerFunc(func(r *wire.Response) {
 		d.inflight.Store(false)
 		if r.Code != wire.OK {
 			d.s.log.Debug("deadlines proposal failed", "shard", d.s.id, "code", r.Code, "msg", r.Msg)

@@ -77,10 +77,15 @@ func (s *Shard) readExport(move uint64, rg wire.Range) ([][]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("export of move %d: unexpected %T", move, v)
 	}
-	chunks, err := x.Chunks(installChunkBytes)
+	chunks, err := x.Chunks(InstallChunkBytes)
 	if err != nil {
 		return nil, err
 	}
 	s.exports.put(move, rg, chunks)
 	return chunks, nil
 }
+
+// InstallChunkBytes bounds one install entry of a range move, well under
+// dragonboat's proposal limits and small enough not to stall the shard's
+// log.
+const InstallChunkBytes = 256 << 10

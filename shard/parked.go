@@ -21,7 +21,7 @@ type parkedReq struct {
 	path  string
 	id    uint64
 	wait  int64
-	to    Answerer
+	to    wire.Answerer
 	timer *time.Timer
 	// ranOut: its wait timer fired. Its withdrawal is then answered
 	// Timeout, whichever of the dequeue event and the cancel's own result

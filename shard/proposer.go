@@ -20,19 +20,10 @@ import (
 // drains whatever has queued while the previous entries were in flight into
 // one entry, and keeps several entries in flight (a pipeline) so the disk and
 // the network are never idle waiting for each other.
-//
-// Every entry costs Raft work whatever it carries (a WAL write and sync on
-// each replica, message batches), so thin entries cost CPU. Two ways of
-// waiting to fill them were measured in session 4: a per-shard wait once N
-// entries are unanswered, and a node-wide bound on entries in flight
-// (NodeInflight, takeSlot below). Both made entries fuller without lowering
-// the CPU per operation (most of it is per Raft round and shard, not per
-// entry), and the per-shard wait cost throughput at 16 shards, so it was
-// removed and the node-wide bound is off by default (docs/scaling.md).
 
 type proposal struct {
 	req  *wire.Request
-	to   Answerer
+	to   wire.Answerer
 	span trace.Span // non-nil only for a traced request (trace.go)
 }
 
@@ -51,8 +42,7 @@ type inflight struct {
 	rs    *dragonboat.RequestState
 	props []proposal
 	err   error
-	at    time.Time     // when it was proposed (the apply duration metric)
-	slot  chan struct{} // the node's slots, when this entry holds one
+	at    time.Time // when it was proposed (the apply duration metric)
 }
 
 // inflights are reused: an entry's proposals are copied out of the
@@ -67,10 +57,6 @@ func newInflight(batch []proposal) *inflight {
 
 // free returns f to the pool once every proposal in it is answered.
 func (f *inflight) free() {
-	if f.slot != nil {
-		<-f.slot
-		f.slot = nil
-	}
 	clear(f.props) // drop the requests and callbacks
 	if cap(f.props) > 1024 {
 		f.props = nil
@@ -88,8 +74,6 @@ type proposer struct {
 	stop     chan struct{}
 	maxOps   int
 	maxBytes int
-	slots    chan struct{} // the node's entry slots (Host.slots; nil: no bound)
-	linger   *time.Timer
 	hold     queueHold // acquires that can only queue, waiting for the next operation
 	awaiters awaiters  // run's pool of goroutines waiting for entries' results
 
@@ -108,13 +92,12 @@ func newProposer(s *Shard) *proposer {
 		stop:     make(chan struct{}),
 		maxOps:   s.cfg.MaxBatchOps,
 		maxBytes: s.cfg.MaxBatchBytes,
-		slots:    s.nodeSlots(),
 		hold:     queueHold{max: s.cfg.QueueHold},
 	}
 }
 
 // submit queues req; to is answered exactly once.
-func (p *proposer) submit(req *wire.Request, to Answerer) {
+func (p *proposer) submit(req *wire.Request, to wire.Answerer) {
 	pr := proposal{req: req, to: to}
 	if req.Trace != "" {
 		pr.span = p.s.traceSpan("apply", req)
@@ -176,10 +159,6 @@ func (p *proposer) run() {
 			continue
 		}
 		p.hold.release()
-		var slot chan struct{}
-		if p.slots != nil {
-			batch, slot = p.takeSlot(batch, &size)
-		}
 		reqs = reqs[:0]
 		for _, b := range batch {
 			if b.span != nil {
@@ -190,14 +169,10 @@ func (p *proposer) run() {
 		var err error
 		buf, err = statemachine.EncodeCommand(buf[:0], p.stamp(), reqs)
 		if err != nil {
-			if slot != nil {
-				<-slot
-			}
 			p.fail(batch, err)
 			continue
 		}
 		f := newInflight(batch)
-		f.slot = slot
 		p.pending.Add(1)
 		f.at = time.Now()
 		f.rs, f.err = p.s.nh.Propose(p.session, buf, p.s.cfg.ProposalTimeout)
@@ -238,47 +213,6 @@ func (p *proposer) open(batch []proposal) (_ []proposal, expired, ok bool) {
 	case <-p.stop:
 		p.failCode(p.hold.take(batch), wire.Closed, "shard is stopping")
 		return batch, false, false
-	}
-}
-
-// takeSlot takes one of the node's entry slots for the next entry. When
-// every slot is taken (the node's shards together have NodeInflight entries
-// in flight, i.e. the node is busy) the entry waits for one, up to
-// EntryLinger, and the operations that arrive meanwhile join it: per entry,
-// Raft costs every replica about ten operations' worth of CPU, so a node
-// whose leaders each cut small entries as fast as their pipelines allow
-// spends its CPU on entries rather than operations. An idle node has free
-// slots and proposes at once. After EntryLinger the entry goes without a
-// slot, so a shard whose entries are stuck (no leader) delays the node's
-// other shards by at most that much per entry. Nil: no slot was free.
-func (p *proposer) takeSlot(batch []proposal, size *int) ([]proposal, chan struct{}) {
-	select {
-	case p.slots <- struct{}{}:
-		return batch, p.slots
-	default:
-	}
-	if p.linger == nil {
-		p.linger = time.NewTimer(p.s.cfg.EntryLinger)
-	} else {
-		p.linger.Reset(p.s.cfg.EntryLinger)
-	}
-	defer p.linger.Stop()
-	in := p.in
-	for {
-		if len(batch) >= p.maxOps || *size >= p.maxBytes {
-			in = nil
-		}
-		select {
-		case p.slots <- struct{}{}:
-			return batch, p.slots
-		case next := <-in:
-			batch = append(batch, next)
-			*size += next.size()
-		case <-p.linger.C:
-			return batch, nil
-		case <-p.stop:
-			return batch, nil
-		}
 	}
 }
 
@@ -415,7 +349,7 @@ func (p *proposer) failCode(props []proposal, code wire.Code, msg string) {
 // and the next proposal, and replicated time would fall behind real time by
 // every idle gap (a lock-delay or revocation deadline would then fire late).
 func (p *proposer) stamp() int64 {
-	last := p.s.lastTime()
+	last := p.s.LastTime()
 	now := time.Now()
 	if last == 0 {
 		return p.s.clock.Now().UnixMilli()

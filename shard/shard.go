@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/lni/dragonboat/v4"
+	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"github.com/wardenlock/warden/feed"
+	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
@@ -18,15 +21,6 @@ type Config struct {
 	MaxBatchOps   int // client operations per Raft entry (default 2048)
 	MaxBatchBytes int // bytes per Raft entry (default 512 KiB)
 	MaxInflight   int // entries proposed but not yet applied (default 32)
-	// NodeInflight > 0 bounds the entries all of a node's shards have in
-	// flight together (default 0: no bound). An entry that finds them all
-	// taken waits, up to EntryLinger, for one to complete, and the
-	// operations that arrive meanwhile join it (proposer.takeSlot). Off by
-	// default: at 8 leaders on 3 nodes of 0.25 cores a bound of 4 doubled
-	// operations per entry but not the CPU per operation, and it cost
-	// throughput with 16 shards on unconstrained nodes (docs/scaling.md).
-	NodeInflight int
-	EntryLinger  time.Duration // default 10 ms
 	// QueueHold is the longest a blocking acquire on a path with queued
 	// waiters is held back to join the next operation's entry (default
 	// 2 ms; negative: never held; queuehold.go).
@@ -41,7 +35,7 @@ type Config struct {
 	FeedBytes  int
 	LessorTick time.Duration // how often deadlines are checked (default 20 ms)
 	// CheckpointInterval is how often the leader records the time left on
-	// leases that nobody keeps alive (default 250 ms; lessor_checkpoint.go).
+	// leases that nobody keeps alive (default 250 ms; lease/checkpoint.go).
 	CheckpointInterval time.Duration
 	// LeaseAllowance is what a new leader adds to a checkpointed remaining
 	// time, for clients to find it (default one election timeout; never
@@ -49,7 +43,8 @@ type Config struct {
 	LeaseAllowance time.Duration
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults fills the zero fields of c with their defaults.
+func (c Config) WithDefaults() Config {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -58,9 +53,6 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBatchOps, 2048)
 	def(&c.MaxBatchBytes, 512<<10)
 	def(&c.MaxInflight, 32)
-	if c.EntryLinger <= 0 {
-		c.EntryLinger = 10 * time.Millisecond
-	}
 	if c.QueueHold == 0 {
 		c.QueueHold = 2 * time.Millisecond
 	}
@@ -90,20 +82,20 @@ type Shard struct {
 	id        uint64
 	replicaID uint64 // this node's id (leaders are tracked by node)
 	rid       uint64 // the local replica's Raft id (placement.NodeOf(rid) = replicaID)
-	host      *Host
+	node      ReplicaConfig
 	nh        *dragonboat.NodeHost
 	cfg       Config
-	clock     Clock
+	clock     lease.Clock
 	log       *slog.Logger
 
 	proposer *proposer
-	lessor   *lessor
+	lessor   *lease.Lessor
 	timer    deadlineTimer
 	parked   *parkedSet
 	waits    waitCounts // queued waiters per path (queuehold.go)
-	feed     *feed
-	lost     lostHolds   // recent notices for holders, for keepalive answers (lostholds.go)
-	exports  exportCache // export.go
+	feed     *feed.Feed
+	lost     lease.LostHolds // recent notices for holders, for keepalive answers (lease/lost.go)
+	exports  exportCache     // export.go
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
@@ -117,54 +109,82 @@ type Shard struct {
 	wg    sync.WaitGroup
 }
 
-func newShard(h *Host, id uint64) *Shard {
+// ReplicaConfig is what a data shard's replica takes from its node.
+type ReplicaConfig struct {
+	Shard  uint64 // the shard's id
+	NodeID uint64
+	Config Config
+	Clock  lease.Clock
+	Log    *slog.Logger
+	// Recorder, when set, receives every applied event (the node's audit
+	// store) and serves watches their older history.
+	Recorder Recorder
+	// NamespaceDepth is the path depth ranges are cut at.
+	NamespaceDepth int
+	// Hint says where the shard's leader is, for a refused request.
+	Hint func(shardID uint64) *wire.Hint
+}
+
+// Recorder keeps applied events beyond the feed's ring: audit.Store.
+type Recorder interface {
+	// Record queues one entry's events; it must not block.
+	Record(shard uint64, events []wire.Event)
+	// History returns the shard's events from..to in order.
+	History(shard, from, to uint64, limit int) ([]wire.Event, error)
+}
+
+// New makes a replica's shard; Start runs it once its Raft replica is
+// started.
+func New(rc ReplicaConfig) *Shard {
+	id := rc.Shard
 	s := &Shard{
 		id:        id,
-		replicaID: h.cfg.NodeID,
-		host:      h,
-		cfg:       h.cfg.Shard.withDefaults(),
-		clock:     h.cfg.Clock,
-		log:       h.log,
+		replicaID: rc.NodeID,
+		node:      rc,
+		cfg:       rc.Config.WithDefaults(),
+		clock:     rc.Clock,
+		log:       rc.Log,
 		parked:    newParkedSet(),
 		stopc:     make(chan struct{}),
 	}
-	s.feed = newFeed(s.cfg.FeedSize, s.cfg.FeedBytes)
-	if rec := h.cfg.Recorder; rec != nil {
-		s.feed.history = func(from, to uint64, limit int) ([]wire.Event, error) {
+	s.feed = feed.New(s.cfg.FeedSize, s.cfg.FeedBytes)
+	if rec := rc.Recorder; rec != nil {
+		s.feed.History = func(from, to uint64, limit int) ([]wire.Event, error) {
 			return rec.History(id, from, to, limit)
 		}
 	}
-	s.lessor = newLessor(s)
+	s.lessor = lease.New(lease.Config{
+		Shard: id, Log: s.log, Clock: s.clock,
+		ReadTimeout: s.cfg.ReadTimeout, CheckpointInterval: s.cfg.CheckpointInterval, LeaseAllowance: s.cfg.LeaseAllowance,
+		Stop:       s.stopc,
+		Propose:    func(r *wire.Request, done func(*wire.Response)) { s.proposer.submit(r, wire.AnswerFunc(done)) },
+		Read:       func(ctx context.Context, q any) (any, error) { return s.nh.SyncRead(ctx, s.id, q) },
+		ReadFailed: func(id uint64, err error) *wire.Response { return ErrorResponse(id, err, false) },
+		NotLeader:  s.notLeader,
+		Lost:       &s.lost,
+	})
 	s.timer.s = s
 	return s
 }
 
-// nodeSlots is the host's bound on entries in flight (Config.NodeInflight).
-func (s *Shard) nodeSlots() chan struct{} {
-	if s.host == nil {
-		return nil
-	}
-	return s.host.slots
-}
-
-// start runs the proposer; the replica must be started. The host ticks
+// Start runs the proposer; the replica must be started. The host ticks
 // every shard's lessor from one goroutine (Host.lessorLoop).
-func (s *Shard) start(nh *dragonboat.NodeHost) {
+func (s *Shard) Start(nh *dragonboat.NodeHost) {
 	s.nh = nh
 	s.proposer = newProposer(s)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.proposer.run() }()
 }
 
-func (s *Shard) stop() {
+func (s *Shard) Stop() {
 	close(s.stopc)
 	close(s.proposer.stop)
 	s.wg.Wait()
 	s.parked.drain(wire.Closed, "node is shutting down")
 }
 
-// lastTime is the local replica's last applied stamp (0 until it exists).
-func (s *Shard) lastTime() int64 {
+// LastTime is the local replica's last applied stamp (0 until it exists).
+func (s *Shard) LastTime() int64 {
 	if m := s.sm.Load(); m != nil {
 		return m.LastTime()
 	}
@@ -180,7 +200,7 @@ func (s *Shard) IsLeader() bool { return s.isLeader.Load() }
 // LeaderID returns the replica (= node) id of the leader, 0 when unknown.
 func (s *Shard) LeaderID() uint64 { return s.leaderID.Load() }
 
-func (s *Shard) onLeader(leaderID, term uint64) {
+func (s *Shard) OnLeader(leaderID, term uint64) {
 	s.leaderID.Store(leaderID)
 	isLeader := leaderID == s.replicaID
 	if s.isLeader.Swap(isLeader) != isLeader {
@@ -188,18 +208,18 @@ func (s *Shard) onLeader(leaderID, term uint64) {
 		if isLeader {
 			s.waits.reset()
 		}
-		s.lessor.setLeader(isLeader, term)
+		s.lessor.SetLeader(isLeader, term)
 	}
 }
 
 // Applied implements statemachine.Observer. It runs inside Update.
 func (s *Shard) Applied(index uint64, events []wire.Event) {
-	if rec := s.host.cfg.Recorder; rec != nil {
+	if rec := s.node.Recorder; rec != nil {
 		rec.Record(s.id, events)
 	}
-	s.feed.append(events)
-	s.lost.observe(events, s.clock)
-	s.lessor.onEvents(events)
+	s.feed.Append(events)
+	s.lost.Observe(events, s.clock)
+	s.lessor.OnEvents(events)
 	for i := range events {
 		ev := &events[i]
 		s.waits.observe(ev)
@@ -231,30 +251,30 @@ func (s *Shard) Applied(index uint64, events []wire.Event) {
 // RangeDropped implements statemachine.RangeObserver: watches on the range
 // end with RangeMoving (resume on the new owner).
 func (s *Shard) RangeDropped(start, end string) {
-	s.feed.endRange(start, end, s.host.cfg.NamespaceDepth)
+	s.feed.EndRange(start, end, s.node.NamespaceDepth)
 }
 
 func (s *Shard) notLeader(id uint64) *wire.Response {
 	return &wire.Response{ID: id, Code: wire.NotLeader, Msg: "this replica does not lead the shard",
-		Hint: s.host.hint(s.id)}
+		Hint: s.node.Hint(s.id)}
 }
 
 // Submit executes one request on this shard and calls done exactly once with
 // its answer (possibly much later, for a blocking acquire).
 func (s *Shard) Submit(req *wire.Request, done func(*wire.Response)) {
-	s.SubmitTo(req, AnswerFunc(done))
+	s.SubmitTo(req, wire.AnswerFunc(done))
 }
 
 // SubmitTo is Submit answering to: a caller with an object per request
 // passes it rather than a closure.
-func (s *Shard) SubmitTo(req *wire.Request, to Answerer) {
+func (s *Shard) SubmitTo(req *wire.Request, to wire.Answerer) {
 	if s.restoring.Load() && !req.Op.Internal() {
 		to.Answer(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "the shard is being restored from a backup: retry shortly"})
 		return
 	}
 	switch {
 	case req.Op == wire.OpKeepAlive:
-		s.lessor.keepAlive(req, to.Answer)
+		s.lessor.KeepAlive(req, to.Answer)
 	case req.Op == wire.OpExportRange:
 		s.exportRange(req, to.Answer)
 	case req.Op == wire.OpLeaderTransfer:
@@ -280,13 +300,13 @@ func (s *Shard) SubmitTo(req *wire.Request, to Answerer) {
 // the lease (this replica no longer leads the shard): no signature then.
 type leaseTimeLeft struct {
 	s  *Shard
-	to Answerer
+	to wire.Answerer
 }
 
 func (a *leaseTimeLeft) Answer(resp *wire.Response) {
 	if resp.Code == wire.OK && resp.Token != 0 {
 		resp.TTL = 0
-		if d, ok := a.s.lessor.remaining(resp.Lease); ok && d > 0 {
+		if d, ok := a.s.lessor.Remaining(resp.Lease); ok && d > 0 {
 			resp.TTL = d.Milliseconds()
 		}
 	}
@@ -301,7 +321,7 @@ func isRead(op wire.Op) bool {
 	return false
 }
 
-func (s *Shard) propose(req *wire.Request, to Answerer) {
+func (s *Shard) propose(req *wire.Request, to wire.Answerer) {
 	if s.worthPrecheck(req) {
 		go func() {
 			if resp := s.precheck(req); resp != nil {
@@ -348,7 +368,7 @@ var prechecked atomic.Int64
 // limit before proposing them.
 func PrecheckRefusals() int64 { return prechecked.Load() }
 
-func (s *Shard) proposeChecked(req *wire.Request, to Answerer) {
+func (s *Shard) proposeChecked(req *wire.Request, to wire.Answerer) {
 	blocking := (req.Op == wire.OpAcquire || req.Op == wire.OpCampaign) && req.Wait != wire.WaitNone
 	if !blocking {
 		s.proposer.submit(req, to)
@@ -381,7 +401,7 @@ func (s *Shard) cancel(req *wire.Request, code wire.Code, done func(*wire.Respon
 	key := clientSeq{client, seq}
 	req = &wire.Request{Op: wire.OpCancel, Path: req.Path, Paths: req.Paths, Lease: req.Lease, Owner: req.Owner,
 		Client: client, Seq: seq, Trace: req.Trace}
-	s.proposer.submit(req, AnswerFunc(func(resp *wire.Response) {
+	s.proposer.submit(req, wire.AnswerFunc(func(resp *wire.Response) {
 		switch {
 		case resp.Code == wire.OK && resp.Token != 0:
 			s.parked.deliver(key, &wire.Response{Code: wire.OK, Token: resp.Token, Lease: resp.Lease,
@@ -436,7 +456,7 @@ func (s *Shard) read(req *wire.Request, done func(*wire.Response)) {
 // lessor knows it (it does on the leader).
 func (s *Shard) fillTTLs(resp *wire.Response) {
 	for i := range resp.Holders {
-		if d, ok := s.lessor.remaining(resp.Holders[i].Lease); ok {
+		if d, ok := s.lessor.Remaining(resp.Holders[i].Lease); ok {
 			resp.Holders[i].TTL = d.Milliseconds()
 		}
 	}
@@ -445,15 +465,15 @@ func (s *Shard) fillTTLs(resp *wire.Response) {
 // Watch subscribes to this shard's events on path (or under it, with
 // prefix) from revision rev (0 = from now). It returns the subscription id
 // and the revision the watch starts after.
-func (s *Shard) Watch(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
-	return s.feed.subscribe(path, prefix, rev, sub)
+func (s *Shard) Watch(path string, prefix bool, rev uint64, sub feed.Subscriber) (uint64, uint64, error) {
+	return s.feed.Subscribe(path, prefix, rev, sub)
 }
 
 // Unwatch ends a subscription.
-func (s *Shard) Unwatch(id uint64) { s.feed.unsubscribe(id) }
+func (s *Shard) Unwatch(id uint64) { s.feed.Unsubscribe(id) }
 
 // Watchers returns the number of watch subscriptions.
-func (s *Shard) Watchers() int { return s.feed.watchers() }
+func (s *Shard) Watchers() int { return s.feed.Watchers() }
 
 // ProposalStats reports the proposer's queue: client operations waiting to
 // be batched, entries proposed and not yet answered, and entries that did
@@ -495,3 +515,49 @@ func (s *Shard) Batches() (entries, ops uint64) {
 	}
 	return s.proposer.entries.Load(), s.proposer.ops.Load()
 }
+
+// RID is the local replica's Raft id.
+func (s *Shard) RID() uint64 { return s.rid }
+
+// SetRID records the local replica's Raft id (before Start).
+func (s *Shard) SetRID(rid uint64) { s.rid = rid }
+
+// NewStateMachine makes the replica's state machine for dragonboat: cfg's
+// state machine, observed by s, whose snapshots make rec durable first
+// when it can (durable.go).
+func (s *Shard) NewStateMachine(cfg statemachine.Config, rec Recorder) sm.IConcurrentStateMachine {
+	m := statemachine.New(cfg)
+	m.SetObserver(s)
+	s.sm.Store(m)
+	c := &concurrentSM{sm: m, log: s.log}
+	if d, ok := rec.(Durabler); ok {
+		c.rec = d
+	}
+	return c
+}
+
+// Tick checks the shard's lease deadlines and its revocation and
+// lock-delay timers (the node ticks every shard from one goroutine).
+func (s *Shard) Tick() {
+	s.lessor.Tick()
+	s.timer.tick()
+}
+
+// SetRestoring says whether the shard waits for its restore entry (clients
+// are refused meanwhile).
+func (s *Shard) SetRestoring(on bool) { s.restoring.Store(on) }
+
+// Restoring says whether the shard waits for its restore entry.
+func (s *Shard) Restoring() bool { return s.restoring.Load() }
+
+// Restored implements statemachine.RestoreObserver: the shard's state was
+// replaced, so a leading lessor starts over from the restored lease table
+// (every restored lease gets a full TTL from now).
+func (s *Shard) Restored(index uint64) {
+	if s.isLeader.Load() {
+		s.lessor.SetLeader(true, s.lessor.Term())
+	}
+}
+
+// EndWatches ends every watch of the shard's feed with code and msg.
+func (s *Shard) EndWatches(code wire.Code, msg string) { s.feed.EndAll(code, msg) }

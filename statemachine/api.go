@@ -100,10 +100,6 @@ type Stats struct {
 	Ranges   []wire.Range
 	Clients  int   // clients with dedup records
 	LastTime int64 // leader-stamped time of the last entry (unix ms)
-	// Faults counts ops that hit a bug and were answered Internal (the
-	// state machine recovers from panics so one bad op cannot stop a shard).
-	// Always 0 unless something is wrong; not replicated.
-	Faults uint64
 }
 
 // RangeLoadQuery (Lookup) returns RangeLoad.

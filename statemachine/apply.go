@@ -9,7 +9,7 @@ import (
 )
 
 // apply runs one op, through the exactly-once records when it carries a
-// client id. Its caller, applySafe, clears s.routed when it returns.
+// client id. Its caller, applyOne, clears s.routed when it returns.
 func (s *StateMachine) apply(r *wire.Request, out *wire.Response) {
 	out.ID = r.ID
 	s.routed = ""

@@ -14,8 +14,10 @@ stamped with the leader's clock. Update answers every op, in order, with a
 wire.Response carrying the request's ID; an entry that cannot be decoded is
 answered with one Malformed response and changes nothing. A bad op gets its
 own typed error code (*wire.Error codes) while the other ops of the batch
-still apply. Update never returns an error and never panics on input; a bug
-that panics inside one op is answered Internal and counted (Stats.Faults).
+still apply. Update never returns an error and never panics on input. An op
+validates before it mutates, so a refused op changes nothing; a bug that
+panics inside an op stops the replica, naming the entry and the op, rather
+than carrying on past a half-applied op.
 
 # Determinism
 

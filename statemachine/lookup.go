@@ -232,7 +232,7 @@ func (s *StateMachine) stats() Stats {
 	return Stats{
 		Locks: s.nLocks, Waiters: s.nWaiters, Leases: len(s.leases) + s.singles.n, KVs: s.nKVs,
 		Rev: s.rev, Fence: max(s.fence, s.floor), Applied: s.applied, Ranges: slices.Clone(s.ranges),
-		Clients: len(s.clients), LastTime: s.now, Faults: s.faults,
+		Clients: len(s.clients), LastTime: s.now,
 	}
 }
 

@@ -3,7 +3,6 @@ package statemachine
 import (
 	"bytes"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
@@ -23,8 +22,6 @@ type StateMachine struct {
 	cfg      Config
 	observer Observer
 	state
-	faults    uint64 // ops that panicked (a bug): answered Internal, counted for tests
-	lastFault string
 	lastTime  atomic.Int64  // mirrors now for readers outside Update (LastTime)
 	lastIndex atomic.Uint64 // mirrors applied (AppliedIndex)
 	crowded   crowdedFlag   // a local hint for pre-proposal limit checks (precheck.go)
@@ -91,7 +88,7 @@ func (s *StateMachine) Update(e sm.Entry) (sm.Result, error) {
 	s.beginResults(len(s.reqs))
 	for i := range s.reqs {
 		var resp wire.Response
-		s.applySafe(&s.reqs[i], &resp)
+		s.applyOne(&s.reqs[i], &resp)
 		s.appendResult(&resp)
 	}
 	if s.timersChanged {
@@ -128,16 +125,16 @@ func (s *StateMachine) LastTime() int64 { return s.lastTime.Load() }
 // replicated time reaches it.
 func (s *StateMachine) NextDeadline() int64 { return s.nextDeadline.Load() }
 
-// applySafe turns a panic (a bug) into an Internal answer for that op. Every
-// replica runs the same code on the same input, so they fault alike and stay
-// identical; counting faults lets tests fail on them.
-func (s *StateMachine) applySafe(r *wire.Request, out *wire.Response) {
+// applyOne runs one op. Ops validate before they mutate, so a refused op
+// changes nothing (TestRefusedOpsLeaveStateUntouched). A panic is a bug
+// that may have left the op half-applied: it is not answered and carried
+// past but stops the replica, naming the entry and the op, so no replica
+// serves a state that no log order produces.
+func (s *StateMachine) applyOne(r *wire.Request, out *wire.Response) {
 	defer func() {
 		s.routed = "" // the op's route check holds for that op only
 		if p := recover(); p != nil {
-			s.faults++
-			s.lastFault = fmt.Sprintf("%v %s: %v\n%s", r.Op, r.Path, p, debug.Stack())
-			*out = wire.Response{ID: r.ID, Code: wire.Internal, Msg: fmt.Sprint("statemachine fault: ", p)}
+			panic(fmt.Sprintf("statemachine: shard %d entry %d: %v %q: %v", s.cfg.ShardID, s.applied, r.Op, r.Path, p))
 		}
 	}()
 	s.apply(r, out)

@@ -47,10 +47,7 @@ type serveFlags struct {
 	MaxBatchOps     int
 	MaxInflight     int
 	SnapshotEntries uint64
-	NodeInflight    int
-	EntryLinger     string
 	QueueHold       string
-	StepWorkers     int
 	ShardPolicy     shardPolicyFlags // serve_shards.go
 
 	Advertise string // client address others dial ("": the bound --listen address)
@@ -127,9 +124,6 @@ func newServeCmd(run func(cfg node.Config, fc serveFlags, sec *serveSecurity) er
 	f.IntVar(&fc.MaxBatchOps, "max-batch-ops", 0, "client operations per Raft entry, per shard leader (0: 2048)")
 	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
 	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica pauses its applies while it encodes one in memory, and keeps and replays up to 1.25× this many entries")
-	f.IntVar(&fc.NodeInflight, "node-inflight-entries", 0, "> 0: Raft entries all of the node's shard leaders have in flight together before a new one waits (up to --entry-linger) and gathers more operations (0: no bound)")
-	f.IntVar(&fc.StepWorkers, "step-workers", 0, "Raft step workers per node, fixed when the data dir is created (0: the data dir's, 1 for a new one); each steps its share of the node's shards in one pass with one WAL sync and one message batch per peer: 1 batches every shard together, 2 or more let one shard's sync overlap another's")
-	f.StringVar(&fc.EntryLinger, "entry-linger", "10ms", "longest a new entry waits for one of the node's --node-inflight-entries to complete")
 	f.StringVar(&fc.QueueHold, "queue-hold", "2ms", "longest a waiting acquire on a lock that already has waiters is held back to join the next operation's Raft entry (typically the holder's release), one entry per hand-off instead of two (0: never held)")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
@@ -154,10 +148,6 @@ func serveNode(cfg node.Config, fc serveFlags, sec *serveSecurity) error {
 	return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
 }
 
-// maxStepWorkers bounds --step-workers: each is a goroutine with its own
-// share of the node's shards, and more than a node has shards only idle.
-const maxStepWorkers = 256
-
 func pickS(v, def string) string {
 	if v != "" {
 		return v
@@ -169,7 +159,7 @@ func nodeConfig(fc serveFlags) (node.Config, error) {
 	cfg := node.Config{
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
 		DataShards: fc.Shards, Replicas: fc.Replicas, NamespaceDepth: fc.NamespaceDepth, RTT: time.Duration(fc.RTTMillis) * time.Millisecond,
-		Log: newLogger(fc.LogLevel), Clock: node.ClockFromEnv(),
+		Log: newLogger(fc.LogLevel), Clock: testClock(),
 	}
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
 	cfg.NoLeaderBalance = fc.NoLeaderBalance
@@ -178,21 +168,6 @@ func nodeConfig(fc serveFlags) (node.Config, error) {
 		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
 	}
 	cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight = fc.MaxBatchOps, fc.MaxInflight
-	if fc.NodeInflight < 0 {
-		return cfg, fmt.Errorf("node-inflight-entries %d: want 0 (no bound, the default) or more", fc.NodeInflight)
-	}
-	cfg.Shard.NodeInflight = fc.NodeInflight
-	if fc.StepWorkers < 0 || fc.StepWorkers > maxStepWorkers {
-		return cfg, fmt.Errorf("step-workers %d: want 0 (the data dir's, 1 for a new one) to %d", fc.StepWorkers, maxStepWorkers)
-	}
-	cfg.StepWorkers = uint64(fc.StepWorkers)
-	if fc.EntryLinger != "" {
-		d, err := time.ParseDuration(fc.EntryLinger)
-		if err != nil || d <= 0 {
-			return cfg, fmt.Errorf("entry-linger %q: want a positive duration such as 10ms", fc.EntryLinger)
-		}
-		cfg.Shard.EntryLinger = d
-	}
 	if fc.QueueHold != "" {
 		d, err := time.ParseDuration(fc.QueueHold)
 		if err != nil || d < 0 {

@@ -7,13 +7,12 @@ import (
 )
 
 // The batching knobs (--max-batch-ops, --max-inflight-entries,
-// --node-inflight-entries, --entry-linger, --queue-hold) reach every shard's config; 0 or
-// empty keeps the shard defaults, and a value that means nothing is refused
+// --queue-hold) reach every shard's config; 0 or empty keeps the shard defaults, and a value that means nothing is refused
 // with the flag's name.
 func TestServeBatchKnobs(t *testing.T) {
 	type shardKnobs struct {
-		ops, inflight, slots int
-		linger, hold         time.Duration
+		ops, inflight int
+		hold          time.Duration
 	}
 	for _, tc := range []struct {
 		name    string
@@ -23,16 +22,12 @@ func TestServeBatchKnobs(t *testing.T) {
 	}{
 		{name: "defaults"},
 		{name: "latency-bound leader", in: serveFlags{MaxBatchOps: 8, MaxInflight: 1}, want: shardKnobs{ops: 8, inflight: 1}},
-		{name: "node bound", in: serveFlags{NodeInflight: 4, EntryLinger: "20ms"}, want: shardKnobs{slots: 4, linger: 20 * time.Millisecond}},
 		{name: "negative ops", in: serveFlags{MaxBatchOps: -1}, wantErr: "max-batch-ops"},
 		{name: "negative inflight", in: serveFlags{MaxInflight: -2}, wantErr: "max-inflight-entries"},
-		{name: "negative slots", in: serveFlags{NodeInflight: -1}, wantErr: "node-inflight-entries"},
 		{name: "queue hold", in: serveFlags{QueueHold: "5ms"}, want: shardKnobs{hold: 5 * time.Millisecond}},
 		{name: "queue hold off", in: serveFlags{QueueHold: "0"}, want: shardKnobs{hold: -1}},
 		{name: "negative queue hold", in: serveFlags{QueueHold: "-1ms"}, wantErr: "queue-hold"},
 		{name: "bad queue hold", in: serveFlags{QueueHold: "brief"}, wantErr: "queue-hold"},
-		{name: "bad linger", in: serveFlags{EntryLinger: "soon"}, wantErr: "entry-linger"},
-		{name: "zero linger", in: serveFlags{EntryLinger: "0s"}, wantErr: "entry-linger"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.ID, tc.in.Raft = 1, "127.0.0.1:7170"
@@ -46,7 +41,7 @@ func TestServeBatchKnobs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := shardKnobs{cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight, cfg.Shard.NodeInflight, cfg.Shard.EntryLinger, cfg.Shard.QueueHold}
+			got := shardKnobs{cfg.Shard.MaxBatchOps, cfg.Shard.MaxInflight, cfg.Shard.QueueHold}
 			if got != tc.want {
 				t.Fatalf("shard config %+v, want %+v", got, tc.want)
 			}
@@ -63,25 +58,6 @@ func TestServeSnapshotEntries(t *testing.T) {
 		}
 		if cfg.SnapshotEntries != n {
 			t.Fatalf("snapshot entries %d, want %d", cfg.SnapshotEntries, n)
-		}
-	}
-}
-
-// --step-workers reaches the node config (0 keeps the data dir's), and a
-// value that means nothing is refused with the flag's name.
-func TestServeStepWorkers(t *testing.T) {
-	for _, n := range []int{0, 1, 4, maxStepWorkers} {
-		cfg, err := nodeConfig(serveFlags{ID: 1, Raft: "127.0.0.1:7170", StepWorkers: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cfg.StepWorkers != uint64(n) {
-			t.Fatalf("step workers %d, want %d", cfg.StepWorkers, n)
-		}
-	}
-	for _, n := range []int{-1, maxStepWorkers + 1} {
-		if _, err := nodeConfig(serveFlags{ID: 1, Raft: "127.0.0.1:7170", StepWorkers: n}); err == nil || !strings.Contains(err.Error(), "step-workers") {
-			t.Fatalf("step workers %d: err = %v, want one naming step-workers", n, err)
 		}
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wardenlock/warden/node"
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/control"
 )
 
 // shardPolicyFlags are `warden serve`'s knobs of the automatic shard
-// count (shard.ShardPolicy). Every node takes them; the meta leader's
+// count (control.ShardPolicy). Every node takes them; the meta leader's
 // apply.
 type shardPolicyFlags struct {
 	Auto         bool
@@ -24,8 +24,8 @@ type shardPolicyFlags struct {
 }
 
 func (p *shardPolicyFlags) register(f *pflag.FlagSet) {
-	d := shard.ShardPolicy{}.WithDefaults()
-	f.BoolVar(&p.Auto, "shard-policy", false, fmt.Sprintf("the meta leader adds a data shard when a node's leaderships stay saturated and another node has room, and retires shards that stay idle; a new cluster then starts with %d shard unless --shards is given", shard.PolicyInitialShards))
+	d := control.ShardPolicy{}.WithDefaults()
+	f.BoolVar(&p.Auto, "shard-policy", false, fmt.Sprintf("the meta leader adds a data shard when a node's leaderships stay saturated and another node has room, and retires shards that stay idle; a new cluster then starts with %d shard unless --shards is given", control.PolicyInitialShards))
 	f.Float64Var(&p.SaturatedOps, "shard-saturated-ops", d.SaturatedOps, "ops/s the shards one node leads apply together that count as saturated (--shard-policy)")
 	f.Float64Var(&p.IdleOps, "shard-idle-ops", d.IdleOps, "a shard applying fewer ops/s than this is idle (--shard-policy; under half of --shard-saturated-ops)")
 	f.DurationVar(&p.Sustain, "shard-sustain", d.Sustain, "how long saturation lasts before a shard is added (--shard-policy)")
@@ -45,14 +45,14 @@ func (p *shardPolicyFlags) apply(cfg *node.Config, shardsSet bool) error {
 	case p.Min < 1 || p.Max < p.Min:
 		return fmt.Errorf("--shard-min %d, --shard-max %d: want 1 <= min <= max", p.Min, p.Max)
 	}
-	sp := shard.ShardPolicy{Auto: p.Auto, SaturatedOps: p.SaturatedOps, IdleOps: p.IdleOps, Sustain: p.Sustain,
+	sp := control.ShardPolicy{Auto: p.Auto, SaturatedOps: p.SaturatedOps, IdleOps: p.IdleOps, Sustain: p.Sustain,
 		IdleFor: p.IdleFor, Cooldown: p.Cooldown, MinShards: p.Min, MaxShards: p.Max}
 	if err := sp.Validate(); err != nil {
 		return err
 	}
 	cfg.ShardPolicy = sp
 	if p.Auto && !shardsSet {
-		cfg.DataShards = shard.PolicyInitialShards
+		cfg.DataShards = control.PolicyInitialShards
 	}
 	return nil
 }

@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/node"
-	"github.com/wardenlock/warden/shard"
 )
 
 // Options shape a cluster.
 type Options struct {
 	Nodes  int // default 3
 	Shards int // default 2 (fast to start; tests that need more ask)
-	Clock  shard.Clock
+	Clock  lease.Clock
 	Edit   func(*node.Config) // last word on each node's config
 }
 

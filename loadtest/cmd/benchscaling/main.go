@@ -37,7 +37,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/loadtest"
 	"github.com/wardenlock/warden/loadtest/harness"
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/raftnode"
 )
 
 type options struct {
@@ -187,11 +187,11 @@ type row struct {
 	clientCores    float64
 	otherCores     float64 // machine CPU used by neither the nodes nor the load generator
 	walPerOp       float64
-	readsPerOp     float64          // read syscalls of every node per operation
-	writesPerOp    float64          // write syscalls (fsync is not counted)
-	switchesPerOp  float64          // context switches of every node's threads per operation (wake-ups)
-	passes         shard.PassCounts // Raft pass counters over the row, every node
-	ops            uint64           // operations put into entries over the same window
+	readsPerOp     float64             // read syscalls of every node per operation
+	writesPerOp    float64             // write syscalls (fsync is not counted)
+	switchesPerOp  float64             // context switches of every node's threads per operation (wake-ups)
+	passes         raftnode.PassCounts // Raft pass counters over the row, every node
+	ops            uint64              // operations put into entries over the same window
 	errors         int64
 	load           float64 // 1-minute load average at the end of the row
 }
@@ -407,16 +407,16 @@ type snapshot struct {
 	cpu          []harness.CPUStat
 	ops, entries map[uint64]uint64 // per data shard, summed over its replicas
 	leader       map[uint64]uint64
-	wal          int64            // bytes in every node's Raft directory
-	syscr, syscw int64            // read and write syscalls of every node (/proc/<pid>/io)
-	switches     int64            // context switches of every node's threads
-	passes       shard.PassCounts // every node's Raft pass counters, summed
+	wal          int64               // bytes in every node's Raft directory
+	syscr, syscw int64               // read and write syscalls of every node (/proc/<pid>/io)
+	switches     int64               // context switches of every node's threads
+	passes       raftnode.PassCounts // every node's Raft pass counters, summed
 }
 
 // nodeStatus is the part of a node's status document (OpStatus) read here.
 type nodeStatus struct {
-	Node   uint64            `json:"node"`
-	Passes *shard.PassCounts `json:"passes"`
+	Node   uint64               `json:"node"`
+	Passes *raftnode.PassCounts `json:"passes"`
 	Shards []struct {
 		ID          uint64 `json:"id"`
 		IsLeader    bool   `json:"is_leader"`

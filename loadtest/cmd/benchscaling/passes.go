@@ -3,18 +3,18 @@ package main
 import (
 	"fmt"
 
-	"github.com/wardenlock/warden/shard"
+	"github.com/wardenlock/warden/raftnode"
 )
 
 // addPasses returns a + sign·b, field by field.
-func addPasses(a, b shard.PassCounts, sign int) shard.PassCounts {
+func addPasses(a, b raftnode.PassCounts, sign int) raftnode.PassCounts {
 	f := func(x, y uint64) uint64 {
 		if sign < 0 {
 			return x - y
 		}
 		return x + y
 	}
-	return shard.PassCounts{
+	return raftnode.PassCounts{
 		Saves: f(a.Saves, b.Saves), SavedShards: f(a.SavedShards, b.SavedShards),
 		SavedEntryShards: f(a.SavedEntryShards, b.SavedEntryShards), SavedEntries: f(a.SavedEntries, b.SavedEntries),
 		SentBatches: f(a.SentBatches, b.SentBatches), SentMessages: f(a.SentMessages, b.SentMessages),
@@ -41,7 +41,7 @@ func passLine(r row) string {
 		r.nodes, r.leaders, div(p.SavedShards, p.Saves), div(p.SavedEntryShards, p.Saves), div(p.SavedEntries, p.Saves),
 		div(p.SentMessages, p.SentBatches), div(p.SentShards, p.SentBatches), div(p.SentBatches, p.SentWrites), div(p.RecvMessages, p.RecvBatches),
 		op(p.Saves), op(p.SentBatches), op(p.SentWrites), op(p.RecvBatches))
-	if p.HeldCommits > 0 { // a node that holds commit-only Replicates (shard/commithold.go)
+	if p.HeldCommits > 0 { // a node that holds commit-only Replicates (raftnode/commithold.go)
 		line += fmt.Sprintf("; commit-only Replicates per operation: %.4f held, %.4f dropped, %.4f released late",
 			op(p.HeldCommits), op(p.DroppedCommits), op(p.ReleasedCommits))
 	}

@@ -1,0 +1,66 @@
+package control
+
+import "testing"
+
+func TestLeaderMovesSpreadLeaders(t *testing.T) {
+	all := []uint64{1, 2, 3}
+	reps := func(shards ...uint64) map[uint64][]uint64 {
+		m := map[uint64][]uint64{}
+		for _, s := range shards {
+			m[s] = all
+		}
+		return m
+	}
+	cases := []struct {
+		name    string
+		leaders map[uint64]uint64
+		want    int // transfers proposed this round
+	}{
+		{"all on one node", map[uint64]uint64{2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}, 1},
+		{"already even", map[uint64]uint64{2: 1, 3: 2, 4: 3, 5: 1, 6: 2, 7: 3}, 0},
+		{"within one of fair", map[uint64]uint64{2: 1, 3: 1, 4: 1, 5: 2, 6: 2, 7: 3, 8: 3, 9: 2}, 0},
+		{"election under way", map[uint64]uint64{2: 1, 3: 1, 4: 0}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var shards []uint64
+			for s := range tc.leaders {
+				shards = append(shards, s)
+			}
+			moves := leaderMoves(tc.leaders, reps(shards...), all)
+			if len(moves) != tc.want {
+				t.Fatalf("moves %v, want %d", moves, tc.want)
+			}
+			for _, m := range moves {
+				if m[1] == tc.leaders[m[0]] {
+					t.Fatalf("move %v targets the current leader", m)
+				}
+			}
+		})
+	}
+}
+
+// Applying the proposed moves round after round converges to an even spread.
+func TestLeaderMovesConverge(t *testing.T) {
+	nodes := []uint64{1, 2, 3}
+	leaders := map[uint64]uint64{}
+	reps := map[uint64][]uint64{}
+	for s := uint64(2); s < 18; s++ {
+		leaders[s] = 1
+		reps[s] = nodes
+	}
+	for round := 0; round < 20; round++ {
+		for _, m := range leaderMoves(leaders, reps, nodes) {
+			leaders[m[0]] = m[1]
+		}
+	}
+	count := map[uint64]int{}
+	for _, l := range leaders {
+		count[l]++
+	}
+	for _, n := range nodes {
+		if count[n] < 5 || count[n] > 6 {
+			t.Fatalf("16 leaders over 3 nodes after balancing: %v", count)
+		}
+	}
+}

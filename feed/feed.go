@@ -1,0 +1,286 @@
+// Package feed is a shard's watch feed: the ring of its most recent
+// applied events and the watch subscriptions they fan out to.
+package feed
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/wardenlock/warden/wire"
+)
+
+// The feed keeps the most recent events of a shard in a ring, in revision
+// order, and fans new ones out to watch subscriptions. A watch may start from
+// any revision still in the ring; older ones answer Compacted. Delivery never
+// blocks the apply path: a subscriber whose queue is full is dropped with
+// an error it can resume from (slow consumer).
+
+// Subscriber receives events; Send must not block, and must not keep the
+// slice after it returns (the feed reuses it; the events themselves may be
+// copied). It returns false when the subscriber can take no more (it is
+// then removed).
+type Subscriber interface {
+	Send(events []wire.Event) bool
+}
+
+type subscription struct {
+	path   string
+	prefix bool
+	sub    Subscriber
+}
+
+// all reports whether every event matches (a watch of "/").
+func (s *subscription) all() bool { return s.prefix && s.path == "/" }
+
+func (s *subscription) matches(ev *wire.Event) bool {
+	if !s.prefix {
+		return ev.Path == s.path
+	}
+	if s.all() {
+		return true
+	}
+	return ev.Path == s.path || strings.HasPrefix(ev.Path, s.path) && ev.Path[len(s.path)] == '/'
+}
+
+// History reads a shard's older events from the node's audit store: those
+// with revisions from..to, in order (see audit.Store.History).
+type History func(from, to uint64, limit int) ([]wire.Event, error)
+
+// maxReplay bounds the events one watch may replay from history.
+const maxReplay = 100000
+
+type Feed struct {
+	History  History // nil: only the ring
+	mu       sync.Mutex
+	max      int // events the ring may hold
+	maxBytes int // memory the ring may use: its slots plus the bytes its events hold
+	ring     []slot
+	start    int    // index of the oldest event in ring
+	n        int    // events in ring
+	bytes    int    // string and value bytes held by the events in ring
+	last     uint64 // revision of the newest event seen
+	nextID   uint64
+	subs     map[uint64]*subscription
+	arena    eventArena
+	fresh    []wire.Event // the events of one append, copied (reused)
+	matched  []wire.Event // the part of fresh one subscriber matches (reused)
+}
+
+// newFeed makes a feed retaining up to capacity events and maxBytes of
+// memory (slots plus the bytes of their paths, owners and values). The ring
+// starts small and grows as events arrive, so idle shards cost little.
+func New(capacity, maxBytes int) *Feed {
+	return &Feed{max: capacity, maxBytes: maxBytes, ring: make([]slot, min(capacity, 64)), subs: make(map[uint64]*subscription)}
+}
+
+// grow doubles the ring (up to max and within maxBytes), keeping events in
+// order.
+func (f *Feed) grow() bool {
+	size := min(2*len(f.ring), f.max)
+	if size <= len(f.ring) || size*eventSize+f.bytes > f.maxBytes {
+		return false
+	}
+	next := make([]slot, size)
+	for i := 0; i < f.n; i++ {
+		next[i] = f.ring[(f.start+i)%len(f.ring)]
+	}
+	f.ring, f.start = next, 0
+	return true
+}
+
+// dropOldest forgets the oldest event, and the arena chunks only it used.
+func (f *Feed) dropOldest() {
+	old := &f.ring[f.start]
+	f.bytes -= slotBytes(old)
+	f.start = (f.start + 1) % len(f.ring)
+	f.n--
+	var next *slot
+	if f.n > 0 {
+		next = &f.ring[f.start]
+	}
+	f.arena.drop(old, next)
+}
+
+// append records events and delivers them to matching watches. The events
+// are copied, with their strings and values in the feed's own arena: events
+// is reused by the state machine, and its strings point into whole decoded
+// Raft entries that the ring must not keep alive.
+func (f *Feed) Append(events []wire.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fresh = f.fresh[:0]
+	for i := range events {
+		sl, ev := f.arena.keep(events[i])
+		f.fresh = append(f.fresh, ev)
+		if f.n == len(f.ring) && !f.grow() {
+			f.dropOldest()
+		}
+		f.ring[(f.start+f.n)%len(f.ring)] = sl
+		f.n++
+		f.bytes += slotBytes(&sl)
+		for f.n > 1 && len(f.ring)*eventSize+f.bytes > f.maxBytes {
+			f.dropOldest()
+		}
+		f.last = ev.Rev
+	}
+	if len(f.subs) == 0 {
+		return
+	}
+	for id, s := range f.subs {
+		out := f.fresh
+		if !s.all() {
+			f.matched = f.matched[:0]
+			for i := range f.fresh {
+				if s.matches(&f.fresh[i]) {
+					f.matched = append(f.matched, f.fresh[i])
+				}
+			}
+			out = f.matched
+		}
+		if len(out) > 0 && !s.sub.Send(out) {
+			delete(f.subs, id)
+		}
+	}
+}
+
+func (f *Feed) at(i int) wire.Event { return f.arena.event(&f.ring[(f.start+i)%len(f.ring)]) }
+
+// revAt is the revision of the i-th retained event.
+func (f *Feed) revAt(i int) uint64 { return f.ring[(f.start+i)%len(f.ring)].rev }
+
+// subscribe replays retained events from rev (0 = from now) and registers the
+// subscriber for new ones, atomically, so nothing falls in between. It
+// returns the subscription id and the revision the watch starts after.
+func (f *Feed) Subscribe(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &subscription{path: path, prefix: prefix, sub: sub}
+	if rev != 0 && f.History != nil && (f.n == 0 || rev < f.revAt(0)) {
+		last, err := f.replayHistory(s, rev)
+		if err != nil {
+			return 0, f.last, err
+		}
+		f.nextID++
+		f.subs[f.nextID] = s
+		return f.nextID, last, nil
+	}
+	if rev != 0 && rev <= f.last {
+		oldest := f.last + 1
+		if f.n > 0 {
+			oldest = f.revAt(0)
+		}
+		if rev < oldest {
+			return 0, f.last, wire.Errorf(wire.Compacted,
+				"revision %d is no longer retained by this node (oldest is %d)", rev, oldest)
+		}
+		var out []wire.Event
+		for i := 0; i < f.n; i++ {
+			ev := f.at(i)
+			if ev.Rev >= rev && s.matches(&ev) {
+				out = append(out, ev)
+			}
+		}
+		if len(out) > 0 && !sub.Send(out) {
+			return 0, f.last, wire.Errorf(wire.TooMany, "watch backlog exceeds the subscriber's queue")
+		}
+	}
+	f.nextID++
+	f.subs[f.nextID] = s
+	return f.nextID, f.last, nil
+}
+
+// replayHistory sends a new subscriber the events from rev that the ring no
+// longer (or, after a restart, not yet) holds, read from the audit store,
+// then the ring's. The history must run without a gap into the ring.
+// Called with f.mu held, so no event is applied in between.
+func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
+	to := ^uint64(0) - 1
+	if f.n > 0 {
+		to = f.revAt(0) - 1
+	}
+	evs, err := f.History(rev, to, maxReplay)
+	if err != nil {
+		return 0, err
+	}
+	next := rev
+	for _, ev := range evs {
+		if ev.Rev != next {
+			return 0, wire.Errorf(wire.Compacted,
+				"revision %d is no longer retained by this node (its history resumes at %d)", next, ev.Rev)
+		}
+		next++
+	}
+	if f.n > 0 && len(evs) > 0 && next != f.revAt(0) || f.n > 0 && len(evs) == 0 {
+		return 0, wire.Errorf(wire.Compacted,
+			"revision %d is no longer retained by this node (oldest is %d)", rev, f.revAt(0))
+	}
+	var out []wire.Event
+	for i := range evs {
+		if s.matches(&evs[i]) {
+			out = append(out, evs[i])
+		}
+	}
+	for i := 0; i < f.n; i++ {
+		if ev := f.at(i); s.matches(&ev) {
+			out = append(out, ev)
+		}
+	}
+	if len(out) > 0 && !s.sub.Send(out) {
+		return 0, wire.Errorf(wire.TooMany, "watch backlog exceeds the subscriber's queue")
+	}
+	if len(evs) == 0 {
+		return f.last, nil
+	}
+	return max(f.last, next-1), nil
+}
+
+// endRange ends the watches whose path lies in the key range [start, end)
+// at the given namespace depth: the range moved to another shard.
+func (f *Feed) EndRange(start, end string, depth int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, s := range f.subs {
+		k, _ := wire.Span(s.path, depth)
+		if wire.PathDepth(s.path) < depth || k < start || (end != "" && k >= end) {
+			continue
+		}
+		delete(f.subs, id)
+		if e, ok := s.sub.(Ender); ok {
+			e.End(wire.RangeMoving, fmt.Sprintf("the range holding %s moved to another shard; watch again from revision %d", s.path, f.last+1))
+		}
+	}
+}
+
+func (f *Feed) Unsubscribe(id uint64) {
+	f.mu.Lock()
+	delete(f.subs, id)
+	f.mu.Unlock()
+}
+
+func (f *Feed) Watchers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
+}
+
+// Ender is a Subscriber that can be told its watch ended (the local replica
+// it watched was removed, or its range moved to another shard); it should
+// pass code and msg to its client, who resumes the watch elsewhere from its
+// last revision. End must not block.
+type Ender interface {
+	End(code wire.Code, msg string)
+}
+
+// endAll ends every watch on the feed.
+func (f *Feed) EndAll(code wire.Code, msg string) {
+	f.mu.Lock()
+	subs := f.subs
+	f.subs = map[uint64]*subscription{}
+	f.mu.Unlock()
+	for _, s := range subs {
+		if e, ok := s.sub.(Ender); ok {
+			e.End(code, msg)
+		}
+	}
+}
