@@ -280,6 +280,9 @@ func decideShards(t *placement.Table, st *PolicyState, p ShardPolicy, pm *policy
 	loads := describeLoads(st)
 	switch {
 	case busy:
+		// A shard's idleness counts only from a settled layout (a shard
+		// being filled is idle until its ranges arrive).
+		pm.idleSince = nil
 		return shardDecision{verdict: "waiting: a shard is being created, filled or retired, or a range is moving; " + loads}
 	case !pm.lastDecision.IsZero() && now.Sub(pm.lastDecision) < p.Cooldown:
 		return shardDecision{verdict: fmt.Sprintf("cooling down for %v after the last decision; %s",

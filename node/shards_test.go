@@ -267,3 +267,47 @@ func TestShardCreationRollsBack(t *testing.T) {
 	}
 	waitShardState(t, c, next, placement.ShardActive, 60*time.Second)
 }
+
+// TestShardPolicyFollowsLoad runs the automatic policy with low thresholds:
+// lock traffic saturates the one shard's leader, so the meta leader adds a
+// shard (and fills it); once the traffic stops, both shards are idle and
+// it retires one, down to its minimum of one. Both decisions are recorded
+// with the policy's reasons, and the policy's reading says it is steady.
+func TestShardPolicyFollowsLoad(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 1, Edit: func(cfg *node.Config) {
+		cfg.ShardPolicy = control.ShardPolicy{Auto: true, SaturatedOps: 100, IdleOps: 5, Sustain: time.Second,
+			IdleFor: 3 * time.Second, Cooldown: 2 * time.Second, Every: 500 * time.Millisecond, MaxShards: 2}
+	}})
+	tr := startTraffic(t, c, 4)
+	c.WaitFor(60*time.Second, "the policy adds a shard", func() error {
+		tab := tableOf(t, c)
+		if tab == nil || len(tab.ActiveShards()) < 2 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	tr.finish()
+	c.WaitFor(60*time.Second, "the policy retires a shard", func() error {
+		tab := tableOf(t, c)
+		if tab == nil || len(tab.ActiveShards()) != 1 || len(tab.Shards) != 1 {
+			return fmt.Errorf("shards: %+v", tab.Shards)
+		}
+		for _, r := range tab.Retired {
+			if r.State() != placement.ShardRetired {
+				return fmt.Errorf("shard %d is %v", r.ID, r.State())
+			}
+		}
+		return nil
+	})
+	tab := tableOf(t, c)
+	var got []string
+	for _, d := range tab.Decisions {
+		if (d.Action == "create" || d.Action == "retire") && strings.HasPrefix(d.Reason, "policy: ") {
+			got = append(got, d.Action)
+		}
+	}
+	if strings.Join(got, ",") != "create,retire" {
+		t.Fatalf("policy decisions %v in %+v", got, tab.Decisions)
+	}
+	tr.w.check(t)
+}
