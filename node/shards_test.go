@@ -287,6 +287,15 @@ func TestShardPolicyFollowsLoad(t *testing.T) {
 		return nil
 	})
 	tr.finish()
+	// Every node shows the policy's reading (the meta leader's).
+	for i := range c.Nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		log, err := clientVia(t, c, i).ShardLog(ctx)
+		cancel()
+		if err != nil || log.Policy == nil || !log.Policy.Enabled || log.Policy.Verdict == "" {
+			t.Fatalf("shard log through node %d: %+v %v", i+1, log, err)
+		}
+	}
 	c.WaitFor(60*time.Second, "the policy retires a shard", func() error {
 		tab := tableOf(t, c)
 		if tab == nil || len(tab.ActiveShards()) != 1 || len(tab.Shards) != 1 {

@@ -109,10 +109,42 @@ func retiredViews(t *placement.Table) []ShardView {
 	return out
 }
 
-// policyState is the automatic shard policy's last reading on this node,
-// when it leads the meta group (the policy runs there).
+// policyState is the automatic shard policy's last reading: this node's
+// when it ran here, else the meta leader's (the policy runs there), asked
+// over the forwarding connection; nil when neither has one.
 func (s *Server) policyState(ctx context.Context, h Host) any {
-	return h.ShardPolicyState()
+	if st := h.ShardPolicyState(); st != nil {
+		return st
+	}
+	t := h.Table()
+	lead := h.Leader(placement.MetaShard)
+	if t == nil || lead == 0 || lead == h.NodeID() {
+		return nil
+	}
+	n, ok := t.Node(lead)
+	if !ok || n.ClientAddr == "" {
+		return nil
+	}
+	p, err := s.peers.get(n.ClientAddr)
+	if err != nil {
+		return nil
+	}
+	ch := make(chan *wire.Response, 1)
+	p.send(&wire.Request{Op: wire.OpShardLog, Path: "/"}, func(r *wire.Response) { ch <- r })
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	select {
+	case r := <-ch:
+		var log struct {
+			Policy json.RawMessage `json:"policy"`
+		}
+		if r.Code != wire.OK || json.Unmarshal(r.Value, &log) != nil || len(log.Policy) == 0 || string(log.Policy) == "null" {
+			return nil
+		}
+		return log.Policy
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // goneTolerant wraps the answer to one shard's part of a fan-out (a
