@@ -81,10 +81,21 @@ func noReplicaOf(t *testing.T, c *nodetest.Cluster, id uint64) {
 // tokens only go up across both moves, acknowledged operations survive.
 func TestShardAddAndRetireUnderTraffic(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 1})
-	tr := startTraffic(t, c, 4)
-	time.Sleep(500 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
+	// A session with a short TTL holds a lock throughout: its keepalives
+	// must be acknowledged while shards appear and go.
+	holder := newClient(t, c)
+	s1, err := holder.NewSession(ctx, client.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1 := client.NewMutex(s1, "/life/held/job")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tr := startTraffic(t, c, 4)
+	time.Sleep(500 * time.Millisecond)
 	h := c.Nodes[0].Host
 	id, err := h.CreateShard(ctx, nil, true, "test")
 	if err != nil {
@@ -106,6 +117,14 @@ func TestShardAddAndRetireUnderTraffic(t *testing.T) {
 		t.Fatalf("after retiring shard 2: %+v", tab.Ranges)
 	}
 	noReplicaOf(t, c, 2)
+	time.Sleep(4 * time.Second) // longer than the TTL, on the final layout
+	info, err := holder.LockInfo(ctx, "/life/held/job")
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Token != m1.Token() || info.Holders[0].Lease != s1.Lease() {
+		t.Fatalf("the lock held across the shard changes: %+v %v", info, err)
+	}
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatalf("the session did not survive the shard changes: %v", err)
+	}
 	tr.finish()
 	if tr.w.ops < 200 {
 		t.Fatalf("too little traffic: %d ops", tr.w.ops)
@@ -149,7 +168,11 @@ func lifecycleWithCrash(t *testing.T, crashAfter string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	holder := newClient(t, c)
-	s1, err := holder.NewSession(ctx, client.WithTTL(5*time.Second))
+	// The session rides out a stopped node with the meta group's and up to
+	// two shards' elections on a loaded machine: a TTL of a few seconds is
+	// too tight for that (TestShardAddAndRetireUnderTraffic checks short
+	// TTLs across a retirement without a crash).
+	s1, err := holder.NewSession(ctx, client.WithTTL(15*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
