@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/control"
+	"github.com/wardenlock/warden/node"
 )
 
 // shardPolicyFlags are `warden serve`'s knobs of the automatic shard
