@@ -147,6 +147,23 @@ func (h *Host) shardDuties(ctx context.Context, t *placement.Table) {
 		}
 		h.log.Info("new shard's replica started", "shard", si.ID, "rid", r.RID, "members", len(members))
 	}
+	// A replica of a shard whose id was given out and that the table no
+	// longer lists at all (its retired record was trimmed while this node
+	// was away) is stopped and removed too.
+	for _, id := range h.ShardIDs() {
+		_, listed := t.Shard(id)
+		_, retired := t.RetiredOf(id)
+		if listed || retired || t.NextShard == 0 || id >= t.NextShard {
+			continue
+		}
+		if s, ok := h.Shard(id); ok {
+			if err := h.removeLocal(ctx, s); err != nil {
+				h.log.Warn("removing a forgotten shard's replica failed", "shard", id, "err", err)
+			} else {
+				h.log.Info("replica of a shard no longer in the table removed", "shard", id)
+			}
+		}
+	}
 	for _, rs := range t.Retired {
 		s, local := h.Shard(rs.ID)
 		if local {
