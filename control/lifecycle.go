@@ -125,11 +125,19 @@ func (h *Host) shardHook(shard uint64, step string) error {
 func (h *Host) shardDuties(ctx context.Context, t *placement.Table) {
 	self := h.cfg.NodeID
 	for _, si := range t.Shards {
-		if si.State != placement.ShardCreating || !si.Has(self) {
+		// A replica of a shard created at runtime, on one of its initial
+		// nodes, that this node does not run: the shard is being created,
+		// or this node was down while it was (its replica never started,
+		// so it never voted, and it joins from the initial member list;
+		// a replica that did start restarts from its data).
+		if !si.Runtime || !si.Has(self) || si.RID(self) != self {
 			continue
 		}
 		if _, ok := h.Shard(si.ID); ok {
 			continue
+		}
+		if m, moving := t.Move(si.ID); moving && m.To == self {
+			continue // a replica move's target starts it (replicas.go)
 		}
 		members := map[uint64]dragonboat.Target{}
 		for _, n := range si.Replicas {

@@ -343,3 +343,47 @@ func TestShardPolicyFollowsLoad(t *testing.T) {
 	}
 	tr.w.check(t)
 }
+
+// TestShardCreatedWhileNodeDown: a shard created on nodes 1-3 while node 3
+// is stopped becomes active on the other two; when node 3 comes back it
+// starts its replica, which catches up and holds the shard's state.
+func TestShardCreatedWhileNodeDown(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c.StopNode(2)
+	lead := metaLeader(t, c)
+	id, err := c.Nodes[lead].Host.CreateShard(ctx, []uint64{1, 2, 3}, true, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitShardState(t, c, id, placement.ShardActive, 60*time.Second)
+	cl := newClient(t, c)
+	var onNew string
+	for i := 0; onNew == ""; i++ {
+		p := fmt.Sprintf("/down/n%d/k", i)
+		tab := tableOf(t, c)
+		if r, err := tab.Locate(p); err == nil && r.Shard == id {
+			onNew = p
+		}
+	}
+	if _, err := cl.Put(ctx, onNew, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	c.StartNode(2)
+	c.WaitFor(60*time.Second, "node 3 runs its replica of the new shard, caught up", func() error {
+		s, ok := c.Nodes[2].Host.Shard(id)
+		if !ok {
+			return fmt.Errorf("node 3 has no replica of shard %d", id)
+		}
+		lead := c.LeaderOf(id)
+		if lead < 0 {
+			return fmt.Errorf("shard %d has no leader", id)
+		}
+		ls, _ := c.Nodes[lead].Host.Shard(id)
+		if s.AppliedIndex() < ls.AppliedIndex() {
+			return fmt.Errorf("node 3 applied %d of %d", s.AppliedIndex(), ls.AppliedIndex())
+		}
+		return nil
+	})
+}

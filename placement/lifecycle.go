@@ -213,7 +213,7 @@ func (t *Table) createShard(c *ShardCommand) Result {
 	}
 	id := t.NextShardID()
 	t.NextShard = id + 1
-	t.Shards = append(t.Shards, ShardInfo{ID: id, Replicas: nodes, State: ShardCreating, Fill: c.Fill, Reason: c.Reason})
+	t.Shards = append(t.Shards, ShardInfo{ID: id, Replicas: nodes, State: ShardCreating, Fill: c.Fill, Reason: c.Reason, Runtime: true})
 	return Result{Value: id}
 }
 

@@ -84,7 +84,7 @@ func (s ShardInfo) RID(node uint64) uint64 {
 }
 
 func (s ShardInfo) clone() ShardInfo {
-	c := ShardInfo{ID: s.ID, Replicas: append([]uint64(nil), s.Replicas...), State: s.State, Fill: s.Fill, Reason: s.Reason}
+	c := ShardInfo{ID: s.ID, Replicas: append([]uint64(nil), s.Replicas...), State: s.State, Fill: s.Fill, Reason: s.Reason, Runtime: s.Runtime}
 	if s.RIDs != nil {
 		c.RIDs = append([]uint64(nil), s.RIDs...)
 	}

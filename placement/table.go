@@ -43,6 +43,10 @@ type ShardInfo struct {
 	State  ShardState `msgpack:"state,omitempty"`
 	Fill   bool       `msgpack:"fill,omitempty"`
 	Reason string     `msgpack:"reason,omitempty"`
+	// Runtime marks a shard created while the cluster ran: a node of its
+	// initial replicas that was down while it was created starts its
+	// replica from the initial member list when it comes back.
+	Runtime bool `msgpack:"runtime,omitempty"`
 }
 
 // Table is the cluster layout. Ranges are sorted by Start and tile the key
