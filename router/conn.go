@@ -389,7 +389,7 @@ func (c *conn) handle(cl *call) {
 		c.openHolds(req, to.Answer)
 	case wire.OpRevoke:
 		c.assignSeq(cl)
-		c.s.broadcast(req, cl.Answer)
+		c.s.revokeEverywhere(req, cl.Answer) // revoke.go
 	default:
 		c.routeData(cl)
 	}
