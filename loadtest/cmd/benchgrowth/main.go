@@ -6,7 +6,7 @@
 // cgroup (--cpu cores per --cpu-period), standing for a small machine, as
 // in benchscaling. First a calibration cluster (3 nodes, one shard)
 // measures what one shard leader serves at most; the growth cluster's
-// nodes then treat 60 % of that per node as saturated
+// nodes then treat half of that per node as saturated
 // (--shard-saturated-ops). The growth cluster starts on 3 nodes with the
 // policy's initial layout, and nodes join one at a time up to --max-nodes
 // (`warden serve --join`). At every step the closed-loop load (--clients
@@ -47,6 +47,7 @@ type options struct {
 	sustain   time.Duration
 	cooldown  time.Duration
 	saturated float64
+	share     float64
 }
 
 type step struct {
@@ -75,7 +76,8 @@ func main() {
 	flag.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "hard bound on the whole benchmark")
 	flag.DurationVar(&o.sustain, "sustain", 10*time.Second, "the nodes' --shard-sustain")
 	flag.DurationVar(&o.cooldown, "cooldown", 15*time.Second, "the nodes' --shard-cooldown")
-	flag.Float64Var(&o.saturated, "saturated-ops", 0, "the nodes' --shard-saturated-ops (0: 60 % of the calibrated peak of one leader)")
+	flag.Float64Var(&o.saturated, "saturated-ops", 0, "the nodes' --shard-saturated-ops (0: --saturated-share of the calibrated peak of one leader)")
+	flag.Float64Var(&o.share, "saturated-share", 0.5, "with --saturated-ops 0: the share of one leader's calibrated peak that counts as saturated")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -95,7 +97,7 @@ func run(ctx context.Context, o options) error {
 		if peak, err = calibrate(ctx, o); err != nil {
 			return fmt.Errorf("calibrate: %w", err)
 		}
-		o.saturated = 0.6 * peak
+		o.saturated = o.share * peak
 		fmt.Fprintf(os.Stderr, "one leader on 3 nodes: %.0f lock ops/s; saturated at %.0f ops/s per node\n", peak, o.saturated)
 	}
 	policy := []string{"--shard-policy", "--shard-saturated-ops", fmt.Sprint(o.saturated),
