@@ -4,33 +4,42 @@ import (
 	"context"
 	"time"
 
+	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/wire"
 )
 
-// revokeEverywhere broadcasts a lease revocation to every serving shard.
-// A shard answers RangeMoving when the lease holds a lock, a wait or a key
-// in a range it has frozen for a move: that range's state (the lease's part
-// in it included) is on its way to another shard, whose part of this
-// broadcast may have been answered before the range arrived. So the part
-// is not retried on its own; the whole broadcast is made again, on a fresh
-// table, until no shard answers RangeMoving or the budget ends. A repeat
+// revokeEverywhere broadcasts a lease revocation to every serving shard
+// and makes it again while range moves got in its way. A range move takes
+// the lease's locks, waits and keys in the range to another shard, and the
+// broadcast's parts land on the shards at different moments: the
+// destination may answer before the range arrives while the source answers
+// after it left (its part retried past the move) or refuses while the
+// range is frozen (RangeMoving, which is not retried on its own). So when a
+// shard answered RangeMoving, or the range table changed between the
+// broadcast's start and its end (a move switched, a range split), the
+// whole broadcast is made again on the fresh table, until one runs on an
+// unchanged table or the budget ends (then the answer is Ambiguous: it may
+// not have reached every shard; revoking again is harmless). A repeat
 // carries a fresh (client, seq): revoking an ended lease changes nothing,
-// and a shard's record of the first attempt must not answer for it.
+// and a shard's record of an earlier attempt must not answer for it.
 func (s *Server) revokeEverywhere(req *wire.Request, done func(*wire.Response)) {
 	deadline := time.Now().Add(s.budget(req))
 	var attempt func(n int, r *wire.Request)
 	attempt = func(n int, r *wire.Request) {
+		start := tableGen(s.cache.table())
 		s.broadcast(r, func(resp *wire.Response) {
-			if resp.Code != wire.RangeMoving || !time.Now().Before(deadline) {
-				done(resp)
-				return
-			}
 			go func() {
 				ctx, cancel := context.WithDeadline(context.Background(), deadline)
 				defer cancel()
-				s.cache.refresh(ctx)
-				if retryBackoff.Wait(ctx, n) != nil {
+				err := s.cache.refresh(ctx)
+				settled := err == nil && tableGen(s.cache.table()) == start
+				if settled && resp.Code != wire.RangeMoving || resp.Code != wire.OK && resp.Code != wire.RangeMoving {
 					done(resp)
+					return
+				}
+				if retryBackoff.Wait(ctx, n) != nil {
+					done(&wire.Response{ID: resp.ID, Code: wire.Ambiguous,
+						Msg: "range moves kept changing where the lease's locks live until the deadline: the revocation may not have reached every shard; revoke again"})
 					return
 				}
 				next := *r
@@ -40,4 +49,11 @@ func (s *Server) revokeEverywhere(req *wire.Request, done func(*wire.Response)) 
 		})
 	}
 	attempt(0, req)
+}
+
+func tableGen(t *placement.Table) uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.Gen
 }
