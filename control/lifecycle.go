@@ -51,6 +51,8 @@ type lifecycleState struct {
 	// lock).
 	last    lifecycleMove
 	refused map[lifecycleMove]bool
+	// fillRounds counts the rounds spent filling each new shard.
+	fillRounds map[uint64]int
 }
 
 // lifecycleMove is a range (by its start) moved to a shard.
@@ -290,9 +292,11 @@ func (h *Host) activate(t *placement.Table, si placement.ShardInfo) error {
 	return h.shardHook(si.ID, ShardStepActivated)
 }
 
-// fill moves ranges into a new active shard until it holds its share of
-// the table's ranges (at least one): from the shard with the most ranges,
-// splitting that shard's range in two first when it has only one.
+// fill moves ranges into a new active shard until it holds about its share
+// of the key space (1/active shards; load is spread over the hashed key
+// space): each round moves the largest range of the shard with the most
+// key space that fits what the new shard lacks, or, when none fits, splits
+// that shard's largest range in two. At most maxFillRounds rounds.
 func (h *Host) fill(t *placement.Table, si placement.ShardInfo) error {
 	if len(t.RangeMoves) > 0 {
 		return nil
@@ -300,44 +304,47 @@ func (h *Host) fill(t *placement.Table, si placement.ShardInfo) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	active := t.ActiveShards()
-	have := len(t.RangesOf(si.ID))
-	want := max(1, len(t.Ranges)/len(active))
+	share := map[uint64]float64{}
+	for _, r := range t.Ranges {
+		share[r.Shard] += wire.RangeShare(r.Start, r.End)
+	}
+	fair := 1 / float64(len(active))
+	have, lack := share[si.ID], fair-share[si.ID]
 	var donor uint64
-	most := 0
 	for _, s := range active {
-		if n := len(t.RangesOf(s.ID)); s.ID != si.ID && n > most {
-			donor, most = s.ID, n
+		if s.ID != si.ID && (donor == 0 || share[s.ID] > share[donor]) {
+			donor = s.ID
 		}
 	}
-	if have >= want || donor == 0 || most <= have+1 && have > 0 {
+	if h.life.fillRounds == nil {
+		h.life.fillRounds = map[uint64]int{}
+	}
+	h.life.fillRounds[si.ID]++
+	if donor == 0 || lack <= fair/4 || share[donor]-have <= fair/4 || h.life.fillRounds[si.ID] > maxFillRounds {
 		if _, err := h.proposeShard(ctx, placement.ShardCommand{Op: "filled", Shard: si.ID}); err != nil {
 			return err
 		}
-		h.log.Info("new shard filled", "shard", si.ID, "ranges", have)
+		delete(h.life.fillRounds, si.ID)
+		h.log.Info("new shard filled", "shard", si.ID, "ranges", len(t.RangesOf(si.ID)), "share", fmt.Sprintf("%.3f", have))
 		return h.shardHook(si.ID, ShardStepFilled)
 	}
+	var pick, largest *wire.Range
 	rs := t.RangesOf(donor)
-	var pick *wire.Range
-	for i := len(rs) - 1; i >= 0 && len(rs) > 1; i-- {
-		if !h.life.wasRefused(rs[i].Start, si.ID) {
-			pick = &rs[i]
-			break
+	for i := range rs {
+		r := &rs[i]
+		sh := wire.RangeShare(r.Start, r.End)
+		if largest == nil || sh > wire.RangeShare(largest.Start, largest.End) {
+			largest = r
+		}
+		if sh <= lack*1.25 && !h.life.wasRefused(r.Start, si.ID) && (pick == nil || sh > wire.RangeShare(pick.Start, pick.End)) {
+			pick = r
 		}
 	}
-	if len(rs) > 1 && pick == nil {
-		// Every range of the donor was refused: the new shard keeps what
-		// it has (the load-based rebalancer may move more later).
-		if _, err := h.proposeShard(ctx, placement.ShardCommand{Op: "filled", Shard: si.ID}); err != nil {
-			return err
-		}
-		h.log.Info("new shard filled as far as its locks allow", "shard", si.ID, "ranges", have)
-		return h.shardHook(si.ID, ShardStepFilled)
-	}
-	if len(rs) == 1 {
-		key, ok := midKey(rs[0].Start, rs[0].End)
+	if pick == nil {
+		key, ok := midKey(largest.Start, largest.End)
 		if !ok {
-			_, err := h.proposeShard(ctx, placement.ShardCommand{Op: "filled", Shard: si.ID})
-			return err
+			h.life.fillRounds[si.ID] = maxFillRounds // nothing left to cut: filled next round
+			return nil
 		}
 		_, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "split", Key: key})
 		if err == nil {
@@ -353,8 +360,11 @@ func (h *Host) fill(t *placement.Table, si placement.ShardInfo) error {
 	return err
 }
 
+// maxFillRounds bounds the splits and moves that fill one new shard.
+const maxFillRounds = 32
+
 // empty moves a retiring shard's ranges out, one move at a time, each to
-// the active shard with the fewest ranges; once it holds none it is
+// the active shard with the least key space; once it holds none it is
 // recorded stopping (every node then removes its replica).
 func (h *Host) empty(t *placement.Table, si placement.ShardInfo) error {
 	if len(t.RangeMoves) > 0 {
@@ -374,7 +384,11 @@ func (h *Host) empty(t *placement.Table, si placement.ShardInfo) error {
 	if len(active) == 0 {
 		return fmt.Errorf("no active shard to take the ranges of shard %d", si.ID)
 	}
-	sort.SliceStable(active, func(i, j int) bool { return len(t.RangesOf(active[i].ID)) < len(t.RangesOf(active[j].ID)) })
+	share := map[uint64]float64{}
+	for _, r := range t.Ranges {
+		share[r.Shard] += wire.RangeShare(r.Start, r.End)
+	}
+	sort.SliceStable(active, func(i, j int) bool { return share[active[i].ID] < share[active[j].ID] })
 	var to uint64
 	for _, a := range active {
 		if !h.life.wasRefused(rs[0].Start, a.ID) {

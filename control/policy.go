@@ -18,7 +18,7 @@ import (
 //   - add a shard when a node's leaderships are saturated (the shards it
 //     leads apply more than SaturatedOps ops/s together) for Sustain, and
 //     another active node has room (its leaderships apply less than half
-//     of SaturatedOps): the new shard takes its share of the ranges, and
+//     of SaturatedOps): the new shard takes its share of the key space, and
 //     the leader balancer gives its leadership to a node with few;
 //   - retire a shard that stays idle (under IdleOps ops/s) for IdleFor,
 //     when more than MinShards are active and the rest would stay under
