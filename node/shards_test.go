@@ -60,6 +60,23 @@ func waitShardState(t *testing.T, c *nodetest.Cluster, id uint64, want placement
 	return nil
 }
 
+// runningMetaLeader waits until a running node leads the meta group and
+// returns its index.
+func runningMetaLeader(t *testing.T, c *nodetest.Cluster) int {
+	t.Helper()
+	lead := -1
+	c.WaitFor(30*time.Second, "a running node leads the meta group", func() error {
+		for i, n := range c.Nodes {
+			if n != nil && n.Host.Leader(placement.MetaShard) == uint64(i+1) {
+				lead = i
+				return nil
+			}
+		}
+		return fmt.Errorf("no running meta leader")
+	})
+	return lead
+}
+
 // noReplicaOf checks that no running node hosts a replica of shard id.
 func noReplicaOf(t *testing.T, c *nodetest.Cluster, id uint64) {
 	t.Helper()
@@ -271,7 +288,7 @@ func TestShardCreationRollsBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c.StopNode(2)
-	lead := metaLeader(t, c)
+	lead := runningMetaLeader(t, c)
 	id, err := c.Nodes[lead].Host.CreateShard(ctx, []uint64{3}, true, "test")
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +369,7 @@ func TestShardCreatedWhileNodeDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c.StopNode(2)
-	lead := metaLeader(t, c)
+	lead := runningMetaLeader(t, c)
 	id, err := c.Nodes[lead].Host.CreateShard(ctx, []uint64{1, 2, 3}, true, "test")
 	if err != nil {
 		t.Fatal(err)
