@@ -16,7 +16,7 @@ BENCH_OUT ?= build/bench
 
 PYTHON    ?= /usr/bin/python3
 
-.PHONY: all build run test test-unit test-cluster test-pg test-python vet bench bench-cluster bench-load bench-flood bench-peers bench-charts bench-scaling fuzz clean deps chaos chaos-short test-chaos-short crash crash-bug
+.PHONY: all build run test test-unit test-cluster test-pg test-python vet bench bench-cluster bench-load bench-flood bench-peers bench-charts bench-scaling bench-growth fuzz clean deps chaos chaos-short test-chaos-short crash crash-bug
 
 all: build
 
@@ -133,6 +133,13 @@ SCALING_RUN = $(GO) run ./loadtest/cmd/benchscaling --warden $(BIN) --out $(BENC
 bench-scaling: build
 	$(SCALING_RUN) --clients $(SCALING_CLIENTS) --rounds $(SCALING_ROUNDS)
 	if [ "$(SCALING_PER_LEADER)" -gt 0 ]; then $(SCALING_RUN) --append --clients-per-leader $(SCALING_PER_LEADER); fi
+
+# A cluster growing from 3 to 5 cgroup-limited nodes under a load larger than
+# it serves, the shard policy choosing the shard count; figures in
+# build/bench/growth.md.
+GROWTH_FLAGS ?=
+bench-growth: build
+	$(GO) run ./loadtest/cmd/benchgrowth --warden $(BIN) --out build/bench/growth.md $(GROWTH_FLAGS)
 
 # Warden alone: 3 processes per shard count (1..16), the scenario set at 8
 # shards, CPU profiles; writes $(BENCH_OUT)/load.{md,json,html} and profiles/.

@@ -17,6 +17,7 @@ type metaCommand struct {
 	Node  *Node         `msgpack:"n,omitempty"`
 	Nodes *nodeCommand  `msgpack:"nc,omitempty"` // node and replica changes (nodes.go)
 	Range *RangeCommand `msgpack:"r,omitempty"`  // Kind "range" (ranges.go)
+	Shard *ShardCommand `msgpack:"s,omitempty"`  // Kind "shard" (lifecycle.go)
 }
 
 // TableQuery (Lookup) returns a *Table copy.
@@ -79,6 +80,8 @@ func (m *Meta) Apply(cmd []byte) Result {
 		return Result{Value: 1}
 	case "range":
 		return m.applyRange(c.Range)
+	case "shard":
+		return m.applyShard(c.Shard)
 	}
 	return Result{}
 }

@@ -374,7 +374,8 @@ func (c *conn) handle(cl *call) {
 		c.watch(req, to.Answer)
 	case wire.OpUnwatch:
 		c.unwatch(req, to.Answer)
-	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer:
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer,
+		wire.OpShardAdd, wire.OpShardRetire, wire.OpShardLog:
 		if clusterAdmin(req.Op) {
 			c.auditAdmin(req)
 		}
@@ -391,7 +392,7 @@ func (c *conn) handle(cl *call) {
 		c.openHolds(req, to.Answer)
 	case wire.OpRevoke:
 		c.assignSeq(cl)
-		c.s.broadcast(req, cl.Answer)
+		c.s.revokeEverywhere(req, cl.Answer) // revoke.go
 	default:
 		c.routeData(cl)
 	}

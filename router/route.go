@@ -103,9 +103,13 @@ func giveUpUnavailable(resp *wire.Response, attempt int) bool {
 	return resp.Code == wire.Unavailable && attempt >= 1
 }
 
-// retryable: routing and availability errors always; an ambiguous outcome
-// only when the request is deduplicated by (client, seq).
+// retryable: routing and availability errors always (but a revocation's
+// RangeMoving); an ambiguous outcome only when the request is deduplicated
+// by (client, seq).
 func retryable(req *wire.Request, resp *wire.Response) bool {
+	if req.Op == wire.OpRevoke && resp.Code == wire.RangeMoving {
+		return false // the whole revocation is broadcast again (revoke.go)
+	}
 	if resp.Code == wire.Ambiguous {
 		return req.Client != 0 && req.Seq != 0
 	}

@@ -51,6 +51,14 @@ const (
 	// OpShardTransfer (admin): Value {"shard", "node"}: hand the shard's
 	// Raft leadership to its replica on node (placement range 49–52).
 	OpShardTransfer Op = 49
+	// Data shards at runtime (admin): OpShardAdd Value {"nodes", "no_fill"}
+	// answers {"shard", "nodes"} once the creation is recorded;
+	// OpShardRetire Value {"shard"} answers {"shard"} once the retirement
+	// is recorded. OpShardLog (read) answers the lifecycle decisions and
+	// the policy's last reading.
+	OpShardAdd    Op = 50
+	OpShardRetire Op = 51
+	OpShardLog    Op = 52
 
 	// OpHolds opens the connection's hold-notice stream (holder range
 	// 90–99): the answer's Stream is the request's ID, and the server
@@ -139,6 +147,7 @@ var opNames = map[Op]string{
 	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
 	OpExportRange: "range.export", OpLeaderTransfer: "leader.transfer", OpShardTransfer: "shard.transfer",
 	OpHolds: "holds", OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
+	OpShardAdd: "shard.add", OpShardRetire: "shard.retire", OpShardLog: "shard.log",
 }
 
 func (op Op) String() string {
