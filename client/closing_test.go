@@ -11,14 +11,12 @@ import (
 
 // TestIdleCloseIsNotAmbiguous: a server that closes a connection as idle
 // sends a Closed frame (ID 0) first, and has read nothing the client sent
-// since. A write caught by the close was not applied: when no other attempt
-// gets through before the caller's deadline, the error says so plainly
-// instead of "may have been applied".
+// since. A write caught by the close was not applied, so the client may
+// send it again; when every attempt meets the same close until the caller's
+// deadline, the error says so plainly instead of "may have been applied".
 func TestIdleCloseIsNotAmbiguous(t *testing.T) {
-	var srv *fakeServer
-	srv = newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
 		fc.reply(&wire.Response{Code: wire.Closed, Msg: "idle for 10m0s with nothing open: closing"})
-		go srv.stop() // and the endpoint goes away: no later attempt gets through
 	})
 	c := newTestClient(t, []string{srv.addr()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -27,7 +25,7 @@ func TestIdleCloseIsNotAmbiguous(t *testing.T) {
 	if err == nil || errors.Is(err, ErrAmbiguous) {
 		t.Fatalf("a put caught by an idle close: %v, want an error that is not ambiguous", err)
 	}
-	if n := len(srv.requests(wire.OpKVPut)); n != 1 {
-		t.Fatalf("the server saw %d puts, want 1", n)
+	if n := len(srv.requests(wire.OpKVPut)); n == 0 {
+		t.Fatal("the server saw no put")
 	}
 }

@@ -24,6 +24,11 @@ type Subscriber interface {
 	Send(events []wire.Event) bool
 }
 
+// internal is implemented by the node's own subscribers (the metrics'
+// event tally, the router's hold notices); Watchers counts clients' watches
+// only.
+type internal interface{ Internal() bool }
+
 type subscription struct {
 	path   string
 	prefix bool
@@ -261,7 +266,13 @@ func (f *Feed) Unsubscribe(id uint64) {
 func (f *Feed) Watchers() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.subs)
+	n := 0
+	for _, s := range f.subs {
+		if in, ok := s.sub.(internal); !ok || !in.Internal() {
+			n++
+		}
+	}
+	return n
 }
 
 // Ender is a Subscriber that can be told its watch ended (the local replica

@@ -196,7 +196,7 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 			o.ObserveInt64(g.lag, int64(logged-st.Applied), set)
 		}
 		if s, ok := sm.host.Shard(id); ok {
-			o.ObserveInt64(g.watchers, int64(max(s.Watchers()-1, 0)), set) // minus our own feed subscription
+			o.ObserveInt64(g.watchers, int64(s.Watchers()), set)
 			queued, pending, failed := s.ProposalStats()
 			o.ObserveInt64(g.proposalsQueued, int64(queued), set)
 			o.ObserveInt64(g.proposalsPending, pending, set)
@@ -302,6 +302,9 @@ type eventSub struct {
 	sm    *shardMetrics
 	shard *shard.Shard
 }
+
+// Internal marks the tally's subscription as the node's own, not a watch.
+func (es *eventSub) Internal() bool { return true }
 
 func (es *eventSub) Send(events []wire.Event) bool {
 	if !es.shard.IsLeader() || len(events) == 0 {

@@ -64,6 +64,9 @@ type holdSub struct {
 	last  atomic.Uint64 // the shard revision it has covered: a renewal replays from the next
 }
 
+// Internal marks the hub's subscription as the node's own, not a watch.
+func (sub *holdSub) Internal() bool { return true }
+
 // Send implements feed.Subscriber for a local replica's feed.
 func (sub *holdSub) Send(events []wire.Event) bool {
 	if n := len(events); n > 0 {

@@ -472,7 +472,7 @@ func (s *Shard) Watch(path string, prefix bool, rev uint64, sub feed.Subscriber)
 // Unwatch ends a subscription.
 func (s *Shard) Unwatch(id uint64) { s.feed.Unsubscribe(id) }
 
-// Watchers returns the number of watch subscriptions.
+// Watchers returns the number of clients' watch subscriptions.
 func (s *Shard) Watchers() int { return s.feed.Watchers() }
 
 // ProposalStats reports the proposer's queue: client operations waiting to

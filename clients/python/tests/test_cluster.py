@@ -368,10 +368,10 @@ def test_giving_up_a_wait_never_leaves_a_hold(client):
             return req, call
 
         def give_back(owner):
-            return lambda token: released.append(client.release(path, token, lease=s.lease, owner=owner))
+            return lambda p, token: released.append(client.release(p, token, lease=s.lease, owner=owner))
 
         req, call = park("queued")
-        assert client._withdraw(req, give_back("queued"))
+        assert client._withdraw(req, give_back("queued")) == (True, True)
         assert call.wait(10).code == wire.Code.CANCELLED
         assert not client.lock_info(path).waiters and released == []
 
@@ -379,7 +379,7 @@ def test_giving_up_a_wait_never_leaves_a_hold(client):
         holder.release()
         granted = call.wait(10)
         assert granted.code == wire.Code.OK and granted.token > holder.token
-        assert client._withdraw(req, give_back("granted"))
+        assert client._withdraw(req, give_back("granted")) == (True, True)
         assert released == [0]
         with pytest.raises(warden.NotFound):
             client.lock_info(path)

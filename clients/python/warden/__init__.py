@@ -11,7 +11,7 @@ watches and a small KV store, over Warden's msgpack protocol
 
 from .client import KV, Client, Leader, LockInfo, tls_context
 from .election import Election, Observer, observe
-from .errors import (Ambiguous, Cancelled, Closed, Compacted, Conflict, Deadlock, InvalidArgument, Internal,
+from .errors import (Ambiguous, Cancelled, Closed, HoldLost, Compacted, Conflict, Deadlock, InvalidArgument, Internal,
                      LockDelayed, Malformed, NotFound, NotHolder, NotLeader, Queued, RangeMoving, RestoreRefused,
                      SelfConflict, SeqReused, SessionExpired, SpansRanges, StaleToken, Superseded, Timeout, TooLarge,
                      TooMany, Unauthorized, Unavailable, UnknownOp, UpgradeConflict, VersionMismatch, WardenError,
@@ -32,5 +32,5 @@ __all__ = [
     "TooLarge", "Unavailable", "Timeout", "UnknownOp", "Malformed", "NotFound", "VersionMismatch", "Queued",
     "Cancelled", "Compacted", "RangeMoving", "Ambiguous", "SpansRanges", "SelfConflict", "UpgradeConflict",
     "TooMany", "Unauthorized", "Internal", "Closed", "Deadlock", "LockDelayed", "RestoreRefused", "Superseded",
-    "SeqReused",
+    "SeqReused", "HoldLost",
 ]

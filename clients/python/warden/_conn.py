@@ -101,18 +101,27 @@ class _TLS:
                 self.inc.write(data)
 
 
-class Call:
-    """One pending request: the caller waits, the reader thread completes it."""
+_completing = threading.Lock()  # makes a call's first completion its only one
 
-    __slots__ = ("_done", "resp", "err")
+
+class Call:
+    """One pending request: the caller waits, the reader thread completes it
+    (or another thread ends the wait early with an error: the first wins)."""
+
+    __slots__ = ("_done", "resp", "err", "_completed")
 
     def __init__(self):
         self._done = threading.Lock()
         self._done.acquire()
         self.resp = None
         self.err = None
+        self._completed = False
 
     def complete(self, resp=None, err=None) -> None:
+        with _completing:
+            if self._completed:
+                return
+            self._completed = True
         self.resp, self.err = resp, err
         self._done.release()
 
@@ -130,7 +139,8 @@ class Connection:
     """A handshaken connection with a reader thread."""
 
     def __init__(self, addr: str, *, client_id: int, token: str = "", tls: ssl.SSLContext | None = None,
-                 connect_timeout: float = 5.0, max_frame: int = wire.DEFAULT_MAX_FRAME):
+                 connect_timeout: float = 5.0, max_frame: int = wire.DEFAULT_MAX_FRAME,
+                 on_notices: Callable[[list], None] | None = None):
         self.addr = addr
         self.max_frame = max_frame
         self._lock = threading.Lock()
@@ -169,6 +179,22 @@ class Connection:
         self._sock = sock
         self._thread = threading.Thread(target=self._read_loop, name=f"warden-conn-{addr}", daemon=True)
         self._thread.start()
+        if on_notices is not None:
+            self._open_holds(on_notices)
+
+    def _open_holds(self, on_notices: Callable[[list], None]) -> None:
+        """Opens the connection's hold stream (op holds) before any other
+        request, so that every keepalive this connection carries registers its
+        lease on it (docs/protocol.md §4.12). on_notices gets each push's
+        events on the reader thread. A server that refuses the op pushes
+        nothing; the keepalive answers still carry the notices."""
+        def push(resp) -> None:
+            if resp is not None and resp.code == wire.Code.OK and resp.events:
+                on_notices(resp.events)
+        try:
+            self.send(wire.Request(op=wire.Op.HOLDS), stream=push)
+        except Broken:
+            pass  # the next request finds the connection closed
 
     def _handshake(self, token: str, client_id: int):
         hello = wire.Request(id=self._take_id(), op=wire.Op.HELLO, rev=wire.PROTOCOL_VERSION, auth=token,

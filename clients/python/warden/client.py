@@ -18,7 +18,7 @@ from typing import Iterable
 from . import wire
 from ._conn import Broken, Connection
 from ._routing import Routes
-from .errors import (Ambiguous, Timeout, TooMany, Unavailable, WardenError, error_for,
+from .errors import (Ambiguous, SessionExpired, Timeout, TooMany, Unavailable, WardenError, error_for,
                      is_retryable)
 from .wire import Code, Flag, Op
 
@@ -107,6 +107,41 @@ class _Slot:
                 self.conn.close()
 
 
+class _Abort:
+    """Ends a parked request's wait from another thread (its session ended).
+
+    The waiting call is attached before each wait; fire completes it with the
+    reason, which the waiter then raises."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._call = None
+        self.reason: BaseException | None = None
+
+    def attach(self, call) -> None:
+        with self._lock:
+            self._call = call
+            reason = self.reason
+        if reason is not None:
+            call.complete(err=reason)
+
+    def fire(self, reason: BaseException) -> None:
+        with self._lock:
+            if self.reason is not None:
+                return
+            self.reason = reason
+            call = self._call
+        if call is not None:
+            call.complete(err=reason)
+
+
+def _granted(req, resp):
+    """(path, token) of every hold an acquire's answer, or its cancel's, reports."""
+    out = [(req.path, resp.token)] if resp.token else []
+    out += [(h.path, h.token) for h in resp.holders if h.token]
+    return out
+
+
 @dataclass(frozen=True)
 class KV:
     """A key-value entry. lease is non-zero for an ephemeral key."""
@@ -185,6 +220,7 @@ class Client:
         self._closed = threading.Event()
         self._routes = Routes() if direct_routing else None
         self._refresh_now = threading.Event()
+        self._sessions: dict[int, object] = {}  # lease id -> Session, for the hold notices
         self._refresher = None
         if self._routes is not None:
             self._refresher = threading.Thread(target=self._refresh_loop, name="warden-routes", daemon=True)
@@ -220,7 +256,7 @@ class Client:
         budget = min(self._connect_timeout, max(deadline - time.monotonic(), 0.05))
         try:
             return Connection(addr, client_id=self.id, token=self._token, tls=self._tls,
-                              connect_timeout=budget, max_frame=self._max_frame)
+                              connect_timeout=budget, max_frame=self._max_frame, on_notices=self._noticed)
         except WardenError as e:
             if e.code in (Code.UNAUTHORIZED, Code.INVALID_ARGUMENT):
                 raise  # credentials or version: no other node will say otherwise
@@ -271,10 +307,25 @@ class Client:
             self._refresh_now.wait(ROUTE_REFRESH)
             self._refresh_now.clear()
 
+    # --- hold notices -------------------------------------------------------------
+
+    def _noticed(self, events) -> None:
+        """Acts on notices of ended holds (pushed on a connection's hold stream,
+        or carried by a keepalive answer): the hold's session is told. Runs on
+        a reader or keepalive thread and never blocks. The service sends only
+        notices, and may hide the Client of another identity's request, so
+        only the kind and the cause are checked here (docs/protocol.md §4.12)."""
+        for ev in events:
+            if ev.kind not in (wire.Kind.RELEASED, wire.Kind.LEASE_ENDED) or ev.cause == wire.Cause.MOVED:
+                continue
+            s = self._sessions.get(ev.lease)
+            if s is not None:
+                s._noticed(ev)
+
     # --- requests ---------------------------------------------------------------
 
     def _call(self, req, *, timeout: float | None = None, deadline: float | None = None, mutate: bool = False,
-              parked: bool = False, keep_seq: bool = False):
+              parked: bool = False, keep_seq: bool = False, abort: _Abort | None = None):
         """Sends req until it has a final answer and returns it (code OK).
 
         Retries on retryable codes, broken connections and missing answers,
@@ -282,7 +333,8 @@ class Client:
         mutating request may have reached the service, else the last error.
         A parked session-less wait is withdrawn by the service with its
         connection, so after a broken connection it is sent again with a new
-        Seq and the remaining wait (docs/protocol.md §2.4, §5).
+        Seq and the remaining wait (docs/protocol.md §2.4, §5). abort, when
+        fired, ends the wait with its reason.
         """
         if deadline is None:
             deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -299,6 +351,8 @@ class Client:
                 now = time.monotonic()
                 if self.closed:
                     raise error_for(Code.CLOSED, "client closed")
+                if abort is not None and abort.reason is not None:
+                    raise abort.reason
                 if now >= deadline and attempt > 0:
                     raise self._give_up(req, mutate and maybe_applied, last)
                 try:
@@ -311,7 +365,13 @@ class Client:
                     wait = None if parked and deadline == math.inf else max(deadline - time.monotonic(), 0)
                     if not parked and wait is not None:
                         wait = min(wait, self._attempt_timeout)
-                    resp = call.wait(wait)
+                    if abort is not None:
+                        abort.attach(call)
+                    try:
+                        resp = call.wait(wait)
+                    except SessionExpired:
+                        conn.forget(req.id)
+                        raise
                     if resp is None:
                         conn.forget(req.id)
                         last = Timeout(f"no answer from {conn.addr} within {wait:.1f}s")
@@ -368,14 +428,20 @@ class Client:
     def _sleep(pause: float, deadline: float) -> None:
         time.sleep(max(min(pause, deadline - time.monotonic()), 0))
 
-    def _parked(self, req, timeout: float | None, give_back) -> object:
-        """Sends an acquire or campaign that may wait in a queue.
+    def _parked(self, req, timeout: float | None, give_back, session=None) -> object:
+        """Sends an acquire, campaign or acquire.multi that may wait in a queue.
 
         timeout None waits until granted, 0 tries once, else at most timeout
-        seconds. A caller that gives up (the deadline without an answer, an
-        interrupt) withdraws the wait with cancel; a grant that raced with
-        the withdrawal is given back with give_back(token), so giving up
-        never leaves a hold behind (docs/protocol.md §4.1).
+        seconds. give_back(path, token) gives one hold back. A caller that
+        gives up (the deadline without an answer, an interrupt, the session's
+        end) or whose outcome is unknown (Ambiguous) withdraws the request
+        with cancel, whose answer is the request's final fate; a grant it
+        reports is given back, so giving up never leaves a hold behind
+        (docs/protocol.md §4.1). When the service cannot answer the cancel in
+        time (no quorum), the withdrawal goes on in the background and the
+        caller gets Ambiguous. With session, a grant counts only while the
+        session is alive by the client's clock: one that arrives later is
+        given back and SessionExpired raised (§7).
         """
         if timeout is None:
             req.wait, deadline = wire.WAIT_FOREVER, math.inf
@@ -388,37 +454,104 @@ class Client:
         req.client = self.id
         req.seq = self._seqs.take()
         wait_end = time.monotonic() + req.wait / 1000 if req.wait > 0 else math.inf
+        abort = None
+        if session is not None and parked:
+            abort = _Abort()
+            session._waiting(abort)
+        owns_seq = True
         try:
-            return self._call(req, deadline=deadline, mutate=True, parked=parked, keep_seq=True)
+            resp = self._call(req, deadline=deadline, mutate=True, parked=parked, keep_seq=True, abort=abort)
         except WardenError as e:
             if e.code == Code.CANCELLED and time.monotonic() >= wait_end:
                 raise Timeout(f"{req.path}: not granted within {req.wait} ms", response=e.response) from None
-            if not parked or e.response is not None:
-                raise  # the service decided
-            if self._withdraw(req, give_back):
-                raise Timeout(f"gave up waiting for {req.path}; the wait was withdrawn") from e
+            gave_up = abort is not None and e is abort.reason
+            if not gave_up and e.code != Code.AMBIGUOUS:
+                raise  # the service decided (or the request was refused before it was sent)
+            settled, owns_seq = self._withdraw(req, give_back, session)
+            if gave_up:
+                raise
+            if settled:
+                raise Timeout(f"{req.path}: no answer in time; the request was withdrawn, nothing is held",
+                              response=e.response) from e
             raise
         except BaseException:
-            if parked:
-                self._withdraw(req, give_back)
+            _, owns_seq = self._withdraw(req, give_back, session)
             raise
         finally:
-            self._seqs.done(req.seq)
+            if abort is not None:
+                session._waited(abort)
+            if owns_seq:
+                self._seqs.done(req.seq)
+        if session is not None and not session.alive:
+            self._give_all_back(req, resp, give_back)
+            raise session._expired("the grant arrived after the session's local deadline")
+        return resp
 
-    def _withdraw(self, req, give_back) -> bool:
-        """Cancels the parked request req; True when nothing of it is held."""
-        cancel = wire.Request(op=Op.CANCEL, path=req.path, client=req.client, seq=req.seq)
-        try:
-            resp = self._call(cancel, timeout=self.timeout)
-        except WardenError as e:
-            log.warning("warden: withdrawing %s: %s", req.path, e)
-            return False
-        if resp.token:
+    def _give_all_back(self, req, resp, give_back) -> None:
+        for path, token in _granted(req, resp):
             try:
-                give_back(resp.token)
+                give_back(path, token)
             except WardenError as e:
-                log.warning("warden: giving back %s token %d: %s", req.path, resp.token, e)
-                return False
+                log.warning("warden: giving back %s token %d: %s", path, token, e)
+
+    def _withdraw(self, req, give_back, session=None) -> tuple[bool, bool]:
+        """Withdraws the acquire req (cancel with its Client and Seq) and gives
+        back what it took. Returns (settled, owns_seq): settled when its fate
+        is known now; otherwise a background thread keeps asking, and owns
+        the Seq (the caller must not finish it) until the fate is known, or
+        until the lease that would hold the grant has ended anyway: the
+        session's, once it is lost here (no keepalive renews it any more), or
+        a single-lock lease's TTL after the withdrawal began."""
+        if self._settle(req, give_back, self.timeout):
+            return True, True
+        if self.closed:
+            return False, True
+        log.warning("warden: withdrawing %s %s in the background", wire.OP_NAMES.get(req.op, req.op), req.path)
+        lease_end = time.monotonic() + self._attempt_timeout + req.ttl / 1000
+
+        def moot() -> bool:
+            if session is not None:
+                return session.done.is_set()
+            return time.monotonic() > lease_end
+
+        def run() -> None:
+            try:
+                attempt = 0
+                while not self.closed and not self._settle(req, give_back, self._attempt_timeout):
+                    if moot():
+                        log.warning("warden: %s %s: its lease ends what the withdrawal could not",
+                                    wire.OP_NAMES.get(req.op, req.op), req.path)
+                        return
+                    self._closed.wait(backoff(attempt) + 0.05)
+                    attempt += 1
+            finally:
+                self._seqs.done(req.seq)
+
+        threading.Thread(target=run, name=f"warden-withdraw-{req.seq}", daemon=True).start()
+        return False, False
+
+    def _settle(self, req, give_back, timeout: float) -> bool:
+        """One withdrawal of req: True once its fate is known and what it
+        took is given back; False while the service cannot tell (no answer,
+        no quorum, Ambiguous) or a give-back failed (cancel is idempotent: the
+        next one answers the same while the hold lasts)."""
+        cancel = wire.Request(op=Op.CANCEL, path=req.path, paths=req.paths, lease=req.lease, owner=req.owner,
+                              client=req.client, seq=req.seq)
+        try:
+            resp = self._call(cancel, timeout=timeout)
+        except WardenError as e:
+            if e.code in (Code.CANCELLED, Code.NOT_FOUND):
+                return True  # withdrawn, or nothing by that number: nothing held
+            if e.response is not None and e.code != Code.AMBIGUOUS and not is_retryable(e):
+                log.warning("warden: the withdrawal of %s was refused: %s", req.path, e)
+                return True  # final: asking again learns nothing more
+            return False
+        for path, token in _granted(req, resp):
+            try:
+                give_back(path, token)
+            except WardenError as e:
+                if e.code not in (Code.NOT_HOLDER, Code.STALE_TOKEN, Code.SESSION_EXPIRED):
+                    return False
         return True
 
     # --- sessions and single locks -------------------------------------------------

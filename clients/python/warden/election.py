@@ -6,9 +6,9 @@ import threading
 
 from . import wire
 from .client import Leader
-from .errors import NotHolder, SessionExpired, StaleToken
+from .errors import HoldLost, NotHolder, SessionExpired, StaleToken
 from .locks import _Hold, random_owner
-from .wire import Flag, Kind, Op
+from .wire import Cause, Flag, Kind, Op
 
 _DEFAULT = object()
 
@@ -19,6 +19,9 @@ class Election(_Hold):
     :meth:`campaign` returns once elected, with the leadership token (it
     fences like a lock token). ``done`` is set, and ``is_leader`` turns
     False, when the leadership ends (resign, hand-over, the session's loss).
+    A leadership the service ends without the leader's doing (an operator's
+    hand-over or resign, a revocation, the lease's end) makes ``lost`` a
+    :class:`HoldLost` within one keepalive interval (see :class:`Lock`).
     """
 
     def __init__(self, session, path: str, *, owner: str | None = None, priority: int = 0,
@@ -34,6 +37,8 @@ class Election(_Hold):
     def is_leader(self) -> bool:
         return self.token != 0 and not self.done.is_set() and self.session.alive
 
+    held = alive = is_leader
+
     def campaign(self, value: bytes | str = b"", timeout: float | None = None) -> int:
         """Queues as a candidate with value and returns the leadership token once elected.
 
@@ -46,38 +51,48 @@ class Election(_Hold):
                                                 priority=self.priority, flags=self._flags))
         client = self.session.client
         try:
-            resp = client._parked(req, timeout, self._give_back)
-        except SessionExpired:
-            self.session.lost("the service answered SessionExpired")
+            resp = client._parked(req, timeout, self._give_back, session=self.session)
+        except SessionExpired as e:
+            if e.response is not None:
+                self.session.lost("the service answered SessionExpired")
             raise
         with self._mu:
             self.token, self.signed = resp.token, resp.signed
-            self.end_cause = ""
-            self.done.clear()
-        self.session._register(self)
+            self._begin()
+        try:
+            self.session._register(self, [(self.path, self.token)])
+        except SessionExpired:
+            client._give_all_back(req, resp, self._give_back)
+            self._end("session ended while campaigning")
+            raise
         return self.token
 
-    def _give_back(self, token: int) -> None:
-        req = wire.Request(op=Op.RESIGN, path=self.path, token=token)
-        self.session.client._call(req, mutate=True)
+    def _give_back(self, path: str, token: int) -> None:
+        self.session.client._call(self._own(wire.Request(op=Op.RESIGN, path=path, token=token)), mutate=True)
+
+    def _own(self, req):
+        """req naming this candidate's lease and owner: the service then knows
+        the leader ended its own leadership, which is no notice (§4.12)."""
+        req.lease, req.owner = self.session.lease, self.owner
+        return req
 
     def proclaim(self, value: bytes | str) -> None:
         """Changes the leader's value (only the leader, by its token)."""
         if isinstance(value, str):
             value = value.encode()
-        req = wire.Request(op=Op.PROCLAIM, path=self.path, token=self._held_token(), value=bytes(value))
+        req = self._own(wire.Request(op=Op.PROCLAIM, path=self.path, token=self._held_token(), value=bytes(value)))
         self._checked(req)
 
     def resign(self) -> None:
         """Steps down; the next candidate is elected."""
-        req = wire.Request(op=Op.RESIGN, path=self.path, token=self._held_token())
+        req = self._own(wire.Request(op=Op.RESIGN, path=self.path, token=self._held_token()))
         self._checked(req)
         self._end("resigned")
 
     def handover(self, target: str) -> int:
         """Hands leadership to the waiting candidate whose owner is target, in
         one step with no moment without a leader; returns the new leader's token."""
-        req = wire.Request(op=Op.HANDOVER, path=self.path, token=self._held_token(), target=target)
+        req = self._own(wire.Request(op=Op.HANDOVER, path=self.path, token=self._held_token(), target=target))
         resp = self._checked(req)
         self._end("handed over")
         return resp.token
@@ -90,6 +105,8 @@ class Election(_Hold):
         return observe(self.session.client, self.path, **kw)
 
     def _held_token(self) -> int:
+        if self.lost is not None:
+            raise self.lost
         if self.token == 0 or self.done.is_set():
             raise NotHolder(f"not the leader of {self.path}")
         return self.token
@@ -97,20 +114,25 @@ class Election(_Hold):
     def _checked(self, req):
         try:
             return self.session.client._call(req, mutate=True)
-        except (NotHolder, StaleToken, SessionExpired):
-            self._end("not the leader any more")
+        except (NotHolder, StaleToken) as e:
+            self._lose(HoldLost(self.path, req.token, Cause.NONE, detail=e.msg, response=e.response),
+                       (self.path, req.token))
+            raise self.lost or e from None
+        except SessionExpired:
+            self.session.lost("the service answered SessionExpired")
             raise
 
     def _end(self, cause: str) -> None:
-        self.session._unregister(self)
+        self.session._unregister([(self.path, self.token)])
         super()._end(cause)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *_):
         if self.is_leader:
             self.resign()
+        self._lost_in_block(exc_type)
 
 
 class Observer:

@@ -6,7 +6,7 @@ Catch a class (``except warden.Conflict``) or test ``err.code``;
 
 from __future__ import annotations
 
-from .wire import CODE_NAMES, Code
+from .wire import CAUSE_NAMES, CODE_NAMES, Code
 
 
 class WardenError(Exception):
@@ -52,6 +52,34 @@ class Conflict(WardenError):
 @_coded(Code.NOT_HOLDER)
 class NotHolder(WardenError):
     """Release, renew, proclaim or resign by a non-holder."""
+
+
+class HoldLost(NotHolder):
+    """A hold ended without its holder's doing.
+
+    ``cause`` is the :class:`warden.Cause` the service gave: ``FORCED`` (revoked
+    at its revocation deadline), ``RELEASED``, ``RESIGNED`` or ``HANDOVER``
+    (another client ended it: an operator's release, resign or hand-over),
+    ``EXPIRED`` or ``REVOKED`` (the session's lease ended, ``session_ended``
+    True; also when the session's local deadline passed first). ``cause`` is
+    ``NONE`` when the service answered a release of the hold with
+    ``NotHolder`` or ``StaleToken`` before its notice arrived. A subclass of
+    :class:`NotHolder`: the holder is not the holder any more.
+    """
+
+    def __init__(self, path: str, token: int, cause: int, *, session_ended: bool = False, client: int = 0,
+                 detail: str = "", response=None):
+        self.path, self.token, self.cause = path, token, cause
+        self.session_ended = session_ended
+        self.client = client  # the request that ended it (another client's), when the service shows it
+        why = CAUSE_NAMES.get(cause, str(cause)) if cause else "not held any more"
+        msg = f"{path} (token {token}) lost: {why}" + (f": {detail}" if detail else "")
+        super().__init__(msg, response=response)
+        self.args = (f"warden: hold lost: {msg}",)
+
+    @property
+    def cause_name(self) -> str:
+        return CAUSE_NAMES.get(self.cause, str(self.cause))
 
 
 @_coded(Code.STALE_TOKEN)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
+from typing import Callable
 
 from . import wire
 from ._routing import Routes
-from .errors import (Conflict, LockDelayed, NotHolder, SessionExpired, StaleToken, WardenError)
-from .wire import Code, Flag, Op
+from .errors import (Conflict, HoldLost, LockDelayed, NotHolder, SessionExpired, StaleToken, WardenError)
+from .wire import Cause, Code, Flag, Op
+
+log = logging.getLogger("warden")
 
 _DEFAULT = object()
+_losing = threading.Lock()  # makes one loss of a hold the only one
 
 
 def random_owner() -> str:
@@ -29,7 +34,14 @@ def _lock_delay_ms(lock_delay: float | None) -> int:
 
 
 class _Hold:
-    """What every kind of hold shares: its token, its end, and why it ended."""
+    """What every kind of hold shares: its token, its end, and why it ended.
+
+    ``done`` is set when the hold ends for any reason. ``lost`` is None while
+    the hold lives and after its holder gave it back; once the service ended
+    it without the holder's doing, or the session ended, it is the
+    :class:`HoldLost` that says why. :meth:`wait_lost` waits for that,
+    :meth:`on_lost` calls back.
+    """
 
     def __init__(self, path: str):
         self.path = path
@@ -38,10 +50,65 @@ class _Hold:
         self.done = threading.Event()
         self.done.set()  # not held yet
         self.end_cause = ""
+        self.lost: HoldLost | None = None
+        self._callbacks: list[Callable[[HoldLost], None]] = []
 
     def _end(self, cause: str) -> None:
         self.end_cause = cause
         self.done.set()
+
+    def _begin(self) -> None:
+        """The hold starts (a first grant)."""
+        self.end_cause = ""
+        self.lost = None
+        self.done.clear()
+
+    def _lose(self, err: HoldLost, key=None) -> None:
+        """The hold ended without its holder's doing (key: the (path, token)
+        the notice named). Called on reader and keepalive threads: the
+        callbacks run on a thread of their own."""
+        with _losing:
+            if self.done.is_set() or self.lost is not None:
+                return  # ended already, or lost on another thread (a push and a keepalive answer)
+            self.lost = err
+        self._gone(key)
+        self._end(str(err))
+        callbacks = list(self._callbacks)
+        if callbacks:
+            threading.Thread(target=self._call_back, args=(callbacks, err), name="warden-hold-lost",
+                             daemon=True).start()
+
+    def _gone(self, key) -> None:
+        """Forgets what the service no longer holds."""
+
+    @staticmethod
+    def _call_back(callbacks, err: HoldLost) -> None:
+        for fn in callbacks:
+            try:
+                fn(err)
+            except Exception:
+                log.exception("warden: hold-lost callback")
+
+    def wait_lost(self, timeout: float | None = None) -> HoldLost | None:
+        """Waits until the hold ends (at most timeout seconds; None: as long as
+        it takes) and returns the :class:`HoldLost` when it was lost; None
+        when it is still held, or ended by its holder."""
+        self.done.wait(timeout)
+        return self.lost
+
+    def on_lost(self, fn: Callable[[HoldLost], None]) -> None:
+        """Calls fn(HoldLost) on a thread of its own when the hold is lost (at
+        once if it already was)."""
+        self._callbacks.append(fn)
+        err = self.lost
+        if err is not None:
+            threading.Thread(target=self._call_back, args=([fn], err), daemon=True).start()
+
+    def _lost_in_block(self, exc_type) -> None:
+        """Raises the loss on leaving a with block that raised nothing else:
+        what ran in it was not protected to its end."""
+        if self.lost is not None and exc_type is None:
+            raise self.lost
 
 
 class Lock(_Hold):
@@ -53,7 +120,10 @@ class Lock(_Hold):
     count goes up and the token stays; each release takes one hold back.
     ``lock.done`` is set, and ``lock.held`` turns False, when the hold ends
     for any reason, the session's loss included (at the session's local
-    deadline, which falls before the service's).
+    deadline, which falls before the service's). A hold the service ends
+    without the holder's doing (revoked, released by an operator, its lease
+    ended) makes ``lock.lost`` a :class:`HoldLost` within one keepalive
+    interval; leaving the ``with`` block then raises it.
     """
 
     def __init__(self, session, path: str, *, shared: bool = False, owner: str | None = None,
@@ -74,6 +144,8 @@ class Lock(_Hold):
     def held(self) -> bool:
         return self.count > 0 and not self.done.is_set() and self.session.alive
 
+    alive = held
+
     def _request(self):
         req = wire.Request(op=Op.ACQUIRE, path=self.path, mode=wire.SHARED if self.shared else wire.EXCLUSIVE,
                            owner=self.owner, flags=self._flags, lock_delay=self._lock_delay, permits=self._permits)
@@ -91,23 +163,25 @@ class Lock(_Hold):
         self.session.check()
         c = self.session.client
         try:
-            resp = c._parked(self._request(), timeout, self._give_back)
-        except SessionExpired:
-            self.session.lost("the service answered SessionExpired")
+            resp = c._parked(self._request(), timeout, self._give_back, session=self.session)
+        except SessionExpired as e:
+            if e.response is not None:
+                self.session.lost("the service answered SessionExpired")
             raise
         with self._mu:
-            first = self.count == 0
+            first = self.count == 0 or self.done.is_set()
             self.token, self.count = resp.token, resp.count or self.count + 1
             if resp.signed is not None:
                 self.signed = resp.signed
             if first:
-                self.end_cause = ""
-                self.done.clear()
-                try:
-                    self.session._register(self)
-                except SessionExpired:
-                    self._end("session ended while acquiring")
-                    raise
+                self._begin()
+        if first:
+            try:
+                self.session._register(self, [(self.path, self.token)])
+            except SessionExpired:
+                c._give_all_back(self._request(), resp, self._give_back)
+                self._end("session ended while acquiring")
+                raise
         return self.token
 
     def try_acquire(self) -> bool:
@@ -118,19 +192,30 @@ class Lock(_Hold):
             return False
         return True
 
-    def _give_back(self, token: int) -> None:
-        self.session.client.release(self.path, token, lease=self.session.lease, owner=self.owner)
+    def _give_back(self, path: str, token: int) -> None:
+        self.session.client.release(path, token, lease=self.session.lease, owner=self.owner)
 
     def release(self) -> int:
-        """Gives one hold back (by token); returns the holds left."""
+        """Gives one hold back (by token); returns the holds left.
+
+        Raises :class:`HoldLost` (a :class:`NotHolder`) when the hold was
+        lost, or the service answers that this token holds nothing any more.
+        """
         with self._mu:
-            if self.count == 0:
+            if self.count == 0 or self.done.is_set():
+                if self.lost is not None:
+                    raise self.lost
                 raise NotHolder(f"{self.path} is not held by this lock")
             token = self.token
         try:
             left = self.session.client.release(self.path, token, lease=self.session.lease, owner=self.owner)
-        except (NotHolder, StaleToken, SessionExpired):
-            self._end("not held any more")
+        except (NotHolder, StaleToken) as e:
+            # Ended by the service; its notice has not arrived yet.
+            self._lose(HoldLost(self.path, token, Cause.NONE, detail=e.msg, response=e.response),
+                       (self.path, token))
+            raise self.lost or e from None
+        except SessionExpired:
+            self.session.lost("the service answered SessionExpired")
             raise
         with self._mu:
             self.count = left
@@ -141,18 +226,22 @@ class Lock(_Hold):
     def _end(self, cause: str) -> None:
         with self._mu:
             self.count = 0
-        self.session._unregister(self)
+            token = self.token
+        self.session._unregister([(self.path, token)])
         super()._end(cause)
 
     def __enter__(self):
         self.acquire()
         return self
 
-    def __exit__(self, *exc):
-        if self.count and self.session.alive:
+    def __exit__(self, exc_type, *_):
+        if self.count and not self.done.is_set() and self.session.alive:
             self.release()
-        elif self.count:
-            self._end("session ended")
+            return
+        if self.count and not self.done.is_set():
+            self._lose(HoldLost(self.path, self.token, Cause.EXPIRED, session_ended=True,
+                                detail=f"session {self.session.lease:x} is {self.session.state}"))
+        self._lost_in_block(exc_type)
 
     def __repr__(self):
         return f"<warden.Lock {self.path} token={self.token} held={self.held}>"
@@ -180,7 +269,7 @@ class LockLease(_Hold):
                            ttl=int(ttl * 1000), lock_delay=_lock_delay_ms(lock_delay),
                            flags=(Flag.REVOCABLE if revocable else 0) | (Flag.SIGNED if signed else 0))
         sent = time.monotonic()
-        resp = client._parked(req, timeout, lambda token: client.release(path, token))
+        resp = client._parked(req, timeout, lambda p, token: client.release(p, token))
         # A grant after a wait started its lease when it was granted, which
         # is after the send: counting from the send is on the safe side.
         ll.token, ll.lease, ll.signed = resp.token, resp.lease, resp.signed
@@ -261,7 +350,7 @@ class Semaphore:
             return None
 
 
-class MultiLock:
+class MultiLock(_Hold):
     """Several paths held all or nothing by one owner of a session.
 
     Paths are taken in one global order (the start key of the range serving
@@ -269,20 +358,24 @@ class MultiLock:
     acquire.multi; when a group cannot be granted now and the caller waits,
     its paths are taken one by one in the same order. So two MultiLocks
     never deadlock each other, and a failure releases everything taken
-    (docs/protocol.md §4.7).
+    (docs/protocol.md §4.7). When the service ends one of the holds, the
+    whole set is lost (``lost``, as for a :class:`Lock`); :meth:`release`
+    gives back the others.
     """
 
     def __init__(self, session, owner: str):
+        super().__init__("")
         self.session = session
         self.owner = owner
         self.tokens: dict[str, int] = {}
-        self.done = threading.Event()
 
     @classmethod
     def _take(cls, session, paths: list[str], *, timeout, shared, owner: str | None = None,
               revocable: bool = False, lock_delay: float | None = None):
+        session.check()
         ml = cls(session, owner or random_owner())
-        groups = _shard_groups(session.client, sorted(set(paths)))
+        client = session.client
+        groups = _shard_groups(client, sorted(set(paths)))
         end = None if timeout is None else time.monotonic() + timeout
         mode = wire.SHARED if shared else wire.EXCLUSIVE
         flags = Flag.REVOCABLE if revocable else 0
@@ -292,7 +385,7 @@ class MultiLock:
                                                    owner=ml.owner, flags=flags,
                                                    lock_delay=_lock_delay_ms(lock_delay)))
                 try:
-                    resp = session.client._call(req, mutate=True)
+                    resp = client._parked(req, 0, ml._give_back, session=session)
                     for h in resp.holders:
                         ml.tokens[h.path] = h.token
                     continue
@@ -303,41 +396,60 @@ class MultiLock:
                     left = None if end is None else max(end - time.monotonic(), 0.001)
                     one = session._fields(wire.Request(op=Op.ACQUIRE, path=p, mode=mode, owner=ml.owner, flags=flags,
                                                        lock_delay=_lock_delay_ms(lock_delay)))
-                    give_back = lambda token, p=p: session.client.release(p, token, lease=session.lease, owner=ml.owner)
-                    ml.tokens[p] = session.client._parked(one, left, give_back).token
+                    ml.tokens[p] = client._parked(one, left, ml._give_back, session=session).token
+            ml.path = sorted(ml.tokens)[0] if ml.tokens else ""
+            ml.token = ml.tokens.get(ml.path, 0)
+            ml._begin()
+            session._register(ml, list(ml.tokens.items()))
         except BaseException:
-            ml.release()
+            ml._give_back_all()
             raise
-        session._register(ml)
         return ml
+
+    def _give_back(self, path: str, token: int) -> None:
+        self.session.client.release(path, token, lease=self.session.lease, owner=self.owner)
 
     @property
     def held(self) -> bool:
         return bool(self.tokens) and not self.done.is_set() and self.session.alive
 
-    def release(self) -> None:
-        """Releases every path (errors after the first are logged, not raised)."""
+    alive = held
+
+    def _give_back_all(self):
         first = None
         for path, token in list(self.tokens.items()):
             try:
-                self.session.client.release(path, token, lease=self.session.lease, owner=self.owner)
+                self._give_back(path, token)
             except WardenError as e:
                 first = first or e
-            del self.tokens[path]
+            self.tokens.pop(path, None)
+        return first
+
+    def release(self) -> None:
+        """Releases every path (errors after the first are logged, not raised).
+
+        After a loss it gives back the paths still held and raises nothing
+        more (the loss is in ``lost``)."""
+        first = self._give_back_all()
         self._end("released")
         if first is not None and first.code not in (Code.NOT_HOLDER, Code.STALE_TOKEN, Code.SESSION_EXPIRED):
             raise first
 
+    def _gone(self, key) -> None:
+        if key is not None:
+            self.tokens.pop(key[0], None)
+
     def _end(self, cause: str) -> None:
-        self.session._unregister(self)
-        self.done.set()
+        self.session._unregister(list(self.tokens.items()))
+        super()._end(cause)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *_):
         if self.tokens:
             self.release()
+        self._lost_in_block(exc_type)
 
 
 def _shard_groups(client, paths: list[str]) -> list[list[str]]:

@@ -19,8 +19,8 @@ from typing import Callable
 
 from . import wire
 from .client import BACKOFF_CAP, Client, backoff
-from .errors import SessionExpired, WardenError
-from .wire import Code, Op
+from .errors import HoldLost, SessionExpired, WardenError
+from .wire import Cause, Code, Kind, Op
 
 log = logging.getLogger("warden")
 
@@ -28,6 +28,8 @@ CONNECTED = "connected"  # the last keepalive was acknowledged
 SUSPENDED = "suspended"  # a keepalive failed or is overdue; the lease may still be alive
 LOST = "lost"  # the service reported the lease gone, or the local deadline passed
 CLOSED = "closed"  # closed by its owner
+
+_PENDING_NOTICES = 64  # notices kept for grants still on their way
 
 
 def new_lease_key() -> tuple[int, int]:
@@ -45,6 +47,13 @@ class Session:
     ``done`` is an Event set when the session is lost or closed;
     ``alive`` compares the clock with the local deadline, so it turns False
     the moment the deadline passes even if the keepalive thread has not run.
+
+    The session hears of the holds the service ends without its doing
+    (docs/protocol.md §4.12): every connection of the client opens its hold
+    stream, every keepalive registers the lease on the stream of the
+    connection that carries it, and keepalive answers repeat the recent
+    notices. A notice of a hold marks that hold lost (:class:`HoldLost`);
+    a notice that the lease ended loses the session and all its holds.
     """
 
     def __init__(self, client: Client, ttl: float = 10.0):
@@ -58,11 +67,19 @@ class Session:
         self._state = CONNECTED
         self.cause = ""
         self.done = threading.Event()
-        self._holds: set = set()
+        self._holds: dict[tuple[str, int], object] = {}  # (path, token) -> its hold
+        self._pending: list[wire.Event] = []  # notices that found no hold (yet)
+        self._waits: set = set()  # parked requests to end with the session
+        self._closing = False
         self._watchers: list[Callable[[str], None]] = []
         sent = time.monotonic()
-        self._keepalive_once(sent, deadline=sent + client.timeout)  # checks connectivity
         self._deadline = sent + ttl
+        client._sessions[self.lease] = self
+        try:
+            self._keepalive_once(sent, deadline=sent + client.timeout)  # checks connectivity
+        except BaseException:
+            client._sessions.pop(self.lease, None)
+            raise
         self._thread = threading.Thread(target=self._run, name=f"warden-session-{self.lease:x}", daemon=True)
         self._thread.start()
 
@@ -94,7 +111,12 @@ class Session:
     def check(self) -> None:
         """Raises SessionExpired when the session is lost or closed."""
         if not self.alive:
-            raise SessionExpired(f"session {self.lease:x} is {self.state}" + (f": {self.cause}" if self.cause else ""))
+            raise self._expired()
+
+    def _expired(self, why: str = "") -> SessionExpired:
+        state = self.state
+        return SessionExpired(f"session {self.lease:x} is {state}" + (f": {self.cause}" if self.cause else "")
+                              + (f" ({why})" if why else ""))
 
     # --- keepalive ----------------------------------------------------------------
 
@@ -103,12 +125,23 @@ class Session:
         try:
             resp = self.client._call(req, deadline=deadline)
         except WardenError as e:
+            if e.response is not None and e.response.events:
+                self.client._noticed(e.response.events)  # error answers carry notices too (§4.2)
             if e.response is not None and self.lease in e.response.leases:
-                raise SessionExpired("the service lists the lease as gone", response=e.response) from None
+                raise self._gone(e.response) from None
             raise
+        if resp.events:
+            self.client._noticed(resp.events)
         if self.lease in resp.leases:
-            raise SessionExpired("the service lists the lease as gone", response=resp)
+            raise self._gone(resp)
         return resp
+
+    @staticmethod
+    def _gone(resp) -> SessionExpired:
+        """The error for a keepalive answer that lists the lease as gone. Such
+        an answer does not say whether the lease expired or was revoked (only
+        the pushed lease-end notice does): its holds are lost as expired."""
+        return SessionExpired("the service lists the lease as gone (expired or revoked)", response=resp)
 
     def _run(self) -> None:
         interval = self.ttl / 3
@@ -158,17 +191,28 @@ class Session:
         for fn in list(self._watchers):
             fn(state)
 
-    def _end(self, state: str, cause: str) -> None:
+    def _end(self, state: str, cause: str, lease_cause: int = Cause.EXPIRED) -> None:
         with self._cond:
             if self._state in (LOST, CLOSED):
                 return
+            if self._closing:  # the lease ends by close(): whatever else noticed it first
+                state, cause = CLOSED, "closed"
             self._state = state
             self.cause = cause
-            holds, self._holds = self._holds, set()
+            holds = {id(h): h for h in self._holds.values()}.values()
+            self._holds = {}
+            waits, self._waits = self._waits, set()
             self._cond.notify_all()
+        self.client._sessions.pop(self.lease, None)
         self.done.set()
+        for w in waits:
+            w.fire(self._expired())
         for h in holds:
-            h._end(f"session {state}: {cause}")
+            if state == CLOSED:
+                h._end("session closed")
+            else:
+                h._lose(HoldLost(h.path, h.token, lease_cause, session_ended=True,
+                                 detail=f"session {self.lease:x} lost: {cause}"))
         for fn in list(self._watchers):
             fn(state)
 
@@ -176,17 +220,68 @@ class Session:
         """Marks the session lost (the service answered SessionExpired)."""
         self._end(LOST, cause)
 
+    # --- hold notices -------------------------------------------------------------
+
+    def _noticed(self, ev: wire.Event) -> None:
+        """A notice of this session's lease (see Client._noticed); never blocks."""
+        if ev.kind == Kind.LEASE_ENDED:
+            if self._closing:
+                return  # our own revoke
+            why = f"the service ended the lease ({ev.cause_name})"
+            threading.Thread(target=self._end, args=(LOST, why, ev.cause), name=f"warden-lost-{self.lease:x}",
+                             daemon=True).start()  # watchers may call the service: not on a reader thread
+            return
+        with self._cond:
+            hold = self._holds.pop((ev.path, ev.token), None)
+            if hold is None:
+                # Already gone, or the notice overtook its grant: kept for a
+                # grant still on its way (tokens never repeat on a path).
+                if not any(p.path == ev.path and p.token == ev.token for p in self._pending):
+                    self._pending.append(ev)
+                    del self._pending[:-_PENDING_NOTICES]
+                return
+        self._lost_by(hold, ev)
+
+    def _lost_by(self, hold, ev: wire.Event) -> None:
+        log.warning("warden: hold lost: %s token %d: %s", ev.path, ev.token, ev.cause_name)
+        hold._lose(HoldLost(ev.path, ev.token, ev.cause, client=ev.client, response=None), (ev.path, ev.token))
+
     # --- holds ----------------------------------------------------------------------
 
-    def _register(self, hold) -> None:
+    def _register(self, hold, keys) -> None:
+        """Registers hold under its (path, token) keys, for the notices; raises
+        SessionExpired when the session has ended."""
+        missed = []
         with self._cond:
             if self._state in (LOST, CLOSED):
-                raise SessionExpired(f"session {self.lease:x} is {self._state}")
-            self._holds.add(hold)
+                raise self._expired()
+            for k in keys:
+                self._holds[k] = hold
+            for ev in self._pending:
+                if (ev.path, ev.token) in self._holds and self._holds[(ev.path, ev.token)] is hold:
+                    missed.append(ev)
+            for ev in missed:
+                self._pending.remove(ev)
+                self._holds.pop((ev.path, ev.token), None)
+        for ev in missed:
+            self._lost_by(hold, ev)
 
-    def _unregister(self, hold) -> None:
+    def _unregister(self, keys) -> None:
         with self._cond:
-            self._holds.discard(hold)
+            for k in keys:
+                self._holds.pop(k, None)
+
+    def _waiting(self, abort) -> None:
+        """abort fires when the session ends (at once if it has)."""
+        with self._cond:
+            if self._state not in (LOST, CLOSED):
+                self._waits.add(abort)
+                return
+        abort.fire(self._expired())
+
+    def _waited(self, abort) -> None:
+        with self._cond:
+            self._waits.discard(abort)
 
     def _fields(self, req):
         """req with the session's lease, TTL and lease key (it may create the lease on its shard)."""
@@ -225,6 +320,7 @@ class Session:
         candidacies and ephemeral keys."""
         with self._cond:
             was = self._state
+            self._closing = True
         if was not in (LOST, CLOSED) and not self.client.closed:
             req = wire.Request(op=Op.REVOKE, lease=self.lease)
             try:

@@ -55,6 +55,7 @@ class Op:
     ACQUIRE_MULTI = 23
     REVOKELOCK = 24
     HANDOVER = 25
+    HOLDS = 90
 
 
 class Flag:
@@ -69,6 +70,7 @@ class Flag:
     REVOCABLE = 1 << 8
     FORCE = 1 << 9
     MOVE_FINAL = 1 << 12
+    HOLD_NOTICES = 1 << 20
 
 
 class Code:
