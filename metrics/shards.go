@@ -6,14 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lni/dragonboat/v4"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
-	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -26,7 +22,7 @@ import (
 // are reported only by the shard's current leader, so summing a metric over
 // the nodes of a cluster counts each shard once.
 type shardMetrics struct {
-	host *control.Host
+	node Node
 	ids  []uint64 // meta group first, then the data shards
 	sets map[uint64]metric.MeasurementOption
 	reg  metric.Registration
@@ -47,8 +43,8 @@ type shardGauges struct {
 	proposalsFailed, rangeMoves                     metric.Int64ObservableCounter
 }
 
-func newShardMetrics(m metric.Meter, h *control.Host) (*shardMetrics, error) {
-	sm := &shardMetrics{host: h, sets: map[uint64]metric.MeasurementOption{},
+func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
+	sm := &shardMetrics{node: h, sets: map[uint64]metric.MeasurementOption{},
 		subs: map[uint64]uint64{}, firstTerm: map[uint64]uint64{}}
 	sm.ids = append([]uint64{placement.MetaShard}, h.ShardIDs()...)
 	for _, id := range sm.ids {
@@ -95,7 +91,10 @@ func newShardMetrics(m metric.Meter, h *control.Host) (*shardMetrics, error) {
 		return nil, err
 	}
 	for _, id := range h.ShardIDs() {
-		s, _ := h.Shard(id)
+		s, ok := h.Replica(id)
+		if !ok {
+			continue
+		}
 		subID, _, err := s.Watch("/", true, 0, &eventSub{sm: sm, shard: s})
 		if err != nil {
 			sm.close()
@@ -146,7 +145,7 @@ func (sm *shardMetrics) close() {
 		sm.reg.Unregister()
 	}
 	for id, sub := range sm.subs {
-		if s, ok := sm.host.Shard(id); ok {
+		if s, ok := sm.node.Replica(id); ok {
 			s.Unwatch(sub)
 			s.SetApplyObserver(nil)
 		}
@@ -162,47 +161,44 @@ func b2i(b bool) int64 {
 
 // observe runs at scrape time.
 func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
-	nh := sm.host.NodeHost()
-	infos := map[uint64]dragonboat.ShardInfo{}
-	for _, si := range nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true}).ShardInfoList {
-		infos[si.ShardID] = si
+	infos := map[uint64]RaftInfo{}
+	for _, si := range sm.node.Raft() {
+		infos[si.Shard] = si
 	}
-	o.ObserveInt64(g.rangeMoves, int64(sm.host.RangeMoves()))
+	o.ObserveInt64(g.rangeMoves, int64(sm.node.RangeMoves()))
 	for _, id := range sm.ids {
 		set := sm.sets[id]
 		si, ok := infos[id]
 		if !ok {
 			continue
 		}
-		o.ObserveInt64(g.hasLeader, b2i(si.LeaderID != 0), set)
-		o.ObserveInt64(g.isLeader, b2i(si.LeaderID == si.ReplicaID), set)
+		o.ObserveInt64(g.hasLeader, b2i(si.Leader != 0), set)
+		o.ObserveInt64(g.isLeader, b2i(si.Leader == si.Replica), set)
 		o.ObserveInt64(g.term, int64(si.Term), set)
 		o.ObserveInt64(g.leaderChanges, int64(sm.termsSeen(id, si.Term)), set)
-		logged := uint64(0)
-		if lr, err := nh.GetLogReader(id); err == nil {
-			_, logged = lr.GetRange()
+		logged := si.Logged
+		if si.HasLog {
 			o.ObserveInt64(g.logged, int64(logged), set)
 		}
 		if id == placement.MetaShard {
 			continue
 		}
-		v, err := nh.StaleRead(id, statemachine.StatsQuery{})
-		if err != nil {
+		st, ok := sm.node.Stats(id)
+		if !ok {
 			continue
 		}
-		st, _ := v.(statemachine.Stats)
 		o.ObserveInt64(g.applied, int64(st.Applied), set)
 		if logged >= st.Applied {
 			o.ObserveInt64(g.lag, int64(logged-st.Applied), set)
 		}
-		if s, ok := sm.host.Shard(id); ok {
+		if s, ok := sm.node.Replica(id); ok {
 			o.ObserveInt64(g.watchers, int64(s.Watchers()), set)
 			queued, pending, failed := s.ProposalStats()
 			o.ObserveInt64(g.proposalsQueued, int64(queued), set)
 			o.ObserveInt64(g.proposalsPending, pending, set)
 			o.ObserveInt64(g.proposalsFailed, int64(failed), set)
 		}
-		if si.LeaderID != si.ReplicaID {
+		if si.Leader != si.Replica {
 			continue
 		}
 		o.ObserveInt64(g.locks, int64(st.Locks), set)
@@ -300,7 +296,7 @@ func causeSlot(t *tally, c wire.Cause) int {
 // event.
 type eventSub struct {
 	sm    *shardMetrics
-	shard *shard.Shard
+	shard Replica
 }
 
 // Internal marks the tally's subscription as the node's own, not a watch.
