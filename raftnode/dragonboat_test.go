@@ -39,6 +39,9 @@ func TestPinnedDragonboat(t *testing.T) {
 	if linked := strings.TrimSpace(string(out)); linked != dragonboatVersion {
 		t.Fatalf("the build links dragonboat %q, want %s", linked, dragonboatVersion)
 	}
+	if d := dragonboatDefaults; d.streams != 4 {
+		t.Fatalf("dragonboat started with %d send streams per peer, the reasoning assumed 4", d.streams)
+	}
 	if d := dragonboatDefaults; d.entrySlice != 512 || d.entrySliceFree != 96 {
 		t.Fatalf("dragonboat's in-memory log slice started at %d entries (replaced below %d free), the reasoning assumed 512 and 96", d.entrySlice, d.entrySliceFree)
 	}
@@ -54,5 +57,13 @@ func TestInMemLogSliceSetting(t *testing.T) {
 	}
 	if dragonboatEntrySliceFree >= dragonboatEntrySlice {
 		t.Fatal("dragonboat panics when the free bound is not below the slice length")
+	}
+}
+
+// dragonboat runs the number of send streams per peer that this package
+// sets.
+func TestDragonboatRunsOneStreamPerPeer(t *testing.T) {
+	if dragonboatStreams != raftStreamsPerPeer {
+		t.Fatalf("dragonboat runs %d streams per peer, want %d", dragonboatStreams, raftStreamsPerPeer)
 	}
 }
