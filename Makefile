@@ -10,11 +10,13 @@ PKGS      := ./...
 # admin server's shutdown went unseen while they ran without -race.
 UNIT_PKGS := ./wire/... ./hierarchy/... ./statemachine/... ./placement/... ./client/... ./shard/ ./control/ ./lease/ ./feed/ ./raftnode/ ./router/ ./auth/ ./audit/ ./backup/ ./internal/... ./loadtest/... ./admin/ ./metrics/
 TEST_TIMEOUT ?= 20m
-BENCH_OUT ?= docs/bench
+# Benchmark output is not source: every benchmark writes under BENCH_OUT
+# (git-ignored); docs/bench keeps the curated results the docs cite.
+BENCH_OUT ?= build/bench
 
 PYTHON    ?= /usr/bin/python3
 
-.PHONY: all build run test test-unit test-cluster test-pg test-python vet bench bench-cluster bench-load bench-flood bench-peers bench-scaling fuzz clean deps chaos chaos-short test-chaos-short crash crash-bug
+.PHONY: all build run test test-unit test-cluster test-pg test-python vet bench bench-cluster bench-load bench-flood bench-peers bench-charts bench-scaling bench-growth fuzz clean deps chaos chaos-short test-chaos-short crash crash-bug
 
 all: build
 
@@ -52,12 +54,12 @@ test-unit: deps
 test-cluster: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./node/... ./cmd/... ./examples/...
 
-# Fault suite (chaos/, docs/faults.md). The short run (about 3 minutes:
+# Fault suite (chaos/, docs/testing.md). The short run (about 3 minutes:
 # kill, partition and pause the leader under the lock register and the
 # fenced set, plus one run per test-only bug switch, which must fail; the
 # suite builds warden with the build tag `bugs` for its test hooks) is
 # part of `make test`; `make chaos` runs every fault with every workload on
-# 3 and 5 nodes and writes the figures to docs/bench/faults.txt.
+# 3 and 5 nodes and writes the figures to $(BENCH_OUT)/faults.txt.
 test-chaos-short chaos-short: deps
 	$(GO) test -count=1 -timeout 15m ./chaos/
 
@@ -132,6 +134,13 @@ bench-scaling: build
 	$(SCALING_RUN) --clients $(SCALING_CLIENTS) --rounds $(SCALING_ROUNDS)
 	if [ "$(SCALING_PER_LEADER)" -gt 0 ]; then $(SCALING_RUN) --append --clients-per-leader $(SCALING_PER_LEADER); fi
 
+# A cluster growing from 3 to 5 cgroup-limited nodes under a load larger than
+# it serves, the shard policy choosing the shard count; figures in
+# build/bench/growth.md.
+GROWTH_FLAGS ?=
+bench-growth: build
+	$(GO) run ./loadtest/cmd/benchgrowth --warden $(BIN) --out build/bench/growth.md $(GROWTH_FLAGS)
+
 # Warden alone: 3 processes per shard count (1..16), the scenario set at 8
 # shards, CPU profiles; writes $(BENCH_OUT)/load.{md,json,html} and profiles/.
 BENCH_LOAD_FLAGS ?=
@@ -139,9 +148,9 @@ bench-load: build
 	$(GO) run ./loadtest/cmd/benchload --warden $(BIN) --out $(BENCH_OUT) $(BENCH_LOAD_FLAGS)
 
 # A flooded admin port and one identity's lease flood against a well-behaved
-# client and the probes (TLS, auth on); figures in build/bench/flood.{md,json}.
+# client and the probes (TLS, auth on); figures in $(BENCH_OUT)/flood.{md,json}.
 bench-flood: build
-	$(GO) run ./loadtest/cmd/benchflood --warden $(BIN) --out build/bench $(BENCH_FLOOD_FLAGS)
+	$(GO) run ./loadtest/cmd/benchflood --warden $(BIN) --out $(BENCH_OUT) $(BENCH_FLOOD_FLAGS)
 
 # Warden (at 1 and at 8 data shards: --shards), etcd (3 members), ZooKeeper
 # (3 servers) and Redis one after another, after a probe of the disk and of
@@ -150,6 +159,11 @@ bench-flood: build
 BENCH_PEERS_FLAGS ?=
 bench-peers: build
 	loadtest/peers/bench-peers.sh $(BIN) $(BENCH_OUT) $(BENCH_PEERS_FLAGS)
+
+# The curated comparison's report and charts (docs/bench/peers.{md,svg},
+# latency.svg), drawn again from its saved run (docs/bench/peers.json).
+bench-charts:
+	cd loadtest/peers && $(GO) run ./cmd/peerbench --from $(CURDIR)/docs/bench/peers.json --out $(CURDIR)/docs/bench --shards 1
 
 # Every fuzz target of the module, FUZZTIME each (internal/repocheck's test,
 # part of `make test`, fails when a Fuzz function is not listed here).

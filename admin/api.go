@@ -26,6 +26,9 @@ type Status struct {
 	Shards   []ShardInfo   `json:"shards"`
 	Ranges   []RangeInfo   `json:"ranges"`
 	Checks   []CheckResult `json:"checks"`
+	// ShardDecisions are the last recorded shard lifecycle decisions
+	// (create, activate, retire, stop) with their reasons, oldest first.
+	ShardDecisions []DecisionInfo `json:"shard_decisions"`
 	// LogStore is the node's Raft log store (the wal store only).
 	LogStore *LogStoreInfo `json:"log_store,omitempty"`
 	// AdminConnsRefused: connections to this admin port reset by its
@@ -63,6 +66,7 @@ type NodeInfo struct {
 // the local replica (which may trail the leader by a few entries).
 type ShardInfo struct {
 	ID       uint64   `json:"id"`
+	State    string   `json:"state"` // creating, active, retiring
 	Leader   uint64   `json:"leader"`
 	Term     uint64   `json:"term"`
 	Replicas []uint64 `json:"replicas"`
@@ -115,6 +119,7 @@ func (s *Server) status() Status {
 				AdminAddr: n.AdminAddr, Self: n.ID == rs.Node, Liveness: l})
 		}
 		slices.SortFunc(st.Nodes, func(a, b NodeInfo) int { return cmp64(a.ID, b.ID) })
+		st.ShardDecisions = decisionsOf(t)
 		for _, r := range t.Ranges {
 			st.Ranges = append(st.Ranges, RangeInfo{Start: wire.RouteKeyHex(r.Start), End: wire.RouteKeyHex(r.End),
 				Share: wire.RangeShare(r.Start, r.End), Shard: r.Shard, Gen: r.Gen})
@@ -126,7 +131,7 @@ func (s *Server) status() Status {
 		terms[si.ShardID] = si.Term
 	}
 	for _, ss := range rs.Shards {
-		si := ShardInfo{ID: ss.ID, Leader: ss.Leader, Term: terms[ss.ID], Replicas: ss.Replicas, Local: ss.Local,
+		si := ShardInfo{ID: ss.ID, State: ss.State, Leader: ss.Leader, Term: terms[ss.ID], Replicas: ss.Replicas, Local: ss.Local,
 			IsLeader: ss.IsLeader, Ranges: ss.Ranges, Watchers: max(ss.Watchers-1, 0)} // minus the metrics feed
 		if ss.Local {
 			if v, err := nh.StaleRead(ss.ID, statemachine.StatsQuery{}); err == nil {

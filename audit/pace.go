@@ -14,16 +14,16 @@ import (
 // fills at the same entry and all three flush at the same instant; a
 // 32 MiB flush then takes about 0.2 s of CPU on each node, run flat out,
 // and with three replicas and the clients on two cores that burst delays
-// every Raft round until it is over (session 7, tail7: the slowest
-// acquires of the open-loop runs traced clustered at these flushes). The
+// every Raft round until it is over (the slowest acquires of an open-loop
+// run cluster at these flushes). The
 // store's background writes (flushes and compactions, which build and
 // write sstables) are therefore paced to DefaultWriteRate: the same work,
 // spread over a few seconds instead of one burst. The log that batches
-// are committed to is not paced (commits stay as fast as before).
+// are committed to is not paced.
 
 // DefaultWriteRate is the bytes per second the store's flushes and
-// compactions may write. A flush costs about 8 ms of CPU per MB it writes
-// (session 7 profiles), so this bounds that work at about 7 % of a core per
+// compactions may write. A flush costs about 8 ms of CPU per MB it writes,
+// so this bounds that work at about 7 % of a core per
 // node. Tables take about half the bytes the store takes in (events
 // compress about 3x, and a compaction rewrites them about once: 104 MB of
 // tables for 207 MB logged, 6.4M events in 16 shards), and at the

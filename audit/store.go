@@ -134,8 +134,8 @@ type Store struct {
 // them: the entries applied since, encoded on the apply path into runs
 // (no allocation once warm). At 16 shards an entry carries about 5
 // operations, against about 70 at one shard, and what the store paid per
-// entry (a queued object, a pebble key, often a writer wake-up) made its
-// CPU per operation 3.4 times as high (session 10's profiles).
+// entry (a queued object, a pebble key, often a writer wake-up) would make
+// its CPU per operation 3.4 times as high.
 type stage struct {
 	shard uint64
 	mu    sync.Mutex
@@ -183,8 +183,8 @@ func Open(o Options) (*Store, error) {
 		Cache: cache,
 		// No log of its own (see Durable): what is still in the memtable
 		// when the process dies is recorded again by the Raft log's
-		// replay. Writing that log (a write call per commit) was 13–24 %
-		// of the store's CPU in session 10's profiles.
+		// replay. Writing that log (a write call per commit) would cost
+		// 13–24 % of the store's CPU.
 		DisableWAL: true,
 		// Large memtables (they start at 256 KiB and grow only under
 		// load) and a deeper L0 mean fewer flushes and compactions: the
@@ -208,8 +208,8 @@ func Open(o Options) (*Store, error) {
 	// 32 KiB blocks rather than 4 KiB: a table is written about one
 	// block per write call, and on this kind of machine a call costs more
 	// than its bytes; every block also has its own index entry, checksum
-	// and cache bookkeeping. Session 10: flush CPU per operation −35 %,
-	// its write calls halved, tables 15 % smaller. Reads are scans and
+	// and cache bookkeeping: flush CPU per operation −35 %, write calls
+	// halved, tables 15 % smaller than with 4 KiB. Reads are scans and
 	// seeks an operator makes: a larger block costs them nothing that
 	// shows.
 	po.Levels = make([]pebble.LevelOptions, 7)
@@ -781,8 +781,8 @@ func (s *Store) History(shard, from, to uint64, limit int) ([]wire.Event, error)
 	oldest := s.oldest[shard]
 	s.mu.Unlock()
 	if from < oldest {
-		return nil, wire.Errorf(wire.Compacted,
-			"revision %d of shard %d was removed by the audit retention (oldest kept is %d)", from, shard, oldest)
+		return nil, &wire.CompactedError{Shard: shard, Oldest: oldest,
+			Detail: fmt.Sprintf("revision %d of shard %d was removed by the audit retention (oldest kept is %d)", from, shard, oldest)}
 	}
 	if to < from {
 		return nil, nil

@@ -63,7 +63,9 @@ func save(ctx context.Context, src Source, dir string, o Options) (*Manifest, er
 	}
 	m := &Manifest{Format: Format, Created: time.Now().UTC(), Source: o.Source, FenceMargin: o.FenceMargin}
 	dumps := map[uint64][]byte{}
-	for _, si := range before.Shards {
+	// The shards that may hold state: a shard being created holds none (and
+	// may have no leader to dump it yet).
+	for _, si := range before.Serving() {
 		d, err := src.Dump(ctx, si.ID)
 		if err != nil {
 			return nil, fmt.Errorf("backup: dump shard %d: %w", si.ID, err)
@@ -79,6 +81,13 @@ func save(ctx context.Context, src Source, dir string, o Options) (*Manifest, er
 	}
 	for _, s := range m.Shards {
 		if s.RangeGen > t.Gen {
+			return nil, ErrIncomplete
+		}
+	}
+	// A shard created or retired while the dumps were read: its ranges
+	// may be in no dump (or two); read them all again.
+	for _, r := range t.Ranges {
+		if _, ok := dumps[r.Shard]; !ok {
 			return nil, ErrIncomplete
 		}
 	}

@@ -13,24 +13,18 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// Bugs found by the fault suite, as minimal tests that failed before their
-// fix and now guard against regressions (docs/faults.md). A newly found bug
-// goes here skipped (t.Skip with a pointer to docs/faults.md) until fixed.
+// Regression tests for faults the suite can provoke, each as a minimal
+// scenario on a real cluster (docs/testing.md, "Results"). A newly found bug
+// goes here skipped (t.Skip naming what is wrong) until it is fixed.
 
 // TestMinorityAnswersUnavailable: a node cut off from the Raft majority
 // (here the shard's former leader) must answer a write with a clear
-// Unavailable (DESIGN promise 6), so a client moves on to another endpoint.
-// First it held the request until the client gave up: the figures run saw
-// "isolate leader → first acquire" fail for 30 s straight in 4 of 10
-// trials, every attempt ending in "ambiguous: context deadline exceeded"
-// (the router retried Unavailable for its whole budget; fixed: it answers
-// after a second try). Then it still failed about 1 run in 5: whenever a
-// proposal was in flight on the leader at the moment it was cut off (a new
-// leader's term marker right after a leader-balancer move, or any write),
-// that proposal only resolved at ProposalTimeout (5 s), and the proposer
-// answered strictly in proposal order, so every later answer on the node,
-// "no leader" included, waited behind it. Writes in flight at the moment of
-// the isolation are now part of the test.
+// Unavailable (docs/guarantees.md, failure model), so a client moves on to
+// another endpoint: the router answers after a second try instead of
+// retrying for its whole budget, and a proposal in flight when the node is
+// cut off (it resolves only at ProposalTimeout) holds no later answer,
+// "no leader" included, behind it. Writes in flight at the moment of the
+// isolation are part of the test.
 func TestMinorityAnswersUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -142,8 +136,8 @@ func answerOnce(addr string, req *wire.Request, within time.Duration) (*wire.Res
 // (1 h), so both are swept at its first entry: a retry of an already
 // applied request (same Client and Seq) is applied a second time, and a
 // revoked session id is accepted again. Clock skew must not change
-// outcomes (issue 5); the promises in docs/protocol.md §5 and §9 are
-// stated in real time.
+// outcomes: the promises in docs/protocol.md §5 and §9 are stated in real
+// time.
 func TestClockSkewKeepsExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -217,15 +211,11 @@ func TestClockSkewKeepsExactlyOnce(t *testing.T) {
 // for longer than a lease's TTL while the lease is kept alive through the
 // other nodes, which elect a new leader that acknowledges the keepalives.
 // When the old leader resumes, its lessor sees every deadline long past and
-// proposes Expire before it learns it was deposed; the proposal is
-// forwarded to the new leader and committed (Expire only checks the lease's
-// log revision, which keepalives never change), so a lease whose keepalives
-// the service acknowledged a moment ago ends. Found by full/n3/pause-leader:
-// "lease reported gone 674ms after the send of its last acknowledged
-// keepalive (TTL 2s)" and fenced writes refused while the writer's session
-// was live and it held the lock (another client had been granted it).
-// Reproduced here 3 runs out of 3; the resumed node logs "lease expired"
-// for the lease 2 ms after it logs that another node leads the shard.
+// may propose Expire before it learns it was deposed; the proposal is
+// forwarded to the new leader. An Expire carries the term it was decided in
+// and one from an older term is refused, so a lease whose keepalives the
+// service acknowledged a moment ago stays alive (the fault suite's
+// full/n3/pause-leader scenario checks the same under load).
 func TestPausedLeaderDoesNotExpireLeases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -56,6 +56,9 @@ type Scenario struct {
 	Fault     Fault
 	Workloads []string
 	Window    time.Duration // fault window (workloads run through it)
+	// ShardChurn creates and retires data shards through the fault window
+	// (shards.go).
+	ShardChurn bool
 }
 
 // Env is what every scenario shares.
@@ -157,6 +160,10 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 	}
 
 	sleepCtx(ctx, 2*time.Second) // warm-up
+	churn := &shardChurn{}
+	if sc.ShardChurn {
+		start("shards", func() error { return churn.run(wctx, c, sc.Window) })
+	}
 	nem := &nemesis{c: c, rng: rand.New(rand.NewSource(env.Seed)), fenced: fenced, paths: targetShardPaths}
 	if sc.has(WHolds) {
 		nem.paths = append(append([]string(nil), targetShardPaths...), HoldsPaths[0])
@@ -195,6 +202,9 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 	}
 	if sc.has(WHolds) {
 		checkHolds(ctx, r, c, holds)
+	}
+	if sc.ShardChurn {
+		churn.check(ctx, r, c)
 	}
 	checkConverged(ctx, r, c)
 	if r.Failed() {

@@ -28,6 +28,19 @@ func FullSchedule() []Scenario {
 				Workloads: all, Window: 40 * time.Second})
 		}
 	}
+	return append(out, ShardsSchedule()...)
+}
+
+// ShardsSchedule creates and retires data shards while leaders are killed,
+// nodes are killed and leaders are cut off, with the lock register, the
+// fenced set and the lease workload, on 3 nodes (part of the full
+// schedule; `warden-chaos run --schedule shards` runs it alone).
+func ShardsSchedule() []Scenario {
+	var out []Scenario
+	for _, f := range []Fault{KillLeader, KillNode, PartitionLeader} {
+		out = append(out, Scenario{Name: "shards/n3/" + string(f), Nodes: 3, Fault: f,
+			Workloads: []string{WRegister, WFenced, WLeases}, Window: 40 * time.Second, ShardChurn: true})
+	}
 	return out
 }
 

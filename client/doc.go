@@ -245,10 +245,17 @@ own numbering can retry across process restarts.
 # Watches
 
 Client.Watch streams events (grants and releases with their cause, KV
-changes, leader changes) for a path or prefix, from now or from a revision.
-The stream survives reconnects: the client resubscribes from the revision
-after the last one it delivered. A start revision older than the retained
-history ends the watch with ErrCompacted.
+changes, leader changes) for a path or prefix, from now, from a revision
+or from a Position. The stream survives reconnects: the client resubscribes
+from where it stood, so nothing is lost or repeated.
+
+A prefix watch follows any subtree, however shallow, on every shard at
+once, across range moves. Each shard's events arrive in revision order;
+there is no order between shards. Its Position, the last revision delivered
+per shard, is in every WatchResponse (PositionAfter gives it after any one
+event); WithWatchPosition resumes from it, in this process or another. A
+start older than a shard's retained history ends the watch with a
+*CompactedError (ErrCompacted) naming the shard and its oldest revision.
 
 # Routing
 

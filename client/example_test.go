@@ -132,6 +132,35 @@ func ExampleClient_Watch() {
 	}
 }
 
+// A prefix watch that keeps its position, and a later one that resumes
+// from it: every event in between, on every shard, exactly once.
+func ExampleWithWatchPosition() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, _ := client.New(ctx, nil)
+	defer c.Close()
+	var saved client.Position
+	for wr := range c.Watch(ctx, "/config", client.WithPrefix()) {
+		if wr.Err != nil {
+			log.Fatal(wr.Err)
+		}
+		for _, ev := range wr.Events {
+			fmt.Println(ev.Shard, ev.Rev, ev.Kind, ev.Path)
+		}
+		saved = wr.Position // store saved.String(); ParsePosition reads it back
+		break
+	}
+	for wr := range c.Watch(ctx, "/config", client.WithPrefix(), client.WithWatchPosition(saved)) {
+		var ce *client.CompactedError
+		if errors.As(wr.Err, &ce) {
+			log.Fatalf("shard %d keeps revisions from %d on: read the state again", ce.Shard, ce.Oldest)
+		}
+		for _, ev := range wr.Events {
+			fmt.Println(ev.Shard, ev.Rev, ev.Kind, ev.Path)
+		}
+	}
+}
+
 func ExampleClient_CAS() {
 	ctx := context.Background()
 	c, _ := client.New(ctx, nil)

@@ -86,6 +86,11 @@ type ShardView struct {
 		To   uint64 `json:"to"`
 		Step string `json:"step"`
 	} `json:"move,omitempty"`
+	// State is where the shard stands: creating, active, retiring,
+	// stopping (its replicas are being removed) or retired; Reason is why
+	// it was created or retired.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Shards returns every data shard with its replicas, their roles and

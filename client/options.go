@@ -288,6 +288,7 @@ type opConfig struct {
 	hasExpect bool
 	expect    uint64
 	prevKV    bool
+	position  Position // a prefix watch's resume position (position.go)
 }
 
 func (o *opConfig) flags() uint32 {

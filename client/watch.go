@@ -13,11 +13,14 @@ import (
 // shard (Shard); Cause says why a lock or lease ended.
 type Event = wire.Event
 
-// WatchResponse is one batch of events, in revision order, or the error that
-// ended the watch (then the channel closes).
+// WatchResponse is one batch of events, in revision order per shard, or the
+// error that ended the watch (then the channel closes).
 type WatchResponse struct {
 	Events []Event
 	Err    error
+	// Position (prefix watches) is where the watch stands after this
+	// batch: resume from it with WithWatchPosition.
+	Position Position
 }
 
 // maxStreamQueue bounds the pushed frames a stream buffers for a slow
@@ -79,21 +82,31 @@ func (st *stream) take() ([]*wire.Response, error) {
 }
 
 // Watch follows path (or, with WithPrefix, every path under it) and sends
-// batches of events on the returned channel, in revision order, from now or
-// from WithRev(rev). When the connection breaks or the consumer falls behind
-// it resubscribes from the revision after the last one delivered, so no
-// event is missed or repeated. It ends, closing the channel, when ctx ends
-// or after a WatchResponse with Err: ErrCompacted when the start revision is
-// no longer retained, or another non-retryable error.
+// batches of events on the returned channel, from now, from WithRev(rev) or
+// from WithWatchPosition(p). When the connection breaks or the consumer
+// falls behind it resubscribes from where it stood, so no event is missed or
+// repeated. It ends, closing the channel, when ctx ends or after a
+// WatchResponse with Err: a *CompactedError (ErrCompacted) when a shard no
+// longer retains the revisions it needs, or another non-retryable error.
 //
-// Revisions are per shard. A prefix that spans several shards is resumed from
-// the lowest next revision seen, and events already delivered are filtered
-// out per shard.
+// Revisions are per shard. A prefix watch follows its subtree on every
+// shard, across range moves: each shard's events arrive in revision order,
+// with no order between shards (docs/protocol.md §4.6). Its Position, a
+// revision per shard, is in every WatchResponse. WithRev applies to a
+// single path, or to a prefix held by one shard.
 func (c *Client) Watch(ctx context.Context, path string, opts ...OpOption) <-chan WatchResponse {
 	o := applyOps(opts)
 	out := make(chan WatchResponse, 1)
-	w := &watcher{c: c, out: out, last: map[uint64]uint64{}, next: o.rev,
+	w := &watcher{c: c, out: out, last: map[uint64]uint64{}, next: o.rev, prefix: o.prefix,
 		req: wire.Request{Op: wire.OpWatch, Path: path, Flags: o.flags() &^ (wire.FlagStale | wire.FlagHasExpect)}}
+	for _, e := range o.position {
+		w.last[e.Shard] = e.Rev
+	}
+	if len(o.position) > 0 && !o.prefix {
+		out <- WatchResponse{Err: fmt.Errorf("%w: a watch position resumes a prefix watch (WithPrefix); a path resumes WithRev", ErrInvalidArgument)}
+		close(out)
+		return out
+	}
 	if !c.goBackground(func() { w.run(ctx) }) {
 		out <- WatchResponse{Err: ErrClientClosed}
 		close(out)
@@ -102,11 +115,12 @@ func (c *Client) Watch(ctx context.Context, path string, opts ...OpOption) <-cha
 }
 
 type watcher struct {
-	c    *Client
-	out  chan WatchResponse
-	req  wire.Request
-	next uint64            // revision to (re)subscribe from; 0 = now
-	last map[uint64]uint64 // per shard: last revision delivered
+	c      *Client
+	out    chan WatchResponse
+	req    wire.Request
+	prefix bool              // a prefix watch: it resumes from its position (last)
+	next   uint64            // revision to (re)subscribe from; 0 = now
+	last   map[uint64]uint64 // per shard: last revision delivered (a prefix watch's position)
 }
 
 func (w *watcher) run(ctx context.Context) {
@@ -149,7 +163,10 @@ func (w *watcher) subscribe(ctx context.Context) (*conn, uint64, *stream, error)
 		return nil, 0, nil, err
 	}
 	req := w.req
-	req.Rev = w.next
+	req.Rev = w.next // a server that does not know Position resumes by it
+	if w.prefix && len(w.last) > 0 {
+		req.Position = positionOf(w.last) // which then takes precedence
+	}
 	st := newStream()
 	id, cl, err := cn.send(&req, st, 0)
 	if err != nil {
@@ -173,9 +190,16 @@ func (w *watcher) subscribe(ctx context.Context) (*conn, uint64, *stream, error)
 	if w.next == 0 {
 		w.next = res.resp.Rev + 1
 	}
-	if len(res.resp.Events) > 0 {
+	if len(res.resp.Events) > 0 || len(res.resp.Position) > 0 {
 		st.mu.Lock()
-		st.frames = append([]*wire.Response{{Events: res.resp.Events}}, st.frames...)
+		if len(res.resp.Events) > 0 {
+			st.frames = append([]*wire.Response{{Events: res.resp.Events}}, st.frames...)
+		}
+		if len(res.resp.Position) > 0 {
+			// The start position counts once the events pushed before the
+			// answer (a replay up to it) are delivered.
+			st.frames = append(st.frames, &wire.Response{Position: res.resp.Position})
+		}
 		st.mu.Unlock()
 		st.wake()
 	}
@@ -201,8 +225,13 @@ func (w *watcher) pump(ctx context.Context, cn *conn, id uint64, st *stream) err
 				}
 				return err
 			}
+			w.advance(f.Position)
 			if evs := w.fresh(f.Events); len(evs) > 0 {
-				if !w.deliver(ctx, WatchResponse{Events: evs}) {
+				r := WatchResponse{Events: evs}
+				if w.prefix {
+					r.Position = positionOf(w.last)
+				}
+				if !w.deliver(ctx, r) {
 					return ctx.Err()
 				}
 			}
@@ -238,6 +267,16 @@ func (w *watcher) fresh(evs []Event) []Event {
 	}
 	w.next = next
 	return out
+}
+
+// advance takes a stream's start position: every event up to it on each
+// shard has been delivered (or precedes the watch).
+func (w *watcher) advance(p []wire.ShardRev) {
+	for _, e := range p {
+		if last, seen := w.last[e.Shard]; !seen || e.Rev > last {
+			w.last[e.Shard] = e.Rev
+		}
+	}
 }
 
 func (w *watcher) deliver(ctx context.Context, r WatchResponse) bool {

@@ -39,8 +39,9 @@ func recvEvents(t *testing.T, ch <-chan WatchResponse, n int) []uint64 {
 	return revs
 }
 
-// A watch that loses its connection resubscribes from the revision after the
-// last delivered one, and a replayed event is not delivered twice.
+// A prefix watch that loses its connection resubscribes from its position
+// (per shard, the last revision delivered), and a replayed event is not
+// delivered twice.
 func TestWatchResumesAfterReconnect(t *testing.T) {
 	var (
 		mu      sync.Mutex
@@ -77,8 +78,9 @@ func TestWatchResumesAfterReconnect(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(watches) != 2 || watches[0].Rev != 0 || !watches[0].Has(wire.FlagPrefix) || watches[1].Rev != 13 || !watches[1].Has(wire.FlagPrefix) {
-		t.Fatalf("watch requests %+v, want from now, then from 13, both prefix", watches)
+	if len(watches) != 2 || watches[0].Rev != 0 || len(watches[0].Position) != 0 || !watches[0].Has(wire.FlagPrefix) ||
+		watches[1].Rev != 13 || Position(watches[1].Position).String() != "3:12" || !watches[1].Has(wire.FlagPrefix) {
+		t.Fatalf("watch requests %+v, want from now, then after position 3:12 (and from 13, for a server without positions), both prefix", watches)
 	}
 }
 
@@ -250,5 +252,110 @@ func TestWatchResumesAfterTooMany(t *testing.T) {
 	defer mu.Unlock()
 	if !equalRevs(revs, []uint64{0, 6}) {
 		t.Fatalf("watch start revisions %v, want [0 6]", revs)
+	}
+}
+
+// A prefix watch's position takes the first answer's start position once
+// the events pushed before it (a replay) are delivered; it resumes after
+// every shard's entry, and each response carries the position.
+func TestWatchPositionFromFirstAnswer(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		watches []wire.Request
+	)
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
+		if req.Op != wire.OpWatch {
+			fc.answer(req, wire.Response{})
+			return
+		}
+		mu.Lock()
+		watches = append(watches, *req)
+		n := len(watches)
+		mu.Unlock()
+		if n == 1 {
+			replay := ev(5, wire.EvKVPut)
+			replay.Shard = 2
+			push(fc, req.ID, replay)
+			fc.answer(req, wire.Response{Stream: req.ID, Position: []wire.ShardRev{{Shard: 2, Rev: 5}, {Shard: 3, Rev: 40}}})
+			push(fc, req.ID, ev(41, wire.EvKVPut))
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				fc.drop()
+			}()
+			return
+		}
+		fc.answer(req, wire.Response{Stream: req.ID, Position: req.Position})
+		push(fc, req.ID, ev(42, wire.EvKVDelete))
+	})
+	c := newTestClient(t, []string{srv.addr()})
+	ch := c.Watch(testContext(t), "/kv", WithPrefix(), WithWatchPosition(Position{{Shard: 2, Rev: 4}}))
+	var last Position
+	var revs []uint64
+	for len(revs) < 3 {
+		r, ok := <-ch
+		if !ok || r.Err != nil {
+			t.Fatalf("watch ended: %v", r.Err)
+		}
+		for _, e := range r.Events {
+			revs = append(revs, e.Rev)
+		}
+		last = r.Position
+	}
+	if !equalRevs(revs, []uint64{5, 41, 42}) || last.String() != "2:5,3:42" {
+		t.Fatalf("revisions %v, position %v; want [5 41 42] at 2:5,3:42", revs, last)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(watches) != 2 || Position(watches[0].Position).String() != "2:4" || Position(watches[1].Position).String() != "2:5,3:41" {
+		t.Fatalf("watch requests %+v, want from 2:4, then from 2:5,3:41", watches)
+	}
+}
+
+func TestParsePosition(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		bad      bool
+	}{
+		{in: "", want: ""},
+		{in: "3:9,1:42", want: "1:42,3:9"},
+		{in: "1:18446744073709551615", want: "1:18446744073709551615"},
+		{in: "1:2,1:3", bad: true},
+		{in: "0:5", bad: true},
+		{in: "1", bad: true},
+		{in: "1:-2", bad: true},
+		{in: "1:18446744073709551616", bad: true},
+		{in: "a:b", bad: true},
+		{in: "1:2,", bad: true},
+	} {
+		p, err := ParsePosition(tc.in)
+		if tc.bad != (err != nil) || !tc.bad && p.String() != tc.want {
+			t.Errorf("ParsePosition(%q) = %v, %v; want %q (error: %v)", tc.in, p, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// The position after any one event of a batch: later events of a shard
+// set its entry back to just before the first of them.
+func TestPositionAfter(t *testing.T) {
+	e := func(shard, rev uint64) Event { return Event{Shard: shard, Rev: rev} }
+	wr := WatchResponse{Events: []Event{e(2, 10), e(3, 7), e(2, 14)},
+		Position: Position{{Shard: 2, Rev: 14}, {Shard: 3, Rev: 7}, {Shard: 4, Rev: 99}}}
+	for i, want := range []string{"2:13,3:6,4:99", "2:13,3:7,4:99", "2:14,3:7,4:99"} {
+		if got := wr.PositionAfter(i).String(); got != want {
+			t.Errorf("after event %d: %s, want %s", i, got, want)
+		}
+	}
+	if wr.Position.String() != "2:14,3:7,4:99" {
+		t.Fatalf("PositionAfter changed the batch's position: %s", wr.Position)
+	}
+}
+
+// A position is a prefix watch's; on a single path it is refused at once.
+func TestWatchPositionNeedsPrefix(t *testing.T) {
+	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) { fc.answer(req, wire.Response{}) })
+	c := newTestClient(t, []string{srv.addr()})
+	wr := <-c.Watch(testContext(t), "/kv/a", WithWatchPosition(Position{{Shard: 2, Rev: 1}}))
+	if !errors.Is(wr.Err, ErrInvalidArgument) {
+		t.Fatalf("got %+v, want ErrInvalidArgument", wr)
 	}
 }

@@ -75,7 +75,7 @@ func planRanges(t *placement.Table, rates []rangeRate, p RangePolicy) rangeActio
 			}
 		}
 	}
-	if !p.Rebalance || len(t.Shards) < 2 {
+	if !p.Rebalance || len(t.ActiveShards()) < 2 {
 		return rangeAction{}
 	}
 	load := map[uint64]float64{}
@@ -92,8 +92,8 @@ func planRanges(t *placement.Table, rates []rangeRate, p RangePolicy) rangeActio
 		if busy == 0 || load[s.ID] > load[busy] {
 			busy = s.ID
 		}
-		if idle == 0 || load[s.ID] < load[idle] {
-			idle = s.ID
+		if s.State == placement.ShardActive && (idle == 0 || load[s.ID] < load[idle]) {
+			idle = s.ID // ranges move only to active shards
 		}
 	}
 	if busy == idle || load[busy] < p.MinOpsPerSec || load[busy] <= p.RebalanceRatio*load[idle] || count[busy] < 2 {

@@ -53,6 +53,15 @@ type HostConfig struct {
 	// MoveHook, for tests, hears each range-move step the driver finished
 	// on this node; stop is closed when the host is closing.
 	MoveHook func(move uint64, step placement.RangeStep, stop <-chan struct{})
+	// ShardHook, for tests, hears each shard lifecycle step (ShardStep…)
+	// recorded on this node; stop is closed when the host is closing.
+	ShardHook func(shard uint64, step string, stop <-chan struct{})
+	// CreateTimeout bounds how long a created shard may go without a
+	// leader before its creation is rolled back (default
+	// DefaultCreateTimeout). Policy runs the automatic shard count
+	// (policy.go).
+	CreateTimeout time.Duration
+	Policy        ShardPolicy
 	// Engine shape, fixed when a data dir is created (dragonboat pins it).
 	ApplyWorkers uint64 // state machine apply workers (default 4)
 	// LogFS is the file system the Raft log store works through (nil:
@@ -146,11 +155,14 @@ func (c *HostConfig) fill() error {
 	// a quota set alone is kept).
 	c.SM = c.SM.WithDefaults()
 	c.SM.SplitDepth = c.NamespaceDepth
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
 	if c.Restore != nil {
-		ids := make([]uint64, c.DataShards)
-		for i := range ids {
-			ids[i] = uint64(i + 2)
-		}
+		// A restored cluster starts with the backup's data shards, under
+		// their ids (shards created and retired at runtime leave gaps).
+		ids := c.Restore.shardIDs()
+		c.DataShards = len(ids)
 		if err := c.Restore.check(ids, c.NamespaceDepth); err != nil {
 			return err
 		}
@@ -178,9 +190,14 @@ type Host struct {
 	remote      map[uint64]uint64    // shard without a local replica → leader node, as last heard (transfer.go)
 	remoteSince map[uint64]time.Time // shard without a local replica → when a change of its leader was heard
 
-	balanceOff  atomic.Bool  // the leader balancer is off (HostConfig.NoLeaderBalance, SetLeaderBalance)
-	lastBalance time.Time    // placement loop only
-	sampler     rangeSampler // placement loop only (autosplit.go)
+	balanceOff  atomic.Bool    // the leader balancer is off (HostConfig.NoLeaderBalance, SetLeaderBalance)
+	lastBalance time.Time      // placement loop only
+	sampler     rangeSampler   // placement loop only (autosplit.go)
+	life        lifecycleState // placement loop only (lifecycle.go)
+	policy      policyMemo     // the shard policy's last reading (policy.go)
+	// replicasChanged is called when a local replica starts or goes
+	// (OnReplicasChanged).
+	replicasChanged atomic.Pointer[func()]
 
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64
@@ -323,7 +340,7 @@ func (h *Host) restart(man *manifest) error {
 	}
 	for _, r := range append([]localReplica(nil), man.Shards...) {
 		err := h.startData(r, nil, false)
-		if err != nil && r.NonVoting {
+		if err != nil && (r.NonVoting || r.New) {
 			// Recorded as a learner but never created (a crash between the
 			// record and the start): forget it; the move starts it again.
 			h.log.Warn("dropping a learner that was never started", "shard", r.Shard, "err", err)
@@ -356,8 +373,12 @@ func (h *Host) bootReplicas(id uint64) []uint64 {
 	return out
 }
 
-// bootIDs are the data shards a new cluster is created with.
+// bootIDs are the data shards a new cluster is created with (a restored
+// one: the backup's).
 func (h *Host) bootIDs() []uint64 {
+	if h.cfg.Restore != nil {
+		return h.cfg.Restore.shardIDs()
+	}
 	ids := make([]uint64, h.cfg.DataShards)
 	for i := range ids {
 		ids[i] = uint64(i + 2)
@@ -408,6 +429,7 @@ func (h *Host) putShard(s *shard.Shard) {
 		next[s.ID()] = s
 	}
 	h.shards.Store(&next)
+	h.replicasChangedNotify()
 }
 
 func (h *Host) stopShards() {
@@ -449,13 +471,11 @@ func (h *Host) raftConfig(shardID, rid uint64) config.Config {
 }
 
 // DefaultSnapshotEntries is how many entries a replica applies between
-// snapshots. Sessions 4–15 ran the regular state machine interface, under
-// which a replica applies nothing while dragonboat saves a snapshot, and
-// chose 100000 over 20000 to make those stalls rarer. A data shard now
-// saves beside its applies (shard/durable.go), pausing only to encode its state;
-// the value still sets the log kept: up to 125,000 entries (with the
-// compaction overhead of a quarter), about 95 MB at 11 operations per
-// entry, replayed on restart (about 1.4 M operations, 1–2 s of CPU).
+// snapshots. A data shard saves beside its applies (shard/durable.go),
+// pausing only to encode its state; the value sets the log kept: up to
+// 125,000 entries (with the compaction overhead of a quarter), about 95 MB
+// at 11 operations per entry, replayed on restart (about 1.4 M operations,
+// 1–2 s of CPU).
 const DefaultSnapshotEntries = 100000
 
 // LeaderUpdated implements raftio.IRaftEventListener (one host goroutine;
@@ -599,7 +619,10 @@ func (h *Host) placementLoop() {
 		if err == nil && t != nil {
 			h.reconcileRanges(ctx, t)
 			h.reconcileReplicas(ctx, t)
+			h.shardDuties(ctx, t)
 			h.balanceLeaders(t)
+			h.driveShards(t)
+			h.runPolicy(t)
 			h.driveMoves(t)
 			h.placeRanges(t)
 		}

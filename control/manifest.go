@@ -25,6 +25,9 @@ type localReplica struct {
 	Shard     uint64 `json:"shard"`
 	RID       uint64 `json:"rid"`
 	NonVoting bool   `json:"non_voting,omitempty"`
+	// New: a replica of a shard created at runtime, recorded before
+	// dragonboat recorded its member list (lifecycle.go).
+	New bool `json:"new,omitempty"`
 }
 
 type manifest struct {

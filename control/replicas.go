@@ -304,6 +304,7 @@ func (h *Host) removeLocal(ctx context.Context, s *shard.Shard) error {
 		}
 	}
 	h.shards.Store(&next)
+	h.replicasChangedNotify()
 	h.mu.Lock()
 	delete(h.leaders, s.ID())
 	delete(h.leaderSince, s.ID())

@@ -37,7 +37,20 @@ type ShardRestore struct {
 	Floor uint64 // every token issued after the restore is above it
 }
 
+// shardIDs are the backup's data shards, ascending.
+func (p *RestorePlan) shardIDs() []uint64 {
+	ids := make([]uint64, 0, len(p.Shards))
+	for id := range p.Shards {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
 func (p *RestorePlan) check(ids []uint64, depth int) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("shard: the backup has no data shard")
+	}
 	if p.Table == nil {
 		return fmt.Errorf("shard: restore without a range table")
 	}
@@ -71,6 +84,8 @@ func (h *Host) restoreTable() *placement.Table {
 	for _, id := range h.bootIDs() {
 		t.Shards = append(t.Shards, placement.ShardInfo{ID: id, Replicas: h.bootReplicas(id)})
 	}
+	// Shard ids the backed-up cluster gave out stay used.
+	t.NextShard = src.NextShardID()
 	return t
 }
 

@@ -176,8 +176,7 @@ func (f *Feed) Subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 			oldest = f.revAt(0)
 		}
 		if rev < oldest {
-			return 0, f.last, wire.Errorf(wire.Compacted,
-				"revision %d is no longer retained by this node (oldest is %d)", rev, oldest)
+			return 0, f.last, compacted(rev, oldest)
 		}
 		var out []wire.Event
 		for i := 0; i < f.n; i++ {
@@ -211,14 +210,12 @@ func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	next := rev
 	for _, ev := range evs {
 		if ev.Rev != next {
-			return 0, wire.Errorf(wire.Compacted,
-				"revision %d is no longer retained by this node (its history resumes at %d)", next, ev.Rev)
+			return 0, compacted(next, ev.Rev)
 		}
 		next++
 	}
 	if f.n > 0 && len(evs) > 0 && next != f.revAt(0) || f.n > 0 && len(evs) == 0 {
-		return 0, wire.Errorf(wire.Compacted,
-			"revision %d is no longer retained by this node (oldest is %d)", rev, f.revAt(0))
+		return 0, compacted(rev, f.revAt(0))
 	}
 	var out []wire.Event
 	for i := range evs {
@@ -240,6 +237,20 @@ func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	return max(f.last, next-1), nil
 }
 
+// compacted refuses a start revision older than the oldest retained; the
+// shard fills in its id (Shard.Watch).
+func compacted(rev, oldest uint64) *wire.CompactedError {
+	return &wire.CompactedError{Oldest: oldest,
+		Detail: fmt.Sprintf("revision %d is no longer retained by this node (oldest is %d)", rev, oldest)}
+}
+
+// Follower is a Subscriber that stays subscribed when the range holding its
+// path moves away: it follows the path on every shard (a prefix watch's part
+// on this shard), so the destination's events reach it without a hand-over.
+type Follower interface {
+	FollowsMoves() bool
+}
+
 // endRange ends the watches whose path lies in the key range [start, end)
 // at the given namespace depth: the range moved to another shard.
 func (f *Feed) EndRange(start, end string, depth int) {
@@ -248,6 +259,9 @@ func (f *Feed) EndRange(start, end string, depth int) {
 	for id, s := range f.subs {
 		k, _ := wire.Span(s.path, depth)
 		if wire.PathDepth(s.path) < depth || k < start || (end != "" && k >= end) {
+			continue
+		}
+		if fl, ok := s.sub.(Follower); ok && fl.FollowsMoves() {
 			continue
 		}
 		delete(f.subs, id)
@@ -263,6 +277,8 @@ func (f *Feed) Unsubscribe(id uint64) {
 	f.mu.Unlock()
 }
 
+// Watchers returns the number of clients' subscriptions (the node's own,
+// marked Internal, are not counted).
 func (f *Feed) Watchers() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

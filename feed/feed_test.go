@@ -61,8 +61,43 @@ func TestFeedReportsCompaction(t *testing.T) {
 	if !errors.Is(err, wire.ErrCompacted) {
 		t.Fatalf("got %v, want Compacted", err)
 	}
+	var ce *wire.CompactedError
+	if !errors.As(err, &ce) || ce.Oldest != 7 {
+		t.Fatalf("got %#v, want a CompactedError naming revision 7 the oldest", err)
+	}
 	if _, _, err := f.Subscribe("/a/b", false, 7, &recordingSub{room: -1}); err != nil {
 		t.Fatalf("revision 7 is retained: %v", err)
+	}
+}
+
+// endingSub records how its watch ended; follows makes it a Follower.
+type endingSub struct {
+	recordingSub
+	follows bool
+	ended   wire.Code
+}
+
+func (e *endingSub) End(code wire.Code, _ string) { e.ended = code }
+func (e *endingSub) FollowsMoves() bool           { return e.follows }
+
+// A range moving away ends the watches inside it, except a Follower's,
+// which goes on receiving the shard's events.
+func TestFeedEndRangeSparesFollowers(t *testing.T) {
+	f := New(16, 1<<30)
+	plain, follower := &endingSub{recordingSub: recordingSub{room: -1}}, &endingSub{recordingSub: recordingSub{room: -1}, follows: true}
+	for _, sub := range []*endingSub{plain, follower} {
+		if _, _, err := f.Subscribe("/a/b", true, 0, sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, _ := wire.Span("/a/b", 2)
+	f.EndRange(k, "", 2)
+	f.Append(evs(1, 1, "/a/b/k"))
+	if plain.ended != wire.RangeMoving || len(plain.got) != 0 {
+		t.Fatalf("plain watch: ended %v with %d events, want RangeMoving and none", plain.ended, len(plain.got))
+	}
+	if follower.ended != wire.OK || len(follower.got) != 1 {
+		t.Fatalf("follower: ended %v with %d events, want still running with 1", follower.ended, len(follower.got))
 	}
 }
 

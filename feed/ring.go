@@ -10,8 +10,8 @@ import (
 // so a ring of them is memory the collector scans on every cycle: at 16
 // shards a node's rings hold ≈ 400k events, 64 MB: collections cost 33–40
 // ms of CPU each and the live heap was 163–191 MB per node, against 17 ms
-// and 89 MB with this ring and dragonboat's smaller log slices (inmemlog.go;
-// docs/bench/shards10-session10.md). A slot
+// and 89 MB with this ring and dragonboat's smaller log slices
+// (inmemlog.go). A slot
 // keeps its strings as spans of the feed's arena chunks instead, and an
 // event is rebuilt from it when a watch replays the ring. The chunks stay
 // listed in the arena, in order, until no slot uses them.

@@ -9,7 +9,7 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// Lease checkpoints (etcd#9888). Deadlines live only in the leader's memory,
+// Lease checkpoints. Deadlines live only in the leader's memory,
 // so without help a new leader can only give each lease a full TTL, and a
 // lease whose holder has died survives as long as leaderships keep changing
 // faster than one TTL. So the leader records, every CheckpointInterval, the
@@ -26,7 +26,7 @@ import (
 // date. After a leader change, each live session's next keepalive costs one
 // (batched) clear.
 //
-// Safety (DESIGN promise 3): a checkpoint records the lessor's deadline,
+// Safety (the lease promise, docs/guarantees.md): a checkpoint records the lessor's deadline,
 // which is never earlier than TTL after the last acknowledged keepalive, and
 // a new leader counts it from its own promotion, later still. A keepalive
 // for a lease whose state machine holds a checkpoint is acknowledged only

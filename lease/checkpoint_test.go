@@ -104,7 +104,8 @@ func (l *Lessor) setLeaderForTest(term uint64) {
 	l.loading = &leaseTracking{added: map[uint64]leaseSeen{}, ended: map[uint64]struct{}{}}
 }
 
-// TestDeadLeaseExpiresUnderLeaderChurn is etcd#9888 at the lessor level:
+// TestDeadLeaseExpiresUnderLeaderChurn: a dead holder's lease ends under
+// leadership churn, at the lessor level:
 // leadership changes every 700 ms, well under the 2 s TTL, and the holder
 // never sends a keepalive. Each leader checkpoints what it knows, so the
 // lease still ends within a bound; it never ends before its TTL.

@@ -28,10 +28,10 @@ import (
 // keepalives for it, so no keepalive is acknowledged for a lease whose Expire
 // is already on its way into the log.
 //
-// A new leader used to give every lease a full TTL, so under steady
-// leadership churn a dead holder's lease never expired (etcd#9888). The
-// leader now checkpoints the time left on leases nobody keeps alive, and a
-// new leader starts those at the checkpointed time plus a bounded allowance
+// Were a new leader to give every lease a full TTL, a dead holder's lease
+// would never expire under steady leadership churn. So the leader
+// checkpoints the time left on leases nobody keeps alive, and a new leader
+// starts those at the checkpointed time plus a bounded allowance
 // (checkpoint.go).
 
 type lease struct {

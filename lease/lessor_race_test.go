@@ -10,15 +10,13 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// TestKeepAliveForLeaseEndedDuringRound is the full/n3/bridge finding
-// (session 4, seed 148161): a keepalive round reads the lease alive, or
+// TestKeepAliveForLeaseEndedDuringRound: a keepalive round reads the lease alive, or
 // checkpointed and then waits for the clear to pass through the log;
 // meanwhile the lease's deadline (from an earlier keepalive) passes, tick
 // proposes Expire, the expiry applies and the lessor forgets the lease, all
-// before the round answers. The round used to answer OK for it (the lessor
-// found nothing to refresh and called the lease "not gone"), so the client
-// counted a keepalive for a lease that had already ended. It must not be
-// acknowledged; a retry reports the lease gone.
+// before the round answers. The keepalive must not be acknowledged (the
+// client would count a keepalive for a lease that has ended); a retry
+// reports the lease gone.
 func TestKeepAliveForLeaseEndedDuringRound(t *testing.T) {
 	cases := []struct {
 		name string

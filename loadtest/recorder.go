@@ -64,7 +64,7 @@ type Recorder struct {
 
 // opLatencies is one operation's buffered latencies. A worker records two
 // to four operations: a scan of a slice finds one faster than a string-keyed
-// map lookup per observation (7 % of the load generator's CPU in session 7),
+// map lookup per observation (7 % of the load generator's CPU),
 // and the names are the scenario's literals, so they usually compare equal by
 // pointer.
 type opLatencies struct {

@@ -338,10 +338,8 @@ func held(e *env) error {
 	var next atomic.Int64
 	var mu sync.Mutex
 	// Each client keeps heldPipeline acquires in flight: one at a time per
-	// client the fill is bound by round trips, not by the servers (351k of
-	// 1M in 120 s at 128 clients in session 2; 494k with 8 in flight and
-	// one lock per acquire in session 3), and the client multiplexes its
-	// requests on its connections anyway.
+	// client the fill is bound by round trips, not by the servers, and the
+	// client multiplexes its requests on its connections anyway.
 	holds := make([][]Held, len(cls)*heldPipeline)
 	counts := make([]int, len(holds))
 	start := time.Now()

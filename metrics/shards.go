@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -21,12 +22,18 @@ import (
 // Counts of replicated state (locks held, leases, ...) and of applied events
 // are reported only by the shard's current leader, so summing a metric over
 // the nodes of a cluster counts each shard once.
+//
+// Replicas come and go while the node runs (shards are created and
+// retired, replicas move): each scrape follows the replicas the node hosts
+// then (syncReplicas).
 type shardMetrics struct {
 	node Node
-	ids  []uint64 // meta group first, then the data shards
-	sets map[uint64]metric.MeasurementOption
 	reg  metric.Registration
-	subs map[uint64]uint64 // data shard → feed subscription id
+
+	subMu  sync.Mutex
+	sets   map[uint64]metric.MeasurementOption
+	subs   map[uint64]replicaSub // data shard → its followed local replica
+	closed bool
 
 	ev eventCounters
 
@@ -45,11 +52,7 @@ type shardGauges struct {
 
 func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
 	sm := &shardMetrics{node: h, sets: map[uint64]metric.MeasurementOption{},
-		subs: map[uint64]uint64{}, firstTerm: map[uint64]uint64{}}
-	sm.ids = append([]uint64{placement.MetaShard}, h.ShardIDs()...)
-	for _, id := range sm.ids {
-		sm.sets[id] = metric.WithAttributeSet(attribute.NewSet(attribute.String("shard", strconv.FormatUint(id, 10))))
-	}
+		subs: map[uint64]replicaSub{}, firstTerm: map[uint64]uint64{}}
 	var g shardGauges
 	var b builder
 	b.m = m
@@ -78,7 +81,7 @@ func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
 		return nil, b.err
 	}
 	var err error
-	if sm.ev, err = newEventCounters(m, sm.ids); err != nil {
+	if sm.ev, err = newEventCounters(m); err != nil {
 		return nil, err
 	}
 	sm.reg, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
@@ -90,26 +93,14 @@ func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range h.ShardIDs() {
-		s, ok := h.Replica(id)
-		if !ok {
-			continue
+	h.OnReplicasChanged(func() {
+		if err := sm.syncReplicas(); err != nil {
+			otel.Handle(err)
 		}
-		subID, _, err := s.Watch("/", true, 0, &eventSub{sm: sm, shard: s})
-		if err != nil {
-			sm.close()
-			return nil, err
-		}
-		sm.subs[id] = subID
-		// Proposal to local apply, timed by the proposer: the entries'
-		// stamps are replicated time, which is anchored to the shard's
-		// history and runs at a fixed offset from any node's wall clock, so
-		// "now minus stamp" measured that offset (every entry landed in
-		// one 50–100 ms bucket), not the apply time.
-		rec := sm.ev.applyShard[id]
-		s.SetApplyObserver(func(d time.Duration) {
-			sm.ev.apply.Record(context.Background(), d.Seconds(), rec...)
-		})
+	})
+	if err := sm.syncReplicas(); err != nil {
+		sm.close()
+		return nil, err
 	}
 	return sm, nil
 }
@@ -140,13 +131,80 @@ func (b *builder) counter(name, unit, desc string) metric.Int64ObservableCounter
 	return c
 }
 
+// replicaSub is a local replica whose events and apply times are counted.
+type replicaSub struct {
+	s   Replica
+	sub uint64 // its feed subscription
+}
+
+// set returns the attribute set of a shard's series.
+func (sm *shardMetrics) set(id uint64) metric.MeasurementOption {
+	sm.subMu.Lock()
+	defer sm.subMu.Unlock()
+	return sm.setLocked(id)
+}
+
+func (sm *shardMetrics) setLocked(id uint64) metric.MeasurementOption {
+	set, ok := sm.sets[id]
+	if !ok {
+		set = metric.WithAttributeSet(attribute.NewSet(attribute.String("shard", strconv.FormatUint(id, 10))))
+		sm.sets[id] = set
+	}
+	return set
+}
+
+// syncReplicas follows the local replicas that appeared since the last
+// call and forgets those that are gone (their feeds ended with them).
+func (sm *shardMetrics) syncReplicas() error {
+	sm.subMu.Lock()
+	defer sm.subMu.Unlock()
+	if sm.closed {
+		return nil
+	}
+	local := map[uint64]bool{}
+	for _, id := range sm.node.ShardIDs() {
+		s, ok := sm.node.Replica(id)
+		if !ok {
+			continue
+		}
+		local[id] = true
+		if cur, ok := sm.subs[id]; ok && cur.s == s {
+			continue
+		}
+		subID, _, err := s.Watch("/", true, 0, &eventSub{sm: sm, shard: s})
+		if err != nil {
+			return err
+		}
+		sm.subs[id] = replicaSub{s: s, sub: subID}
+		// Proposal to local apply, timed by the proposer: the entries'
+		// stamps are replicated time, which is anchored to the shard's
+		// history and runs at a fixed offset from any node's wall clock, so
+		// "now minus stamp" measured that offset (every entry landed in
+		// one 50–100 ms bucket), not the apply time.
+		rec := []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("shard", strconv.FormatUint(id, 10))))}
+		s.SetApplyObserver(func(d time.Duration) {
+			sm.ev.apply.Record(context.Background(), d.Seconds(), rec...)
+		})
+	}
+	for id := range sm.subs {
+		if !local[id] {
+			delete(sm.subs, id)
+		}
+	}
+	return nil
+}
+
 func (sm *shardMetrics) close() {
+	sm.node.OnReplicasChanged(nil)
 	if sm.reg != nil {
 		sm.reg.Unregister()
 	}
+	sm.subMu.Lock()
+	defer sm.subMu.Unlock()
+	sm.closed = true
 	for id, sub := range sm.subs {
-		if s, ok := sm.node.Replica(id); ok {
-			s.Unwatch(sub)
+		if s, ok := sm.node.Replica(id); ok && s == sub.s {
+			s.Unwatch(sub.sub)
 			s.SetApplyObserver(nil)
 		}
 	}
@@ -166,8 +224,11 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 		infos[si.Shard] = si
 	}
 	o.ObserveInt64(g.rangeMoves, int64(sm.node.RangeMoves()))
-	for _, id := range sm.ids {
-		set := sm.sets[id]
+	if err := sm.syncReplicas(); err != nil {
+		otel.Handle(err)
+	}
+	for _, id := range append([]uint64{placement.MetaShard}, sm.node.ShardIDs()...) {
+		set := sm.set(id)
 		si, ok := infos[id]
 		if !ok {
 			continue
@@ -228,8 +289,6 @@ type eventCounters struct {
 	granted, released, leaseEnded *tally // slot: the cause, or otherCause
 	leaseCreated, electionChanges *tally // one slot
 	apply                         metric.Float64Histogram
-
-	applyShard map[uint64][]metric.RecordOption
 }
 
 // otherCause is the cause tallies' slot for causes without a name.
@@ -238,7 +297,7 @@ const otherCause = int(wire.CauseMoved) + 1
 // applyBuckets span 100 µs (a quiet local commit) to 5 s.
 var applyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
-func newEventCounters(m metric.Meter, shards []uint64) (eventCounters, error) {
+func newEventCounters(m metric.Meter) (eventCounters, error) {
 	byCause := func() *tally {
 		t := newTally(otherCause + 1)
 		for c := wire.CauseNone; c <= wire.CauseMoved; c++ {
@@ -275,10 +334,6 @@ func newEventCounters(m metric.Meter, shards []uint64) (eventCounters, error) {
 		metric.WithDescription("Time from the leader proposing an entry to its own replica having applied it (measured on the leader's monotonic clock)."),
 		metric.WithExplicitBucketBoundaries(applyBuckets...)); err != nil {
 		return e, err
-	}
-	e.applyShard = map[uint64][]metric.RecordOption{}
-	for _, id := range shards {
-		e.applyShard[id] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("shard", strconv.FormatUint(id, 10))))}
 	}
 	return e, nil
 }

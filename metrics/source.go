@@ -26,6 +26,9 @@ type Node interface {
 	RangeMoves() uint64
 	// WAL is the node's Raft log store (nil: none to report).
 	WAL() WAL
+	// OnReplicasChanged calls fn (nil: no one) whenever the node starts or
+	// stops a replica (shards are created and retired, replicas move).
+	OnReplicasChanged(fn func())
 }
 
 // RaftInfo is one replica's Raft view.

@@ -11,7 +11,7 @@ import (
 // reported when the meter collects (an observable counter). Counting costs
 // one atomic add; the SDK's synchronous counter resolves and filters its
 // attribute set on every Add, which at one call per request or applied
-// event was about 3 % of a leader's CPU (docs/performance.md, session 15).
+// event is about 3 % of a leader's CPU.
 type tally struct {
 	counts []atomic.Int64
 	sets   []metric.ObserveOption // nil: the slot is not reported

@@ -12,6 +12,7 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
+	"github.com/wardenlock/warden/placement"
 )
 
 // TestBackupWipeRestore takes a backup through the admin API, wipes every
@@ -19,7 +20,15 @@ import (
 // addresses, and checks that the locks and KV of the backup are back, that
 // what was written after the backup is not, and that every token issued
 // after the restore is above every token issued before the wipe.
-func TestBackupWipeRestore(t *testing.T) {
+func TestBackupWipeRestore(t *testing.T) { backupWipeRestore(t, false) }
+
+// TestBackupWipeRestoreAfterShardChanges: the same, on a cluster whose
+// shards changed before the backup (shard 4 created, shard 2 retired, the
+// locks and keys moved with their ranges): the restored cluster runs the
+// backup's shards, 3 and 4, and never gives out an id used before.
+func TestBackupWipeRestoreAfterShardChanges(t *testing.T) { backupWipeRestore(t, true) }
+
+func backupWipeRestore(t *testing.T, reshape bool) {
 	c := nodetest.Start(t, nodetest.Options{Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
 	cl := newClient(t, c)
 	ctx := ctxT(t, 120*time.Second)
@@ -37,6 +46,19 @@ func TestBackupWipeRestore(t *testing.T) {
 		if _, err := cl.Put(ctx, fmt.Sprintf("/cfg/ns%d/key", i), []byte(fmt.Sprintf("value-%d", i))); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	if reshape {
+		h := c.Nodes[0].Host
+		id, err := h.CreateShard(ctx, nil, true, "test")
+		if err != nil || id != 4 {
+			t.Fatalf("create: shard %d, %v", id, err)
+		}
+		waitShardState(t, c, 4, placement.ShardActive, 60*time.Second)
+		if err := h.RetireShard(ctx, 2, "test"); err != nil {
+			t.Fatal(err)
+		}
+		waitShardState(t, c, 2, placement.ShardRetired, 60*time.Second)
 	}
 
 	dir := filepath.Join(t.TempDir(), "backup")
@@ -97,6 +119,12 @@ func TestBackupWipeRestore(t *testing.T) {
 	}
 	c.WaitReady(60 * time.Second)
 	waitRestored(t, c)
+	if reshape {
+		tab := tableOf(t, c)
+		if ids := c.ShardIDs(); len(ids) != 2 || ids[0] != 3 || ids[1] != 4 || tab.NextShardID() != 5 {
+			t.Fatalf("restored shards %v, next id %d; want [3 4] and 5", ids, tab.NextShardID())
+		}
+	}
 
 	cl = newClient(t, c)
 	for p, tok := range held {

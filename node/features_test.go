@@ -16,7 +16,8 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// The features of issue 9 over one real 3-node cluster (2 data shards):
+// Semaphores, multi-locks, revocation, lock-delay, priorities, hand-over
+// and deadlock detection over one real 3-node cluster (2 data shards):
 // each subtest goes through the client, the router, Raft and the state
 // machine, with the leader's deadline timer driving revocations and
 // lock-delays.

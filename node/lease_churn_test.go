@@ -8,7 +8,8 @@ import (
 	"github.com/wardenlock/warden/node/nodetest"
 )
 
-// TestDeadHolderExpiresUnderLeaderChurn is etcd#9888 on a real cluster: the
+// TestDeadHolderExpiresUnderLeaderChurn: a dead holder's lease ends under
+// leadership churn, on a real cluster: the
 // shard's leadership is handed to another node every 600 ms, well under the
 // holder's 2 s TTL, for as long as the test runs. Each new leader used to
 // give every lease a full TTL, so the dead holder's lease never ended and

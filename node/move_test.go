@@ -22,7 +22,7 @@ import (
 
 // moveWorkload runs try-acquire / release / read / keepalive traffic from
 // several clients on a few namespaces and records every operation for the
-// lock-register model (chaos/model.go).
+// lock-register model (internal/linmodel/model.go).
 type moveWorkload struct {
 	hist  *linmodel.History
 	paths []string

@@ -92,6 +92,13 @@ type Config struct {
 	// it on and off at run time).
 	NoLeaderBalance bool
 	MoveHook        func(move uint64, step placement.RangeStep, stop <-chan struct{})
+	// ShardHook hears each shard lifecycle step the node recorded, and
+	// CreateTimeout bounds a shard creation (shard.HostConfig).
+	ShardHook     func(shard uint64, step string, stop <-chan struct{})
+	CreateTimeout time.Duration
+	// ShardPolicy runs the automatic shard count on the meta leader
+	// (control/policy.go; off by default).
+	ShardPolicy control.ShardPolicy
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -186,6 +193,7 @@ func Start(cfg Config) (*Node, error) {
 		RTT: cfg.RTT, ElectionRTT: cfg.ElectionRTT, HeartbeatRTT: cfg.HeartbeatRTT, SnapshotEntries: cfg.SnapshotEntries,
 		SM: cfg.SM, Shard: cfg.Shard, Clock: cfg.Clock, Log: cfg.Log, Restore: plan, Recorder: recorder,
 		Ranges: cfg.Ranges, MoveHook: cfg.MoveHook, NoLeaderBalance: cfg.NoLeaderBalance,
+		ShardHook: cfg.ShardHook, CreateTimeout: cfg.CreateTimeout, Policy: cfg.ShardPolicy,
 		MutualTLS: cfg.TLS != nil, CAFile: tlsFile(cfg.TLS, "ca"), CertFile: tlsFile(cfg.TLS, "cert"), KeyFile: tlsFile(cfg.TLS, "key"),
 		Join: len(cfg.Join) > 0, Replicas: cfg.Replicas, LogFS: cfg.LogFS,
 	})

@@ -38,3 +38,10 @@ func (h routerHost) RangeLoad(id uint64) ([]wire.Range, []uint64, error) {
 func (routerHost) ErrorAnswer(err error) *wire.Response { return shard.ErrorResponse(0, err, false) }
 
 func (routerHost) RaftPasses() any { return raftnode.Passes() }
+
+func (h routerHost) ShardPolicyState() any {
+	if st := h.Host.PolicyState(); st != nil {
+		return st
+	}
+	return nil
+}

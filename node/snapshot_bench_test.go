@@ -15,9 +15,8 @@ import (
 // BenchmarkSnapshotSave times one whole dragonboat snapshot of a data shard
 // on a real disk (our encoding, the snapshot file and its fsync, dragonboat's
 // directory syncs, flag files and LogDB record), with the state a shard
-// holds in the session-4 load runs: 1024 single-lock leases, each holding a
-// lock. Until session 16 a replica applied nothing for this long; now it
-// pauses only for the encoding (shard/durable.go). One node, so the
+// holds under the benchmark's load: 1024 single-lock leases, each holding
+// a lock. A replica pauses its applies only for the encoding. One node, so the
 // syscalls seen under strace are this replica's; one acquire and release
 // between snapshots so each is new.
 func BenchmarkSnapshotSave(b *testing.B) {

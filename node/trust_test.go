@@ -605,6 +605,21 @@ func TestIdentityQuotas(t *testing.T) {
 		}
 	})
 
+	t.Run("a prefix watch over every shard counts as one watch", func(t *testing.T) {
+		a, b := e.dial(t, "other", 0), e.dial(t, "other", 0)
+		// At namespace depth 3, /locks/other spans every shard.
+		for i, w := range []*nodetest.WireConn{a, a, b} {
+			r := w.Do(&wire.Request{Op: wire.OpWatch, Path: "/locks/other", Flags: wire.FlagPrefix})
+			if r.Code != wire.OK || len(r.Position) != len(e.c.ShardIDs()) {
+				t.Fatalf("prefix watch %d: %v %s, position %v", i, r.Code, r.Msg, r.Position)
+			}
+		}
+		tooMany(t, b.Do(&wire.Request{Op: wire.OpWatch, Path: "/locks/other", Flags: wire.FlagPrefix}), "a fourth watch of other")
+		if r := e.dial(t, "other", 0).Do(&wire.Request{Op: wire.OpWatch, Path: "/locks", Flags: wire.FlagPrefix}); r.Code != wire.Unauthorized {
+			t.Fatalf("a prefix watch over more than other may read: %v %s, want Unauthorized", r.Code, r.Msg)
+		}
+	})
+
 	t.Run("request rate per identity", func(t *testing.T) {
 		flood := e.dial(t, "ci", 0)
 		var refused int

@@ -17,6 +17,7 @@ type metaCommand struct {
 	Node  *Node         `msgpack:"n,omitempty"`
 	Nodes *nodeCommand  `msgpack:"nc,omitempty"` // node and replica changes (nodes.go)
 	Range *RangeCommand `msgpack:"r,omitempty"`  // Kind "range" (ranges.go)
+	Shard *ShardCommand `msgpack:"s,omitempty"`  // Kind "shard" (lifecycle.go)
 }
 
 // TableQuery (Lookup) returns a *Table copy.
@@ -36,7 +37,7 @@ type Result struct {
 }
 
 // NewMeta makes an empty meta state machine. The node's Raft host runs it
-// as the meta group's replica (shard/meta.go adapts it to dragonboat).
+// as the meta group's replica (control/meta.go adapts it to dragonboat).
 func NewMeta() *Meta { return &Meta{} }
 
 // InitCommand encodes "initialise the table if empty".
@@ -79,6 +80,8 @@ func (m *Meta) Apply(cmd []byte) Result {
 		return Result{Value: 1}
 	case "range":
 		return m.applyRange(c.Range)
+	case "shard":
+		return m.applyShard(c.Shard)
 	}
 	return Result{}
 }

@@ -84,7 +84,7 @@ func (s ShardInfo) RID(node uint64) uint64 {
 }
 
 func (s ShardInfo) clone() ShardInfo {
-	c := ShardInfo{ID: s.ID, Replicas: append([]uint64(nil), s.Replicas...)}
+	c := ShardInfo{ID: s.ID, Replicas: append([]uint64(nil), s.Replicas...), State: s.State, Fill: s.Fill, Reason: s.Reason, Runtime: s.Runtime}
 	if s.RIDs != nil {
 		c.RIDs = append([]uint64(nil), s.RIDs...)
 	}
@@ -261,6 +261,7 @@ func (t *Table) removeNode(id uint64) Result {
 	for i, n := range t.Nodes {
 		if n.ID == id {
 			t.Nodes = append(t.Nodes[:i], t.Nodes[i+1:]...)
+			t.dropPending(id)
 			return Result{Value: 1}
 		}
 	}
@@ -275,6 +276,8 @@ func (t *Table) planMove(mv *ReplicaMove) Result {
 	switch {
 	case !ok:
 		return refused("shard %d does not exist", mv.Shard)
+	case si.State == ShardCreating:
+		return refused("shard %d is still being created", mv.Shard)
 	case !si.Has(mv.From):
 		return refused("node %d holds no replica of shard %d", mv.From, mv.Shard)
 	case si.Has(mv.To):
@@ -389,7 +392,7 @@ func (t *Table) DrainMoves(limit int) []ReplicaMove {
 			if busy >= limit {
 				return out
 			}
-			if _, moving := t.Move(s.ID); moving || !s.Has(n.ID) {
+			if _, moving := t.Move(s.ID); moving || !s.Has(n.ID) || s.State == ShardCreating {
 				continue
 			}
 			to := leastLoaded(load, s)

@@ -201,8 +201,10 @@ func (t *Table) startMove(key string, shard uint64) Result {
 		return refused("no range starts at %x", key)
 	}
 	r := t.Ranges[i]
-	if _, ok := t.Shard(shard); !ok {
+	if si, ok := t.Shard(shard); !ok {
 		return refused("no shard %d", shard)
+	} else if si.State != ShardActive {
+		return refused("shard %d is %v: ranges move only to active shards", shard, si.State)
 	}
 	if r.Shard == shard {
 		return refused("range [%x, %x) is already on shard %d", r.Start, r.End, shard)

@@ -37,6 +37,16 @@ type ShardInfo struct {
 	// by a move gets a fresh id, because Raft never lets a removed id back
 	// in (nodes.go).
 	RIDs []uint64 `msgpack:"rids,omitempty"`
+	// State is where the shard stands in its lifecycle (lifecycle.go);
+	// Fill asks the driver to move ranges into it once active; Reason is
+	// why it was created or is retiring.
+	State  ShardState `msgpack:"state,omitempty"`
+	Fill   bool       `msgpack:"fill,omitempty"`
+	Reason string     `msgpack:"reason,omitempty"`
+	// Runtime marks a shard created while the cluster ran: a node of its
+	// initial replicas that was down while it was created starts its
+	// replica from the initial member list when it comes back.
+	Runtime bool `msgpack:"runtime,omitempty"`
 }
 
 // Table is the cluster layout. Ranges are sorted by Start and tile the key
@@ -55,6 +65,14 @@ type Table struct {
 	// Incarnation the counter fresh replica ids are made from (nodes.go).
 	Moves       []ReplicaMove `msgpack:"rmoves,omitempty"`
 	Incarnation uint64        `msgpack:"inc,omitempty"`
+	// NextShard is the id the next created data shard gets (0: one above
+	// every id in the table); Retired the shards stopped or stopping;
+	// Decisions the last lifecycle changes with their reasons
+	// (lifecycle.go).
+	NextShard   uint64         `msgpack:"next_shard,omitempty"`
+	Retired     []RetiredShard `msgpack:"retired,omitempty"`
+	Decisions   []Decision     `msgpack:"decisions,omitempty"`
+	DecisionSeq uint64         `msgpack:"decision_seq,omitempty"`
 }
 
 // EvenRanges cuts the hashed key space into one range per shard.
@@ -144,5 +162,12 @@ func (t *Table) Clone() *Table {
 		c.Shards[i] = s.clone()
 	}
 	c.Moves = append([]ReplicaMove(nil), t.Moves...)
+	c.Decisions = append([]Decision(nil), t.Decisions...)
+	c.Retired = make([]RetiredShard, len(t.Retired))
+	for i, r := range t.Retired {
+		r.Replicas = append([]uint64(nil), r.Replicas...)
+		r.Pending = append([]uint64(nil), r.Pending...)
+		c.Retired[i] = r
+	}
 	return &c
 }

@@ -8,13 +8,13 @@ import (
 
 // Commit-only Replicates, held briefly. When a leader's commit index
 // advances, dragonboat broadcasts a Replicate to every follower
-// (internal/raft/raft.go: handleLeaderReplicateResp → tryCommit →
+// (dragonboat's raft.go: handleLeaderReplicateResp → tryCommit →
 // broadcastReplicateMessage); to a follower that already has every entry it
 // carries none, only LogIndex/LogTerm (the follower's next-1 and its term)
 // and Commit (the leader's commit index). The follower steps it, writes its
 // new commit index and answers with a ReplicateResp: at one contended lock
-// hand-off that is 4 of ≈ 9 Raft messages, and ≈ 6 % of the hand-off's CPU
-// (docs/bench/cont8-session8.md). Often the next message to that follower
+// hand-off that is 4 of ≈ 9 Raft messages, and ≈ 6 % of the hand-off's CPU.
+// Often the next message to that follower
 // of that shard, a Replicate with the next entries or a heartbeat, carries
 // the same commit index a moment later. So the transport holds a
 // commit-only Replicate per (shard, follower) for DefaultCommitHold and drops

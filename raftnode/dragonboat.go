@@ -58,7 +58,7 @@ var dragonboatStreams uint64
 const raftStreamsPerPeer = 1
 
 // The in-memory log slice. dragonboat keeps each replica's unapplied log
-// entries in a slice (internal/raft/inmemory.go). Whenever a replica has
+// entries in a slice (dragonboat's inmemory.go). Whenever a replica has
 // applied everything it holds, or the slice is down to minEntrySliceSize
 // (96) free slots, it allocates a fresh one of entrySliceSize (512)
 // entries: 512 × 80 bytes, zeroed, 40 KiB. With 16 shards entries carry

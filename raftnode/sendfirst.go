@@ -15,8 +15,8 @@ import (
 // goroutines are made runnable on the step worker's P, and the sync blocks
 // that P's thread: unless another P is idle and steals them at once, they
 // wait until the runtime takes the P back from the syscall, or until the
-// sync returns (trace of a contended run, session 14: the leader's send
-// goroutines waited 34 µs at p50 and 208 µs at p90 after each wake-up). The
+// sync returns (in a contended run's trace the leader's send goroutines
+// wait 34 µs at p50 and 208 µs at p90 after each wake-up). The
 // follower's sync then starts after the leader's instead of beside it, and
 // a lock hand-off, which waits for one of each, pays both in series.
 //
@@ -26,8 +26,8 @@ import (
 // overlaps), a step worker whose Replicate no send goroutine has taken up
 // yet yields once: the send goroutine waiting on its P runs first. When
 // another P already took it (an idle machine), it does not yield and the
-// sync starts at once. Pipelined entries never yield (session 11: yielding
-// there put the step worker behind every runnable router goroutine).
+// sync starts at once. Pipelined entries never yield (yielding there puts
+// the step worker behind every runnable router goroutine).
 
 // sentEntries records, per shard, the highest log index a send goroutine
 // of this process has framed for a peer in a Replicate: the goroutine that

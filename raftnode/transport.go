@@ -397,8 +397,10 @@ func (b *batchConn) Close() {
 // carried it; the first stream to find no write under way does the
 // writing (group commit, no goroutine of its own): it writes everything
 // pending with one syscall, again while more arrived during the write. It
-// does not yield first: the yield only delayed the write (one-client operations per second 1.00–1.17× without
-// it, median 1.07× in 7 pairs; docs/bench/handoff-session14.md). Frames
+// does not yield first: with one stream per peer (dragonboat.go) no other
+// stream of the same step round is there to wait for, and the yield only
+// delayed the write (one-client operations per second 1.00–1.17× without
+// it, median 1.07× in 7 pairs). Frames
 // that arrive during a write (the commit-hold timer's, a second host's in
 // tests) still share the next one. Each stream gets the result of the
 // write that carried its frame, so dragonboat's error handling (circuit
@@ -412,10 +414,10 @@ func (b *batchConn) Close() {
 // into the void, the next fails, and dragonboat then trips its per-peer
 // circuit breaker and drops every message to that peer, for every shard,
 // for 0.25–1 s. A follower seldom writes to a peer that is not its leader,
-// so its connection to a node restarted earlier was still the dead one when
+// so its connection to a node restarted earlier can still be the dead one when
 // the leader was killed and an election needed it: the (pre-)vote messages
-// were lost and elections took 1.5–2 s instead of 0.2–0.3 s (docs/faults.md,
-// "Failover latency"). A batch connection carries nothing back, so a read
+// would be lost and an election take 1.5–2 s instead of 0.2–0.3 s
+// (docs/testing.md, "Results"). A batch connection carries nothing back, so a read
 // that returns means the peer closed it; the watcher marks it dead, and the
 // next write goes on a new connection. A write that still fails is retried
 // once on a new connection (Raft tolerates lost and duplicated messages);

@@ -499,14 +499,14 @@ func opPerm(req *wire.Request) auth.Perm {
 		}
 	case wire.OpLockInfo, wire.OpListLocks, wire.OpKVGet, wire.OpKVList, wire.OpLeader:
 		return auth.Read
-	case wire.OpRangeList, wire.OpShards:
+	case wire.OpRangeList, wire.OpShards, wire.OpShardLog:
 		return auth.Read // the cluster's layout and load: read on "/" (clusterWide)
 	case wire.OpWatch:
 		return auth.Watch
 	case wire.OpKVPut, wire.OpKVDelete:
 		return auth.KVWrite
 	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShardTransfer,
-		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove:
+		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove, wire.OpShardAdd, wire.OpShardRetire:
 		return auth.Admin
 	}
 	return 0
@@ -516,7 +516,7 @@ func opPerm(req *wire.Request) auth.Perm {
 // permission is checked on "/" (a grant on a narrower prefix is not
 // enough), whatever path they carry.
 func clusterWide(op wire.Op) bool {
-	return clusterAdmin(op) || op == wire.OpRangeList || op == wire.OpShards
+	return clusterAdmin(op) || op == wire.OpRangeList || op == wire.OpShards || op == wire.OpShardLog
 }
 
 // clusterAdmin ops change the cluster's machines or its ranges: they need the admin
@@ -524,7 +524,7 @@ func clusterWide(op wire.Op) bool {
 func clusterAdmin(op wire.Op) bool {
 	switch op {
 	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShardTransfer,
-		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove:
+		wire.OpRangeSplit, wire.OpRangeMerge, wire.OpRangeMove, wire.OpShardAdd, wire.OpShardRetire:
 		return true
 	}
 	return false

@@ -58,6 +58,8 @@ type watch struct {
 	local uint64 // feed subscription id on a local replica
 	peer  *peer  // or: the forwarding connection and its stream id
 	fwdID uint64
+	// prefix, when set, is a prefix watch over every shard (prefixwatch.go).
+	prefix *prefixWatch
 }
 
 func newConn(s *Server, nc net.Conn, budget *hostBudget) *conn {
@@ -285,26 +287,27 @@ func isGrant(req *wire.Request, resp *wire.Response) bool {
 // call is one request read from a connection, from its frame to its
 // answer. It carries in one allocation the request and everything its
 // answer needs (metrics and span, the parked-wait and sequence bookkeeping,
-// the routing retries), where closures wrapped around one another used to
+// the routing retries), where closures wrapped around one another would
 // cost an allocation each.
 type call struct {
-	req    wire.Request
-	c      *conn
-	t      tracked
-	parked bool // registered in c.parked: forget it at the answer
-	acked  bool // carries a router-assigned seq: mark it answered
-	try    routeTry
+	req wire.Request
+	c   *conn
+	t   tracked
+	// try routes the call; try.parked: registered in c.parked, forget it
+	// at the answer; try.acked: carries a router-assigned seq, mark it
+	// answered.
+	try routeTry
 }
 
 // Answer implements wire.Answerer: the request's final answer.
 func (cl *call) Answer(resp *wire.Response) {
 	c, req := cl.c, &cl.req
-	if cl.parked {
+	if cl.try.parked {
 		c.mu.Lock()
 		delete(c.parked, clientSeq{req.Client, req.Seq})
 		c.mu.Unlock()
 	}
-	if cl.acked {
+	if cl.try.acked {
 		c.acks.finish(req.Seq)
 	}
 	cl.t.done(req, resp)
@@ -371,7 +374,8 @@ func (c *conn) handle(cl *call) {
 		c.watch(req, to.Answer)
 	case wire.OpUnwatch:
 		c.unwatch(req, to.Answer)
-	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer:
+	case wire.OpNodeJoin, wire.OpNodeAdmin, wire.OpReplicaMove, wire.OpShards, wire.OpShardTransfer,
+		wire.OpShardAdd, wire.OpShardRetire, wire.OpShardLog:
 		if clusterAdmin(req.Op) {
 			c.auditAdmin(req)
 		}
@@ -388,7 +392,7 @@ func (c *conn) handle(cl *call) {
 		c.openHolds(req, to.Answer)
 	case wire.OpRevoke:
 		c.assignSeq(cl)
-		c.s.broadcast(req, cl.Answer)
+		c.s.revokeEverywhere(req, cl.Answer) // revoke.go
 	default:
 		c.routeData(cl)
 	}
@@ -425,7 +429,7 @@ func (c *conn) assignSeq(cl *call) {
 		req.Seq = c.acks.start()
 		req.AckSeq = c.acks.floor()
 	}
-	cl.acked = req.Client == c.client
+	cl.try.acked = req.Client == c.client
 }
 
 // routeData routes a lock, election or KV request, the hot path: cl
@@ -449,9 +453,9 @@ func (c *conn) routeData(cl *call) {
 		c.mu.Lock()
 		c.parked[clientSeq{req.Client, req.Seq}] = parkedWait{path: req.Path, lease: req.Lease}
 		c.mu.Unlock()
-		cl.parked = true
+		cl.try.parked = true
 	}
-	cl.try = routeTry{s: c.s, req: req, deadline: monoNow() + c.s.budget(req), quit: c.quit, done: cl}
+	cl.try.s, cl.try.req, cl.try.deadline, cl.try.quit, cl.try.done = c.s, req, monoNow()+c.s.budget(req), c.quit, cl
 	cl.try.start()
 }
 

@@ -12,7 +12,7 @@ import (
 // depth, so its subtree is spread over every shard.
 func (s *Server) spansShards(path string) bool {
 	t := s.cache.table()
-	return t != nil && len(t.Shards) > 1 && hierarchy.Depth(path) < t.NamespaceDepth
+	return t != nil && len(t.Serving()) > 1 && hierarchy.Depth(path) < t.NamespaceDepth
 }
 
 // broadcast sends req to every data shard and merges the answers: lists
@@ -23,7 +23,12 @@ func (s *Server) broadcast(req *wire.Request, done func(*wire.Response)) {
 		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "range table not loaded yet"})
 		return
 	}
-	agg := &fanIn{n: len(t.Shards), out: &wire.Response{ID: req.ID}, done: func(r *wire.Response) {
+	serving := t.Serving() // a shard being created holds nothing yet
+	if len(serving) == 0 {
+		done(&wire.Response{ID: req.ID, Code: wire.Unavailable, Msg: "no data shard serves yet"})
+		return
+	}
+	agg := &fanIn{n: len(serving), out: &wire.Response{ID: req.ID}, done: func(r *wire.Response) {
 		sort.Slice(r.Holders, func(i, j int) bool { return r.Holders[i].Path < r.Holders[j].Path })
 		sort.Slice(r.KVs, func(i, j int) bool { return r.KVs[i].Key < r.KVs[j].Key })
 		if req.Limit > 0 && len(r.Holders) > int(req.Limit) {
@@ -35,10 +40,10 @@ func (s *Server) broadcast(req *wire.Request, done func(*wire.Response)) {
 		done(r)
 	}}
 	deadline := time.Now().Add(s.budget(req))
-	for _, si := range t.Shards {
+	for _, si := range serving {
 		sub := *req
 		sub.Shard = si.ID
-		s.routeUntil(&sub, deadline, wire.AnswerFunc(agg.add))
+		s.routeUntil(&sub, deadline, s.goneTolerant(si.ID, agg.add))
 	}
 }
 

@@ -336,7 +336,7 @@ const holdRetry = 100 * time.Millisecond
 func (h *holdHub) resync() bool {
 	want := map[uint64]Replica{} // shard -> its local replica, or nil
 	if t := h.s.cache.table(); t != nil {
-		for _, si := range t.Shards {
+		for _, si := range t.Serving() {
 			want[si.ID] = nil
 		}
 	}

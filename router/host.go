@@ -36,6 +36,14 @@ type Host interface {
 	AbortMove(ctx context.Context, shard uint64) error
 	TransferLeadership(ctx context.Context, shardID, node uint64) error
 	RangeCommand(ctx context.Context, c placement.RangeCommand) (uint64, error)
+	// CreateShard and RetireShard record a data shard's creation (on
+	// nodes; none: the control plane chooses) and retirement; reason goes
+	// into the recorded decision.
+	CreateShard(ctx context.Context, nodes []uint64, fill bool, reason string) (uint64, error)
+	RetireShard(ctx context.Context, id uint64, reason string) error
+	// ShardPolicyState is the automatic shard policy's last reading on
+	// this node (a JSON object; nil when it never ran here).
+	ShardPolicyState() any
 
 	// RangeLoad is the operation count per range that the local replica
 	// of shardID has applied (ranges[i] served ops[i]).

@@ -120,15 +120,20 @@ func (s *Server) keepAliveShards(leases []uint64, identity string, done func(*wi
 		done(&wire.Response{Code: wire.Unavailable, Msg: "range table not loaded yet"})
 		return
 	}
-	agg := &fanIn{n: len(t.Shards), done: done, out: &wire.Response{}}
+	serving := t.Serving() // a shard being created holds no lease yet
+	if len(serving) == 0 {
+		done(&wire.Response{Code: wire.Unavailable, Msg: "no data shard serves yet"})
+		return
+	}
+	agg := &fanIn{n: len(serving), done: done, out: &wire.Response{}}
 	deadline := time.Now().Add(s.cfg.RequestTimeout)
-	for _, si := range t.Shards {
+	for _, si := range serving {
 		sub := &wire.Request{Op: wire.OpKeepAlive, Leases: leases, Shard: si.ID, Identity: identity}
 		add := agg.add
 		if leasetrace.On {
 			add = s.traceSubKeepAlive(sub, add)
 		}
-		s.routeUntil(sub, deadline, wire.AnswerFunc(add))
+		s.routeUntil(sub, deadline, s.goneTolerant(si.ID, add))
 	}
 }
 

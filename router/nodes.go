@@ -49,6 +49,10 @@ type ShardView struct {
 	Ranges   int           `json:"ranges"`
 	Replicas []ReplicaView `json:"replicas"`
 	Move     *MoveView     `json:"move,omitempty"`
+	// State is the shard's lifecycle state (creating, active, retiring,
+	// stopping, retired); Reason why it was created or retired.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // ReplicaView is one replica of a shard.
@@ -133,6 +137,8 @@ func (s *Server) runPlacementOp(ctx context.Context, h Host, req *wire.Request) 
 		return a, h.TransferLeadership(ctx, a.Shard, a.Node)
 	case wire.OpShards:
 		return s.Shards(ctx)
+	case wire.OpShardAdd, wire.OpShardRetire, wire.OpShardLog:
+		return s.shardLifecycleOp(ctx, h, req) // lifecycle.go
 	}
 	return nil, wire.Errorf(wire.UnknownOp, "not a placement operation: %v", req.Op)
 }
@@ -180,7 +186,7 @@ func (s *Server) Shards(ctx context.Context) ([]ShardView, error) {
 	}
 	var out []ShardView
 	for _, si := range t.Shards {
-		v := ShardView{ID: si.ID, Ranges: len(t.RangesOf(si.ID))}
+		v := ShardView{ID: si.ID, Ranges: len(t.RangesOf(si.ID)), State: si.State.String(), Reason: si.Reason}
 		nodes := append([]uint64(nil), si.Replicas...)
 		rids := map[uint64]uint64{}
 		for _, n := range si.Replicas {
@@ -213,6 +219,7 @@ func (s *Server) Shards(ctx context.Context) ([]ShardView, error) {
 		}
 		out = append(out, v)
 	}
+	out = append(out, retiredViews(t)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }

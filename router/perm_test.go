@@ -63,11 +63,12 @@ var (
 		wire.OpHolds: true}
 	// rootReadOps show the cluster's layout and load (range.list, shards):
 	// read on "/" is needed, whatever path the request names.
-	rootReadOps = map[wire.Op]bool{wire.OpShards: true, wire.OpRangeList: true}
+	rootReadOps = map[wire.Op]bool{wire.OpShards: true, wire.OpRangeList: true, wire.OpShardLog: true}
 	// rootAdminOps change the cluster's machines: admin on "/" is needed,
 	// whatever path the request names (so admin on /p is not enough).
 	rootAdminOps = map[wire.Op]bool{wire.OpNodeJoin: true, wire.OpNodeAdmin: true, wire.OpReplicaMove: true,
-		wire.OpShardTransfer: true, wire.OpRangeSplit: true, wire.OpRangeMerge: true, wire.OpRangeMove: true}
+		wire.OpShardTransfer: true, wire.OpRangeSplit: true, wire.OpRangeMerge: true, wire.OpRangeMove: true,
+		wire.OpShardAdd: true, wire.OpShardRetire: true}
 )
 
 // TestEveryOpIsGuarded: every client op is refused to an identity without

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -44,16 +45,20 @@ type routeTry struct {
 	s        *Server
 	req      *wire.Request
 	deadline time.Duration // monoNow when the retries end
-	attempt  int
-	quit     <-chan struct{} // nil: never closed
-	done     wire.Answerer
+	attempt  int32
+	// parked and acked are a client call's bookkeeping (call in conn.go),
+	// kept here, where they pack beside attempt, so a call stays within
+	// 512 bytes.
+	parked, acked bool
+	quit          <-chan struct{} // nil: never closed
+	done          wire.Answerer
 }
 
 func (t *routeTry) start() { t.s.dispatch(t.req, t) }
 
 // Answer takes one attempt's answer.
 func (t *routeTry) Answer(resp *wire.Response) {
-	if !retryable(t.req, resp) || monoNow() > t.deadline || giveUpUnavailable(resp, t.attempt) || closed(t.quit) {
+	if !retryable(t.req, resp) || monoNow() > t.deadline || giveUpUnavailable(resp, int(t.attempt)) || closed(t.quit) {
 		t.done.Answer(resp)
 		return
 	}
@@ -70,7 +75,7 @@ func (t *routeTry) retry(resp *wire.Response) {
 	if resp.Code == wire.WrongShard || resp.Code == wire.RangeMoving || resp.Code == wire.Unavailable && t.s.cache.table() == nil {
 		t.s.cache.refresh(ctx)
 	}
-	if retryBackoff.Wait(ctx, t.attempt) != nil || closed(t.quit) {
+	if retryBackoff.Wait(ctx, int(t.attempt)) != nil || closed(t.quit) {
 		t.done.Answer(resp)
 		return
 	}
@@ -98,9 +103,13 @@ func giveUpUnavailable(resp *wire.Response, attempt int) bool {
 	return resp.Code == wire.Unavailable && attempt >= 1
 }
 
-// retryable: routing and availability errors always; an ambiguous outcome
-// only when the request is deduplicated by (client, seq).
+// retryable: routing and availability errors always (but a revocation's
+// RangeMoving); an ambiguous outcome only when the request is deduplicated
+// by (client, seq).
 func retryable(req *wire.Request, resp *wire.Response) bool {
+	if req.Op == wire.OpRevoke && resp.Code == wire.RangeMoving {
+		return false // the whole revocation is broadcast again (revoke.go)
+	}
 	if resp.Code == wire.Ambiguous {
 		return req.Client != 0 && req.Seq != 0
 	}
@@ -258,6 +267,10 @@ func (f *fanIn) add(r *wire.Response) {
 }
 
 func errorResponse(id uint64, err error) *wire.Response {
+	var ce *wire.CompactedError
+	if errors.As(err, &ce) {
+		return ce.Response(id)
+	}
 	if we, ok := err.(*wire.Error); ok {
 		return &wire.Response{ID: id, Code: we.Code, Msg: we.Detail}
 	}

@@ -92,11 +92,11 @@ func TestCallAnswerFinishesTheRequest(t *testing.T) {
 		parked: map[clientSeq]parkedWait{}}
 	cl := &call{c: c, req: wire.Request{ID: 5, Op: wire.OpAcquire, Path: "/a/b", Wait: wire.WaitForever}}
 	c.assignSeq(cl)
-	if !cl.acked || cl.req.Client != 77 || cl.req.Seq != 1 {
-		t.Fatalf("assignSeq: acked %v, (client, seq) = (%d, %d); want a router-assigned (77, 1)", cl.acked, cl.req.Client, cl.req.Seq)
+	if !cl.try.acked || cl.req.Client != 77 || cl.req.Seq != 1 {
+		t.Fatalf("assignSeq: acked %v, (client, seq) = (%d, %d); want a router-assigned (77, 1)", cl.try.acked, cl.req.Client, cl.req.Seq)
 	}
 	c.parked[clientSeq{77, 1}] = parkedWait{path: "/a/b"}
-	cl.parked = true
+	cl.try.parked = true
 	c.sem <- struct{}{}
 	cl.Answer(&wire.Response{Code: wire.OK, Token: 3})
 	if len(c.parked) != 0 || len(c.sem) != 0 || c.acks.floor() != 2 {

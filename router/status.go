@@ -37,6 +37,7 @@ type NodeStatus struct {
 // ShardStatus describes one data shard as this node sees it.
 type ShardStatus struct {
 	ID       uint64   `json:"id"`
+	State    string   `json:"state"` // creating, active, retiring
 	Leader   uint64   `json:"leader"`
 	Replicas []uint64 `json:"replicas"`
 	Ranges   int      `json:"ranges"`
@@ -78,7 +79,7 @@ func (s *Server) Status() Status {
 	}
 	slices.SortFunc(st.Nodes, func(a, b NodeStatus) int { return cmp.Compare(a.ID, b.ID) })
 	for _, si := range t.Shards {
-		ss := ShardStatus{ID: si.ID, Leader: info.Leaders[si.ID], Replicas: si.Replicas, Ranges: len(t.RangesOf(si.ID))}
+		ss := ShardStatus{ID: si.ID, State: si.State.String(), Leader: info.Leaders[si.ID], Replicas: si.Replicas, Ranges: len(t.RangesOf(si.ID))}
 		if h := s.cfg.Host; h != nil {
 			if local, ok := h.Replica(si.ID); ok {
 				ss.Local, ss.IsLeader = true, local.IsLeader()

@@ -12,7 +12,13 @@ type connSub struct {
 	// notices: only the events that tell a holder its hold ended (a peer's
 	// hold-notice subscription, FlagHoldNotices).
 	notices bool
+	// follows: one shard's part of another node's prefix watch, which
+	// follows the prefix on every shard and so outlives range moves.
+	follows bool
 }
+
+// FollowsMoves implements feed.Follower.
+func (cs *connSub) FollowsMoves() bool { return cs.follows }
 
 // Send implements feed.Subscriber. When the client cannot keep up the
 // watch ends with TooMany; the client resumes from its last revision.
@@ -57,6 +63,10 @@ func (cs *connSub) End(code wire.Code, msg string) {
 // watch starts a stream whose id is the request id. The first answer is OK
 // with the revision the watch starts after; events follow as pushes.
 func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
+	if req.Has(wire.FlagPrefix) && !(c.peer && req.Shard != 0) {
+		c.watchPrefix(req, done) // prefixwatch.go
+		return
+	}
 	stream := req.ID
 	shardID := req.Shard
 	if !c.peer || shardID == 0 {
@@ -76,6 +86,7 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 		if local, ok := h.Replica(shardID); ok {
 			sub := &connSub{c: c, stream: stream, hide: c.hidesClients(req.Path),
 				notices: c.peer && req.Has(wire.FlagHoldNotices)}
+			sub.follows = c.peer && req.Shard != 0 && req.Has(wire.FlagPrefix) && !sub.notices
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
 			if err != nil {
 				done(errorResponse(req.ID, err))
@@ -156,6 +167,10 @@ func (c *conn) forgetWatch(stream uint64) *watch {
 }
 
 func (c *conn) endWatch(w *watch) {
+	if w.prefix != nil {
+		w.prefix.stop()
+		return
+	}
 	if w.peer != nil {
 		w.peer.unstream(w.fwdID)
 		w.peer.send(&wire.Request{Op: wire.OpUnwatch, Stream: w.fwdID, Shard: w.shard}, func(*wire.Response) {})

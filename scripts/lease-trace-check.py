@@ -11,7 +11,7 @@ keepalive sub-request that the lease's shard answered OK without listing the
 lease as gone ("lease trace: keepalive sub-answer", on any node's router) and
 reports EARLY when the decision came less than the lease's TTL after that
 sub-request was first sent (the router's send: later than the client's, so a
-hit here is a broken promise 3). It also lists keepalives answered for a lease
+hit here breaks the lease promise of docs/guarantees.md). It also lists keepalives answered for a lease
 the state machine called alive but the lessor did not track ("refresh of an
 untracked lease", state 1 or 3). Prints the smallest margin seen per
 directory; exits 1 if anything was reported.

@@ -20,10 +20,9 @@ type Durabler interface {
 // concurrentSM runs a data shard's state machine under dragonboat's
 // concurrent-snapshot interface. With the regular interface a replica
 // applies nothing while it saves a snapshot, and every replica saves at
-// the same entry, so the whole shard stopped for the save: the audit
+// the same entry, so the whole shard would stop for the save: the audit
 // store's flush (up to a 32 MiB memtable) and the snapshot file's syncs,
-// 130-180 ms at a time on the benchmark machine (docs/bench/session16.md).
-// Here PrepareSnapshot encodes the state into memory while updates are
+// 130-180 ms at a time on the benchmark machine. Here PrepareSnapshot encodes the state into memory while updates are
 // held (the encoding alone), and SaveSnapshot makes the audit records
 // durable and writes the image while later entries apply.
 //

@@ -466,7 +466,11 @@ func (s *Shard) fillTTLs(resp *wire.Response) {
 // prefix) from revision rev (0 = from now). It returns the subscription id
 // and the revision the watch starts after.
 func (s *Shard) Watch(path string, prefix bool, rev uint64, sub feed.Subscriber) (uint64, uint64, error) {
-	return s.feed.Subscribe(path, prefix, rev, sub)
+	id, last, err := s.feed.Subscribe(path, prefix, rev, sub)
+	if ce, ok := err.(*wire.CompactedError); ok {
+		ce.Shard = s.id
+	}
+	return id, last, err
 }
 
 // Unwatch ends a subscription.

@@ -274,10 +274,10 @@ func BenchmarkSnapshot1M(b *testing.B) {
 }
 
 // BenchmarkSnapshotLoadState saves the state a shard holds under the
-// session-4 load runs (benchload uncontended, 1024 workers): one lease per
+// benchmark's load (benchload uncontended, 1024 workers): one lease per
 // worker, each holding one lock, and four clients with 256 exactly-once
 // records each. It prices our part of a snapshot (encoding) against the
-// fsyncs dragonboat adds around it (docs/bench/route-session4.md).
+// fsyncs dragonboat adds around it.
 func BenchmarkSnapshotLoadState(b *testing.B) {
 	const workers = 1024
 	s := benchSM(b)
@@ -333,7 +333,7 @@ func applyCycle(b *testing.B, workers, paths, clients int) {
 // session has its lease and client record in each of them, and their
 // entries interleave. Against BenchmarkApplyCycleShards1 (the same ops,
 // same entry size, one state machine) it shows what the larger working
-// set costs per op (docs/bench/spread12-session12.md).
+// set costs per op (docs/scaling.md).
 func BenchmarkApplyCycleShards8(b *testing.B) { applyShards(b, 8) }
 
 // BenchmarkApplyCycleShards1 is BenchmarkApplyCycleShards8's baseline.

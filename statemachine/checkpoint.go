@@ -7,11 +7,11 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// Lease checkpoints (etcd#9888). Lease deadlines live only in the leader's
-// memory, so a new leader used to give every lease a full TTL: under steady
-// leadership churn a lease whose holder had died was renewed by every
-// election and never expired. The leader's lessor therefore records, now
-// and then, how much time a lease that nobody keeps alive has left
+// Lease checkpoints. Lease deadlines live only in the leader's memory; were
+// a new leader to give every lease a full TTL, under steady leadership
+// churn a lease whose holder had died would be renewed by every election
+// and never expire. The leader's lessor therefore records, now and then,
+// how much time a lease that nobody keeps alive has left
 // (OpCheckpoint); a new leader starts such a lease at that remaining time
 // (plus a bounded allowance for the election), not at a full TTL.
 //

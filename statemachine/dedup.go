@@ -243,7 +243,13 @@ func sumOf(r *wire.Request) uint64 { return requestSum(r.Path, r.Paths, r.Lease)
 
 // dedupable: Cancel names its target by (Client, Seq), so it is not itself
 // deduplicated; it is idempotent instead.
-func dedupable(op wire.Op) bool { return op.Mutating() && op != wire.OpCancel }
+//
+// A revocation is not recorded either: revoking an ended lease changes
+// nothing, and a record made before a range move brought the lease's locks
+// here must not answer for a retry that comes after (the router sends a
+// revocation to every shard, and its parts meet a move at different
+// moments).
+func dedupable(op wire.Op) bool { return op.Mutating() && op != wire.OpCancel && op != wire.OpRevoke }
 
 func (s *StateMachine) touchClient(id uint64) *client {
 	c := s.clients[id]

@@ -184,3 +184,19 @@ func TestDroppedRecordsAreReusedWhole(t *testing.T) {
 		}
 	}
 }
+
+// A revocation is not answered from a record: the same (client, seq) sent
+// again after the lease's locks arrived on this shard (a range moved in
+// after the first copy applied here, when the lease was unknown) revokes
+// them. Revoking an ended lease changes nothing, so applying it twice is
+// harmless.
+func TestRevokeRetryIsAppliedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.mustOK(with(revoke(7), 3, 1)) // the lease is not here yet
+	a := h.mustOK(acq("/l/a", ex, 7, "o"))
+	h.mustOK(with(revoke(7), 3, 1))
+	if info := h.read(&wire.Request{Op: wire.OpLockInfo, Path: "/l/a"}); len(info.Holders) != 0 {
+		t.Fatalf("the retried revocation left the lease's lock (token %d): %+v", a.Token, info.Holders)
+	}
+	h.mustOK(with(revoke(7), 3, 1)) // and again: still fine
+}

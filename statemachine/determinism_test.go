@@ -91,7 +91,7 @@ func (d *driver) mixedOp() *wire.Request {
 			return &wire.Request{Op: wire.OpRaiseFence, Token: d.h.sm.fence + 10}
 		}
 		return &wire.Request{Op: wire.OpSession, Lease: 1 + uint64(d.rng.IntN(6)), TTL: 4000}
-	case 5: // features (issue 9): their state must replay and snapshot identically too
+	case 5: // semaphores, revocation, lock-delay, priorities: their state must replay and snapshot identically too
 		r := d.acquire()
 		r.Permits, r.Mode = uint32(1+d.rng.IntN(3)), wire.Shared
 		return r

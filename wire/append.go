@@ -153,6 +153,19 @@ func appendRangesField(b []byte, key byte, v []Range) []byte {
 	return b
 }
 
+func appendShardRevsField(b []byte, key byte, v []ShardRev) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = AppendArrayLen(append(b, key), len(v))
+	for _, x := range v {
+		b = append(b, 0x92)
+		b = AppendUint(b, x.Shard)
+		b = AppendUint(b, x.Rev)
+	}
+	return b
+}
+
 // fieldCount sums the common fields without branches, as
 // Response.fieldCount does; the lists are looked at only if any is set.
 func (r *Request) fieldCount() int {
@@ -163,8 +176,9 @@ func (r *Request) fieldCount() int {
 		b2i(r.Shard != 0) + b2i(r.Term != 0) + b2i(r.Chunk != 0) + b2i(r.ToReplica != 0) +
 		b2i(r.Identity != "") + b2i(r.LeaseKey != 0) + b2i(r.Grace != 0) + b2i(r.Target != "") +
 		b2i(r.Permits != 0) + b2i(r.LockDelay != 0) + b2i(r.Priority != 0) + b2i(r.Trace != "")
-	if len(r.Leases)|len(r.Ranges)|len(r.Remaining)|len(r.Paths) != 0 {
-		n += b2i(len(r.Leases) > 0) + b2i(len(r.Ranges) > 0) + b2i(len(r.Remaining) > 0) + b2i(len(r.Paths) > 0)
+	if len(r.Leases)|len(r.Ranges)|len(r.Remaining)|len(r.Paths)|len(r.Position) != 0 {
+		n += b2i(len(r.Leases) > 0) + b2i(len(r.Ranges) > 0) + b2i(len(r.Remaining) > 0) + b2i(len(r.Paths) > 0) +
+			b2i(len(r.Position) > 0)
 	}
 	return n
 }
@@ -208,6 +222,7 @@ func AppendRequest(b []byte, r *Request) []byte {
 	b = appendUintField(b, reqPermits, uint64(r.Permits))
 	b = appendIntField(b, reqLockDelay, r.LockDelay)
 	b = appendIntField(b, reqPriority, r.Priority)
+	b = appendShardRevsField(b, reqPosition, r.Position)
 	b = appendStringField(b, reqTrace, r.Trace)
 	return b
 }
@@ -224,10 +239,10 @@ func (r *Response) fieldCount() int {
 		b2i(r.Count != 0) + b2i(r.Owner != "") + b2i(r.Path != "") + b2i(r.Stream != 0) +
 		b2i(r.DelayUntil != 0) + b2i(r.RevokeAt != 0) + b2i(r.Permits != 0)
 	if len(r.Holders)|len(r.Waiters)|len(r.KVs)|len(r.Events)|len(r.Leases)|len(r.Ranges)|len(r.Grants)|
-		len(r.Denied) != 0 || r.Hint != nil || r.Table != nil || r.Signed != nil {
+		len(r.Denied)|len(r.Position) != 0 || r.Hint != nil || r.Table != nil || r.Signed != nil {
 		n += b2i(r.Hint != nil) + b2i(len(r.Holders) > 0) + b2i(len(r.Waiters) > 0) + b2i(len(r.KVs) > 0) +
 			b2i(len(r.Events) > 0) + b2i(len(r.Leases) > 0) + b2i(len(r.Ranges) > 0) + b2i(len(r.Grants) > 0) +
-			b2i(r.Table != nil) + b2i(r.Signed != nil) + b2i(len(r.Denied) > 0)
+			b2i(r.Table != nil) + b2i(r.Signed != nil) + b2i(len(r.Denied) > 0) + b2i(len(r.Position) > 0)
 	}
 	return n
 }
@@ -334,6 +349,7 @@ func AppendResponse(b []byte, r *Response) []byte {
 	b = appendIntField(b, respDelayUntil, r.DelayUntil)
 	b = appendIntField(b, respRevokeAt, r.RevokeAt)
 	b = appendUintField(b, respPermits, uint64(r.Permits))
+	b = appendShardRevsField(b, respPosition, r.Position)
 	return b
 }
 

@@ -134,5 +134,29 @@ func (r *Response) AsError() error {
 	if r.Code == OK || r.Code == Queued {
 		return nil
 	}
+	if r.Code == Compacted && len(r.Position) == 1 {
+		return &CompactedError{Shard: r.Position[0].Shard, Oldest: r.Position[0].Rev, Detail: r.Msg}
+	}
 	return &Error{Code: r.Code, Detail: r.Msg}
+}
+
+// CompactedError is a Compacted refusal of one shard's history: a watch
+// asked for revisions of Shard older than Oldest, the oldest its replica
+// still retains. It matches ErrCompacted.
+type CompactedError struct {
+	Shard  uint64 // 0: the shard serving the request (not named)
+	Oldest uint64
+	Detail string
+}
+
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("warden: compacted: shard %d keeps revisions from %d on: %s", e.Shard, e.Oldest, e.Detail)
+}
+
+// Unwrap gives the plain typed error, for errors.Is and errors.As.
+func (e *CompactedError) Unwrap() error { return &Error{Code: Compacted, Detail: e.Detail} }
+
+// Response answers e's refusal, naming the shard and its oldest revision.
+func (e *CompactedError) Response(id uint64) *Response {
+	return &Response{ID: id, Code: Compacted, Msg: e.Detail, Position: []ShardRev{{Shard: e.Shard, Rev: e.Oldest}}}
 }

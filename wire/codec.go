@@ -106,6 +106,7 @@ func (r *Request) fields(w *fieldWriter) {
 	w.uint(reqPermits, uint64(r.Permits))
 	w.int(reqLockDelay, r.LockDelay)
 	w.int(reqPriority, r.Priority)
+	w.value(reqPosition, len(r.Position) > 0, r.Position)
 	w.str(reqTrace, r.Trace)
 }
 
@@ -211,6 +212,8 @@ func (r *Request) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.LockDelay, err = dec.DecodeInt64()
 		case reqPriority:
 			r.Priority, err = dec.DecodeInt64()
+		case reqPosition:
+			err = decodeList(dec, &r.Position)
 		case reqTrace:
 			r.Trace, err = dec.DecodeString()
 		default:
@@ -252,6 +255,7 @@ func (r *Response) fields(w *fieldWriter) {
 	w.int(respDelayUntil, r.DelayUntil)
 	w.int(respRevokeAt, r.RevokeAt)
 	w.uint(respPermits, uint64(r.Permits))
+	w.value(respPosition, len(r.Position) > 0, r.Position)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -345,6 +349,8 @@ func (r *Response) DecodeMsgpack(dec *msgpack.Decoder) error {
 			r.RevokeAt, err = dec.DecodeInt64()
 		case respPermits:
 			r.Permits, err = dec.DecodeUint32()
+		case respPosition:
+			err = decodeList(dec, &r.Position)
 		default:
 			err = dec.Skip()
 		}

@@ -40,6 +40,7 @@ const (
 	reqPermits   = 33
 	reqLockDelay = 34
 	reqPriority  = 35
+	reqPosition  = 36
 	reqTrace     = 60
 	reqRemaining = 65
 	reqIdentity  = 70
@@ -77,5 +78,6 @@ const (
 	respDelayUntil = 30
 	respRevokeAt   = 31
 	respPermits    = 32
+	respPosition   = 33
 	respDenied     = 70
 )

@@ -37,8 +37,8 @@ const (
 type Request struct {
 	ID      uint64 // per-connection request id, echoed in the response
 	Op      Op
-	Path    string
 	Mode    Mode
+	Path    string
 	Lease   uint64 // session lease (0: Acquire makes a single-lock lease)
 	TTL     int64  // lease TTL in ms
 	Wait    int64  // ms to wait for a grant; WaitNone / WaitForever
@@ -62,8 +62,6 @@ type Request struct {
 	// Remaining (internal, Checkpoint): ms left on Leases[i], or -1 to clear
 	// its checkpoint.
 	Remaining []int64
-	// Chunk (internal, ExportRange): which chunk of the export.
-	Chunk uint32
 	// ToReplica (internal, LeaderTransfer): the replica id that is to lead
 	// the shard.
 	ToReplica uint64
@@ -79,12 +77,18 @@ type Request struct {
 	// owner has not used yet.
 	LeaseKey uint64
 
-	Paths     []string // AcquireMulti: the paths, all served by one shard
-	Grace     int64    // RevokeLock: ms the holder has to release before it is revoked (0: now)
-	Target    string   // HandOver: the owner of the queued candidate that becomes leader
-	Permits   uint32   // Acquire: N > 0 makes the path a counting semaphore of N permits
-	LockDelay int64    // Acquire/Campaign: ms the path stays ungrantable after a non-graceful end (0: default, -1: none)
-	Priority  int64    // Campaign: higher-priority candidates win a free leadership first
+	Paths   []string // AcquireMulti: the paths, all served by one shard
+	Grace   int64    // RevokeLock: ms the holder has to release before it is revoked (0: now)
+	Target  string   // HandOver: the owner of the queued candidate that becomes leader
+	Permits uint32   // Acquire: N > 0 makes the path a counting semaphore of N permits
+	// Chunk (internal, ExportRange): which chunk of the export.
+	Chunk     uint32
+	LockDelay int64 // Acquire/Campaign: ms the path stays ungrantable after a non-graceful end (0: default, -1: none)
+	Priority  int64 // Campaign: higher-priority candidates win a free leadership first
+	// Position (Watch): per shard, the revision the watch has seen; it
+	// resumes after each, and from its first event on a shard it does not
+	// name.
+	Position []ShardRev
 
 	// Trace is the W3C trace context of the calling span, "traceparent" or
 	// "traceparent;tracestate", set only when tracing is on.
@@ -125,6 +129,16 @@ type Response struct {
 	DelayUntil int64  // LockInfo: stamped unix ms until which the path is in lock-delay (0: none)
 	RevokeAt   int64  // LockInfo: earliest pending revocation deadline of a holder (unix ms, 0: none)
 	Permits    uint32 // LockInfo: the semaphore's permit count (0: not a semaphore)
+	// Position: a watch's first answer, per shard the revision it starts
+	// after; a Compacted answer, the shard and its oldest retained revision.
+	Position []ShardRev
+}
+
+// ShardRev is one shard's revision: an entry of a watch position.
+type ShardRev struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Shard    uint64
+	Rev      uint64
 }
 
 // Hint tells the router where a key lives now.

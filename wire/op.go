@@ -31,7 +31,7 @@ const (
 	OpRanges    Op = 21 // the range table
 	OpSession   Op = 22 // create a session: TTL; answers Lease
 
-	// Features (issue 9).
+	// Semaphores, multi-locks, revocation, lock-delay, priorities, hand-over.
 	OpAcquireMulti Op = 23 // Paths (all in one shard), Mode, Lease, Owner: all or nothing, try only; answers Holders
 	OpRevokeLock   Op = 24 // Path, Token (0: every holder), Grace; FlagForce for an admin revocation
 	OpHandOver     Op = 25 // Path (election), Token (the leader's), Target (successor's owner): leadership moves in one command
@@ -51,6 +51,14 @@ const (
 	// OpShardTransfer (admin): Value {"shard", "node"}: hand the shard's
 	// Raft leadership to its replica on node (placement range 49–52).
 	OpShardTransfer Op = 49
+	// Data shards at runtime (admin): OpShardAdd Value {"nodes", "no_fill"}
+	// answers {"shard", "nodes"} once the creation is recorded;
+	// OpShardRetire Value {"shard"} answers {"shard"} once the retirement
+	// is recorded. OpShardLog (read) answers the lifecycle decisions and
+	// the policy's last reading.
+	OpShardAdd    Op = 50
+	OpShardRetire Op = 51
+	OpShardLog    Op = 52
 
 	// OpHolds opens the connection's hold-notice stream (holder range
 	// 90–99): the answer's Stream is the request's ID, and the server
@@ -139,6 +147,7 @@ var opNames = map[Op]string{
 	OpFreezeRange: "range.freeze", OpInstallRange: "range.install", OpDropRange: "range.drop", OpUnfreezeRange: "range.unfreeze",
 	OpExportRange: "range.export", OpLeaderTransfer: "leader.transfer", OpShardTransfer: "shard.transfer",
 	OpHolds: "holds", OpNodeJoin: "node.join", OpNodeAdmin: "node.admin", OpShards: "shards", OpReplicaMove: "replica.move",
+	OpShardAdd: "shard.add", OpShardRetire: "shard.retire", OpShardLog: "shard.log",
 }
 
 func (op Op) String() string {

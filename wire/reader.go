@@ -300,6 +300,17 @@ func (r *Reader) grants() []Grant {
 	return out
 }
 
+func (r *Reader) shardRevs() []ShardRev {
+	out := newList[ShardRev](r)
+	for i := range out {
+		if r.structLen(2) {
+			out[i].Shard = r.Uint()
+			out[i].Rev = r.Uint()
+		}
+	}
+	return out
+}
+
 func readRange(r *Reader, v *Range) {
 	if r.structLen(4) {
 		v.Start = r.string()
@@ -396,6 +407,8 @@ func (r *Reader) Request(q *Request) bool {
 			q.LockDelay = r.Int()
 		case reqPriority:
 			q.Priority = r.Int()
+		case reqPosition:
+			q.Position = r.shardRevs()
 		case reqTrace:
 			q.Trace = r.string()
 		default: // unknown fields: the library skips them
@@ -464,6 +477,8 @@ func (r *Reader) Response(q *Response) bool {
 			q.RevokeAt = r.Int()
 		case respPermits:
 			q.Permits = uint32(r.Uint())
+		case respPosition:
+			q.Position = r.shardRevs()
 		default: // Table, Signed and unknown fields: the library's
 			r.ok = false
 		}

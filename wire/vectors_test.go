@@ -99,6 +99,9 @@ var requestVectors = []msgVector{
 	reqV("watch", Request{ID: 29, Op: OpWatch, Path: "/locks/billing", Flags: FlagPrefix | FlagPrevKV, Rev: 1234}),
 	reqV("watch-hold-notices", Request{ID: 3, Op: OpWatch, Path: "/", Flags: FlagPrefix | FlagHoldNotices, Shard: 4}).
 		with("internal: a router follows a shard it has no replica of, over a peer connection, for its hold notices only"),
+	reqV("watch-position", Request{ID: 33, Op: OpWatch, Path: "/config", Flags: FlagPrefix,
+		Position: []ShardRev{{Shard: 2, Rev: 1041}, {Shard: 3, Rev: 977}, {Shard: 4, Rev: 1240}}}).
+		with("a prefix watch resumed after a position: per shard, the last revision seen"),
 	reqV("unwatch", Request{ID: 30, Op: OpUnwatch, Stream: 29}),
 	reqV("status", Request{ID: 31, Op: OpStatus}),
 	reqV("ranges", Request{ID: 32, Op: OpRanges}),
@@ -214,6 +217,12 @@ var responseVectors = []msgVector{
 	}}).with("pushes carry ID 0 and the watch's Stream"),
 	respV("watch-end-compacted", Response{Stream: 29, Code: Compacted, Msg: "oldest retained revision is 2000"}).
 		with("a push with a non-OK code ends the stream"),
+	respV("watch-prefix-started", Response{ID: 33, Stream: 33,
+		Position: []ShardRev{{Shard: 2, Rev: 1041}, {Shard: 3, Rev: 977}, {Shard: 4, Rev: 1240}}}).
+		with("a prefix watch's first answer: per shard, the revision the stream starts after"),
+	respV("watch-compacted-shard", Response{ID: 33, Code: Compacted, Msg: "shard 3: revision 978 is no longer retained by this node (oldest is 2000)",
+		Position: []ShardRev{{Shard: 3, Rev: 2000}}}).
+		with("Compacted names the shard and its oldest retained revision"),
 	respV("ranges", Response{ID: 32, Ranges: []Range{{Start: "", End: "\x40\x00\x00\x00\x00\x00\x00\x00", Shard: 2, Gen: 1},
 		{Start: "\x40\x00\x00\x00\x00\x00\x00\x00", End: "", Shard: 3, Gen: 2}},
 		Table: &RouteTable{Gen: 2, Depth: 2,

@@ -41,13 +41,13 @@ func usage() {
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	schedule := fs.String("schedule", "short", "short, full, or holds (the failed-acquire workload under kills and pauses, for --window)")
+	schedule := fs.String("schedule", "short", "short, full, holds (the failed-acquire workload under kills and pauses, for --window), or shards (data shards created and retired under faults)")
 	window := fs.Duration("window", 10*time.Minute, "fault window of the holds schedule")
 	only := fs.String("only", "", "run only scenarios whose name contains this")
 	seed := fs.Int64("seed", time.Now().UnixNano()%1_000_000, "seed")
 	bugs := fs.String("bugs", os.Getenv("WARDEN_TEST_BUGS"), "test-only bug switches for the nodes")
 	trials := fs.Int("trials", 20, "trials per figure (0: no figures)")
-	out := fs.String("out", "docs/bench/faults.txt", "results file")
+	out := fs.String("out", "build/bench/faults.txt", "results file (git-ignored)")
 	reports := fs.String("reports", filepath.Join(os.TempDir(), "warden-chaos-reports"), "report folders of failed runs")
 	bin := fs.String("warden", "", "warden binary (default: build ./cmd/warden)")
 	fs.Parse(args)
@@ -79,6 +79,8 @@ func run(args []string) int {
 		scenarios = chaos.FullSchedule()
 	case "holds":
 		scenarios = chaos.HoldsSchedule(*window)
+	case "shards":
+		scenarios = chaos.ShardsSchedule()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# warden-chaos %s schedule, seed %d, %s\n", *schedule, *seed, time.Now().UTC().Format(time.RFC3339))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,43 +77,20 @@ func replicaCmd() *cobra.Command {
 
 func shardsCmd() *cobra.Command {
 	sc := &cobra.Command{
-		Use: "shards", Short: "Show every shard's replicas (role, applied index), leader and any replica move",
+		Use: "shards", Short: "Show every shard's state, replicas (role, applied index), leader and any replica move, and the recent shard decisions",
 		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
 			shards, err := c.Shards(ctx)
 			if err != nil {
 				return fail(err)
 			}
 			if jsonOutput() {
-				return printJSON(os.Stdout, shards)
+				return printJSON(os.Stdout, shards) // decisions: warden shards log
 			}
-			w := table(os.Stdout)
-			fmt.Fprintln(w, "SHARD\tLEADER\tRANGES\tREPLICAS (node:role@applied)\tMOVE")
-			for _, s := range shards {
-				var reps []string
-				for _, r := range s.Replicas {
-					x := fmt.Sprintf("%d:%s@%d", r.Node, r.Role, r.Applied)
-					if r.Error != "" {
-						x = fmt.Sprintf("%d:%s@?", r.Node, r.Role)
-					}
-					if r.Leaving {
-						x += "(leaving)"
-					}
-					reps = append(reps, x)
-				}
-				move := "-"
-				if s.Move != nil {
-					move = fmt.Sprintf("%d→%d %s", s.Move.From, s.Move.To, s.Move.Step)
-				}
-				leader := "none"
-				if s.Leader != 0 {
-					leader = strconv.FormatUint(s.Leader, 10)
-				}
-				fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", s.ID, leader, s.Ranges, strings.Join(reps, " "), move)
-			}
-			return w.Flush()
+			log, logErr := c.ShardLog(ctx)
+			return printShards(os.Stdout, shards, log, logErr)
 		}),
 	}
-	sc.AddCommand(transferCmd())
+	sc.AddCommand(transferCmd(), shardAddCmd(), shardRetireCmd(), shardLogCmd()) // cli_shards.go
 	return sc
 }
 

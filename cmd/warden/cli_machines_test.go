@@ -92,7 +92,9 @@ type cliShard struct {
 		Node uint64 `json:"node"`
 		Role string `json:"role"`
 	} `json:"replicas"`
-	Move *json.RawMessage `json:"move"`
+	Move   *json.RawMessage `json:"move"`
+	State  string           `json:"state"`
+	Ranges int              `json:"ranges"`
 }
 
 func (s cliShard) on(node uint64) bool {

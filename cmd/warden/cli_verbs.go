@@ -107,37 +107,83 @@ func printLeader(path string, li client.LeaderInfo) {
 
 func watchCmd() *cobra.Command {
 	var (
-		prefix bool
-		rev    uint64
+		prefix   bool
+		rev      uint64
+		position string
 	)
 	cmd := &cobra.Command{
 		Use:   "watch <path>",
 		Short: "Print events on a path (or under it, with --prefix), with their cause",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print events on a path (or under it, with --prefix), with their cause.
+
+A prefix watch follows its subtree on every shard. Each event line ends with
+the watch's position (a revision per shard, "shard:rev,..."; "position" in
+-o json): give it to --position to resume after that event, losing and
+repeating nothing while the shards retain the history.`,
+		Args: cobra.ExactArgs(1),
 		RunE: withConn(func(ctx context.Context, c *client.Client, cmd *cobra.Command, args []string) error {
-			opts := []client.OpOption{client.WithRev(rev)}
-			if prefix {
-				opts = append(opts, client.WithPrefix())
+			opts, err := watchOptions(prefix, rev, position)
+			if err != nil {
+				return err
 			}
 			for wr := range c.Watch(ctx, args[0], opts...) {
 				if wr.Err != nil {
 					return fail(wr.Err)
 				}
-				for _, ev := range wr.Events {
-					if jsonOutput() {
-						printJSONLine(os.Stdout, eventOf(ev))
-						continue
-					}
-					fmt.Printf("rev=%d shard=%d %s %s cause=%s token=%d lease=%x owner=%q value=%q\n",
-						ev.Rev, ev.Shard, ev.Kind, ev.Path, ev.Cause, ev.Token, ev.Lease, ev.Owner, ev.Value)
-				}
+				printEvents(wr, prefix)
 			}
 			return nil
 		}),
 	}
 	cmd.Flags().BoolVar(&prefix, "prefix", false, "watch the whole subtree")
-	cmd.Flags().Uint64Var(&rev, "rev", 0, "start from this revision (0 = from now)")
+	cmd.Flags().Uint64Var(&rev, "rev", 0, "start from this revision of the path's shard (0 = from now)")
+	cmd.Flags().StringVar(&position, "position", "", "with --prefix: resume after this position (shard:rev,... as printed)")
 	return cmd
+}
+
+// watchOptions checks watch's flags: a position is a prefix watch's, and
+// it says where to start, as --rev does.
+func watchOptions(prefix bool, rev uint64, position string) ([]client.OpOption, error) {
+	usage := func(err error) error { return &exitError{code: exitFailure, err: err} }
+	opts := []client.OpOption{client.WithRev(rev)}
+	if prefix {
+		opts = append(opts, client.WithPrefix())
+	}
+	if position == "" {
+		return opts, nil
+	}
+	if !prefix {
+		return nil, usage(fmt.Errorf("--position needs --prefix (a single path resumes with --rev)"))
+	}
+	if rev != 0 {
+		return nil, usage(fmt.Errorf("--position and --rev both say where to start: give one"))
+	}
+	p, err := client.ParsePosition(position)
+	if err != nil {
+		return nil, usage(fmt.Errorf("--position %s: %w", position, err))
+	}
+	return append(opts, client.WithWatchPosition(p)), nil
+}
+
+// printEvents prints a batch, each event of a prefix watch with the
+// position after it.
+func printEvents(wr client.WatchResponse, prefix bool) {
+	for i, ev := range wr.Events {
+		pos := ""
+		if prefix {
+			pos = wr.PositionAfter(i).String()
+		}
+		if jsonOutput() {
+			printJSONLine(os.Stdout, watchEventOut{eventOut: eventOf(ev), Position: pos})
+			continue
+		}
+		line := fmt.Sprintf("rev=%d shard=%d %s %s cause=%s token=%d lease=%x owner=%q value=%q",
+			ev.Rev, ev.Shard, ev.Kind, ev.Path, ev.Cause, ev.Token, ev.Lease, ev.Owner, ev.Value)
+		if pos != "" {
+			line += " position=" + pos
+		}
+		fmt.Println(line)
+	}
 }
 
 func kvCmd() *cobra.Command {

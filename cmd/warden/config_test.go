@@ -46,6 +46,10 @@ func flagValue(t *testing.T, f *pflag.Flag, set bool) (yamlValue any, str string
 		return "set-" + f.Name, "set-" + f.Name
 	case typ == "string":
 		return "", ""
+	case typ == "duration" && set:
+		return "7s", "7s"
+	case typ == "duration":
+		return "0s", "0s"
 	case typ == "stringSlice" && set:
 		return []string{"a:1", "b:2"}, "[a:1,b:2]"
 	case typ == "stringSlice":

@@ -249,8 +249,56 @@ func TestCLIJSONAndErrors(t *testing.T) {
 		time.Sleep(time.Second) // the watch is registered before the put
 		must(t, "kv", "put", "/cli/json/w/x", "hello")
 		ev := checkJSON(t, "watch", line(t, w), true)[0]
-		if field(ev, "kind") != "put" || field(ev, "path") != "/cli/json/w/x" || field(ev, "value") != "hello" {
+		if field(ev, "kind") != "put" || field(ev, "path") != "/cli/json/w/x" || field(ev, "value") != "hello" ||
+			!strings.Contains(fmt.Sprint(field(ev, "position")), ":") {
 			t.Fatalf("watch event: %v", ev)
+		}
+	})
+	t.Run("watch --prefix across shards resumes from a printed position", func(t *testing.T) {
+		// /cli/pos is shallower than the namespace depth: its subtree is on
+		// both shards.
+		first, w := background(t, pc, "watch", "-o", "json", "--prefix", "/cli/pos")
+		stop := make(chan struct{})
+		warmed := make(chan struct{})
+		go func() { // puts until the watch prints one
+			defer close(warmed)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pc.run(t, "kv", "put", fmt.Sprintf("/cli/pos/warm%d/k", i), "x")
+			}
+		}()
+		ev := checkJSON(t, "watch", line(t, w), true)[0]
+		close(stop)
+		<-warmed
+		first.Process.Kill()
+		first.Wait()
+		pos, _ := field(ev, "position").(string)
+		if strings.Count(pos, ":") != 2 {
+			t.Fatalf("first event %v: want a position naming both shards", ev)
+		}
+		must(t, "kv", "put", "/cli/pos/missed/k", "m")
+		_, resumed := background(t, pc, "watch", "-o", "json", "--prefix", "/cli/pos", "--position", pos)
+		for {
+			next := checkJSON(t, "watch --position", line(t, resumed), true)[0]
+			if field(next, "path") == field(ev, "path") && field(next, "revision") == field(ev, "revision") {
+				t.Fatalf("resumed after %s, the event at it came again: %v", pos, next)
+			}
+			if field(next, "path") == "/cli/pos/missed/k" {
+				break
+			}
+		}
+		for _, bad := range [][]string{
+			{"watch", "/cli/pos/a", "--position", pos},
+			{"watch", "--prefix", "/cli/pos", "--position", "2:x"},
+			{"watch", "--prefix", "/cli/pos", "--position", pos, "--rev", "3"},
+		} {
+			if _, errOut, code := pc.run(t, bad...); code != 1 || !strings.Contains(errOut, "--position") {
+				t.Errorf("warden %s: exit %d, %q; want 1 naming --position", strings.Join(bad, " "), code, errOut)
+			}
 		}
 	})
 	t.Run("elect, observe, handover", func(t *testing.T) {

@@ -63,13 +63,12 @@ func applyMemoryLimit(v string) (int64, error) {
 
 // The collector runs each time the heap doubles its live size, so a node
 // whose live heap is small collects very often however much memory the
-// machine has: one shard under load holds ≈ 11 MB and collected ≈ 60
-// times a second across its nodes, ≈ 6 ms of CPU each. Until session 10
-// dragonboat's 40 KiB log slices kept ≈ 30 MB more alive per node, which
-// hid it (docs/bench/shards10-session10.md). heapFloor is counted as live
-// but never written, so it takes no resident memory (its pages are never
-// touched) and holds no pointers to scan: it only raises the heap size the
-// collector waits for, by twice its size, within the soft limit.
+// machine has: one shard under load holds ≈ 11 MB and collects ≈ 60
+// times a second across its nodes, ≈ 6 ms of CPU each. heapFloor is
+// counted as live but never written, so it takes no resident memory (its
+// pages are never touched) and holds no pointers to scan: it only raises
+// the heap size the collector waits for, by twice its size, within the
+// soft limit.
 var heapFloor []byte
 
 // floorBytes is the heap floor under a soft limit: 64 MiB, or an eighth of

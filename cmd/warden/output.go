@@ -182,6 +182,13 @@ type eventOut struct {
 	TTLMs   int64      `json:"ttl_ms,omitempty"`
 }
 
+// watchEventOut is one event of watch; a prefix watch's carries the
+// position after it, in the text form --position takes.
+type watchEventOut struct {
+	eventOut
+	Position string `json:"position,omitempty"`
+}
+
 func eventOf(ev client.Event) eventOut {
 	out := eventOut{Revision: ev.Rev, Shard: ev.Shard, Kind: ev.Kind.String(), Path: ev.Path, Token: ev.Token,
 		Lease: wire.HexID(ev.Lease), Owner: ev.Owner, optJSONValue: optValueOf(ev.Value), Version: ev.Version,

@@ -18,9 +18,9 @@ import (
 // proposer, dragonboat's workers and the transport can wake a second
 // thread, and the second thread spins looking for work on a budget that
 // has none to spare. With one P those hand-offs stay on one thread: on
-// 0.25-core nodes context switches per operation halved, operations per
-// Raft entry doubled and server CPU per operation fell by 6–9 %
-// (docs/bench/spread12-session12.md). So --procs auto gives such a node
+// 0.25-core nodes context switches per operation halve, operations per
+// Raft entry double and server CPU per operation falls by 6–9 %
+// (docs/scaling.md). So --procs auto gives such a node
 // one P, and leaves every other node to the runtime's default.
 
 // procsPoll is how often --procs auto re-reads the CPU limit: a process

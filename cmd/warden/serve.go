@@ -48,6 +48,7 @@ type serveFlags struct {
 	MaxInflight     int
 	SnapshotEntries uint64
 	QueueHold       string
+	ShardPolicy     shardPolicyFlags // serve_shards.go
 
 	Advertise string // client address others dial ("": the bound --listen address)
 
@@ -81,6 +82,9 @@ func newServeCmd(run func(cfg node.Config, fc serveFlags, sec *serveSecurity) er
     --listen 10.0.0.4:7070 --raft 10.0.0.4:7170 --join 10.0.0.1:7070,10.0.0.2:7070`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := nodeConfig(fc)
+			if err == nil {
+				err = fc.ShardPolicy.apply(&cfg, cmd.Flags().Changed("shards"))
+			}
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
@@ -107,7 +111,8 @@ func newServeCmd(run func(cfg node.Config, fc serveFlags, sec *serveSecurity) er
 	f.StringSliceVar(&fc.Members, "members", nil, "initial members as id=raft-address,... (default: this node alone)")
 	f.StringSliceVar(&fc.Join, "join", nil, "join a running cluster through these node client addresses (host:port,...) instead of creating one")
 	sec.register(f)
-	f.IntVar(&fc.Shards, "shards", 8, "number of data shards (fixed at cluster creation)")
+	f.IntVar(&fc.Shards, "shards", 8, "number of data shards a new cluster starts with (more are added and retired at runtime: warden shards add, retire)")
+	fc.ShardPolicy.register(f)
 	f.IntVar(&fc.Replicas, "replicas", 0, "replicas per data shard at cluster creation (0: on every initial member)")
 	f.IntVar(&fc.NamespaceDepth, "namespace-depth", 2, "path depth ranges are cut at (fixed at cluster creation)")
 	f.IntVar(&fc.RTTMillis, "rtt-ms", 10, "Raft tick in milliseconds (election after 15 ticks)")

@@ -154,9 +154,9 @@ func Ports(base, n int) []string {
 
 // WardenOptions shape a local Warden cluster.
 type WardenOptions struct {
-	Binary   string // bin/warden
-	Nodes    int    // node processes (default 3)
-	Shards   int
+	Binary   string   // bin/warden
+	Nodes    int      // node processes (default 3)
+	Shards   int      // data shards a new cluster starts with (0: the node's default)
 	Replicas int      // replicas per data shard (0: on every node)
 	BasePort int      // clients on BasePort.., Raft on BasePort+100.., pprof on BasePort+200..
 	Verb     string   // "serve" (default) or "bench node" (adds pprof)
@@ -202,8 +202,10 @@ func StartWarden(ctx context.Context, o WardenOptions) (*Group, []string, error)
 	for i := 0; i < o.Nodes; i++ {
 		argv := append([]string{o.Binary}, verb...)
 		argv = append(argv, "--id", fmt.Sprint(i+1), "--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
-			"--listen", clients[i], "--raft", raft[i], "--members", strings.Join(members, ","),
-			"--shards", fmt.Sprint(o.Shards))
+			"--listen", clients[i], "--raft", raft[i], "--members", strings.Join(members, ","))
+		if o.Shards > 0 {
+			argv = append(argv, "--shards", fmt.Sprint(o.Shards))
+		}
 		if o.TLSDir != "" {
 			argv = append(argv, "--tls-dir", o.TLSDir)
 		} else {

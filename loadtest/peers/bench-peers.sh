@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the peers from Debian when missing (apt-get update once), then runs
 # peerbench against Warden and every peer that is available. Usage (from the
-# repository root): loadtest/peers/bench-peers.sh bin/warden docs/bench [peerbench flags]
+# repository root): loadtest/peers/bench-peers.sh bin/warden build/bench [peerbench flags]
 set -u
 bin=$1; out=$2; shift 2
 missing=""

@@ -678,14 +678,18 @@ class Client:
         from .election import observe
         return observe(self, path, **kw)
 
-    def watch(self, path: str, *, prefix: bool = False, start_revision: int = 0, prev_kv: bool = False):
+    def watch(self, path: str, *, prefix: bool = False, start_revision: int = 0, prev_kv: bool = False,
+              start_position: dict[int, int] | None = None):
         """Events on path (or under it, with prefix) from start_revision (0: from now).
 
         Returns a :class:`~warden.watch.Watch`: iterate it for events; it
-        resumes after broken connections without losing or repeating one.
+        resumes after broken connections without losing or repeating one. A
+        prefix watch follows its subtree on every shard; ``start_position``
+        (a previous prefix watch's ``position``) continues after it.
         """
         from .watch import Watch
-        return Watch(self, path, prefix=prefix, start_revision=start_revision, prev_kv=prev_kv)
+        return Watch(self, path, prefix=prefix, start_revision=start_revision, prev_kv=prev_kv,
+                     start_position=start_position)
 
 
 def _kv(e) -> KV:

@@ -27,15 +27,27 @@ class Watch:
     nothing is lost or repeated while the history is retained; a start
     revision older than the retained history raises :class:`Compacted`.
     ``close()`` (or leaving a ``with`` block) ends it from any thread.
+
+    A prefix watch follows its subtree on every shard. Its :attr:`position`
+    (a dict: shard -> the last revision delivered, or where the stream
+    started on shards with nothing delivered yet) is where it resumes
+    after a break, and where a new watch started with ``start_position``
+    continues without losing or repeating an event (protocol.md §4.6).
     """
 
-    def __init__(self, client, path: str, *, prefix: bool = False, start_revision: int = 0, prev_kv: bool = False):
+    def __init__(self, client, path: str, *, prefix: bool = False, start_revision: int = 0, prev_kv: bool = False,
+                 start_position: dict[int, int] | None = None):
+        if start_position and not prefix:
+            raise ValueError("start_position resumes a prefix watch; a single path resumes with start_revision")
         self.client = client
         self.path = path
+        self._prefix = prefix
         self._flags = (Flag.PREFIX if prefix else 0) | (Flag.PREV_KV if prev_kv else 0)
         self._q: queue.Queue = queue.Queue()
         self._resume = start_revision  # revision to subscribe from (0: from now)
-        self._last: dict[int, int] = {}  # shard -> last revision delivered
+        # shard -> last revision delivered (or the stream's start there): a
+        # prefix watch's position
+        self._last: dict[int, int] = dict(start_position or {})
         self._closed = threading.Event()
         self._conn = None
         self._stream = 0
@@ -48,6 +60,9 @@ class Watch:
         deadline = time.monotonic() + self.client.timeout
         while not self._closed.is_set():
             req = wire.Request(op=Op.WATCH, path=self.path, flags=self._flags, rev=self._resume)
+            if self._prefix and self._last:
+                # the position; Rev rides along for a server without positions
+                req.position = [wire.ShardRev(shard=s, rev=r) for s, r in sorted(self._last.items())]
             try:
                 conn, _ = self.client._conn_for(self.path, deadline)
                 gen = object()
@@ -75,6 +90,11 @@ class Watch:
             self.revision = resp.rev
             if not self._resume:
                 self._resume = resp.rev + 1
+            if self._prefix and not req.position and not req.rev:
+                # from now: nothing is replayed, so the stream starts after
+                # the answer's position on every shard
+                for sr in resp.position:
+                    self._last.setdefault(sr.shard, sr.rev)
             return
 
     def _next_batch(self, timeout: float | None):
@@ -120,9 +140,14 @@ class Watch:
         if self._conn is not None:
             self._conn.unregister_stream(self._stream)
 
+    @property
+    def position(self) -> dict[int, int]:
+        """A prefix watch's position: shard -> the last revision delivered."""
+        return dict(self._last)
+
     def _resubscribe(self) -> None:
         self.conn_unregister()
-        if self._last:
+        if self._last and not self._prefix:
             self._resume = min(self._last.values()) + 1
         self._gen = None
         self._subscribe()

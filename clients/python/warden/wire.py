@@ -282,6 +282,14 @@ class RouteTable:
 
 
 @_record
+class ShardRev:
+    """One shard's revision in a watch position (protocol.md §4.6)."""
+
+    shard: int = _f("uint")
+    rev: int = _f("uint")
+
+
+@_record
 class SignedGrant:
     shard: int = _f("uint")
     expiry: int = _f("int")  # unix ms: at the latest the lease's deadline when the grant was answered
@@ -341,6 +349,7 @@ REQUEST_FIELDS: tuple[tuple[int, str, Any], ...] = (
     (33, "permits", "uint"),
     (34, "lock_delay", "int"),
     (35, "priority", "int"),
+    (36, "position", ("list", ShardRev)),
     (60, "trace", "str"),
 )
 
@@ -373,6 +382,7 @@ RESPONSE_FIELDS: tuple[tuple[int, str, Any], ...] = (
     (30, "delay_until", "int"),
     (31, "revoke_at", "int"),
     (32, "permits", "uint"),
+    (33, "position", ("list", ShardRev)),
 )
 
 

@@ -29,7 +29,7 @@ import (
 func main() {
 	var (
 		bin      = flag.String("warden", "bin/warden", "warden binary")
-		out      = flag.String("out", "docs/bench", "output directory")
+		out      = flag.String("out", "build/bench", "output directory (git-ignored)")
 		shardsF  = flag.String("shards", "1,2,4,8,16", "data shard counts to sweep")
 		refShard = flag.Int("ref-shards", 8, "shard count for the full scenario set")
 		sweepC   = flag.String("clients", "1,16,64,256", "client counts for the uncontended sweep (at ref-shards)")

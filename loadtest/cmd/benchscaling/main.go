@@ -70,7 +70,7 @@ func main() {
 	var o options
 	var nodes, leaders, args string
 	flag.StringVar(&o.bin, "warden", "bin/warden", "warden binary")
-	flag.StringVar(&o.out, "out", "docs/bench/scaling.md", "markdown report to write")
+	flag.StringVar(&o.out, "out", "build/bench/scaling.md", "markdown report to write (git-ignored)")
 	flag.BoolVar(&o.appendOut, "append", false, "append this run to --out instead of replacing it")
 	flag.StringVar(&nodes, "nodes", "3,5", "node counts")
 	flag.StringVar(&leaders, "leaders", "1,2,4,8", "shard leader counts (one data shard each)")

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -28,7 +29,7 @@ func main() {
 	var (
 		bin     = flag.String("warden", "bin/warden", "warden binary")
 		systems = flag.String("systems", "warden,etcd,zookeeper,redis", "systems to run, in order")
-		out     = flag.String("out", "docs/bench", "output directory")
+		out     = flag.String("out", "build/bench", "output directory (git-ignored)")
 		dur     = flag.Duration("duration", 5*time.Second, "measured time per run")
 		repeat  = flag.Int("repeat", 3, "runs per step (the median is reported)")
 		shardsF = flag.String("shards", "1,8", "Warden data shard counts: Warden runs once per count (a column each, \"warden-N\", when there are several)")
@@ -36,8 +37,15 @@ func main() {
 		watch   = flag.Int("watchers", 1000, "watch fan-out: watchers")
 		only    = flag.String("only", "", "comma-separated step label prefixes to run, e.g. contended (empty: all)")
 		name    = flag.String("name", "peers", "output file name stem: <out>/<name>.{md,json,html}")
+		from    = flag.String("from", "", "run nothing: write the report and the charts of a saved <name>.json (--shards, --duration and --repeat describe that run)")
 	)
 	flag.Parse()
+	if *from != "" {
+		shards, err := shardCounts(*shardsF)
+		must(err)
+		must(fromJSON(*from, *out, *name, *dur, *repeat, shards))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *maxTime)
@@ -78,15 +86,47 @@ func main() {
 	}
 	must(os.MkdirAll(*out, 0o755))
 	writeFile(filepath.Join(*out, *name+".json"), func(w io.Writer) error {
-		return loadtest.WriteJSON(w, struct {
-			Machine  loadtest.Machine   `json:"machine"`
-			Problems []string           `json:"problems,omitempty"`
-			Outcomes []loadtest.Outcome `json:"outcomes"`
-		}{m, problems, all})
+		return loadtest.WriteJSON(w, saved{m, problems, all})
 	})
 	writeFile(filepath.Join(*out, *name+".html"), func(w io.Writer) error { return loadtest.WriteHTML(w, rep) })
 	writeFile(filepath.Join(*out, *name+".md"), func(w io.Writer) error { return markdown(w, m, all, problems, *dur, *repeat, shards) })
-	fmt.Println("wrote", filepath.Join(*out, *name+".{md,json,html}"))
+	writeCharts(*out, all)
+	fmt.Println("wrote", filepath.Join(*out, *name+".{md,json,html}"), "and the charts", filepath.Join(*out, "{peers,latency}.svg"))
+}
+
+// saved is the JSON a run writes: the machine, any problems, every outcome.
+type saved struct {
+	Machine  loadtest.Machine   `json:"machine"`
+	Problems []string           `json:"problems,omitempty"`
+	Outcomes []loadtest.Outcome `json:"outcomes"`
+}
+
+// fromJSON writes the markdown report and the charts of a saved run.
+func fromJSON(path, out, name string, dur time.Duration, repeat int, shards []int) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var s saved
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	writeFile(filepath.Join(out, name+".md"), func(w io.Writer) error {
+		return markdown(w, s.Machine, s.Outcomes, s.Problems, dur, repeat, shards)
+	})
+	writeCharts(out, s.Outcomes)
+	fmt.Println("wrote", filepath.Join(out, name+".md"), "and the charts", filepath.Join(out, "{peers,latency}.svg"))
+	return nil
+}
+
+// writeCharts writes peers.svg (throughput) and latency.svg (the acquire
+// latency distribution) into out.
+func writeCharts(out string, outs []loadtest.Outcome) {
+	writeFile(filepath.Join(out, "peers.svg"), func(w io.Writer) error { return peersChart(w, outs) })
+	writeFile(filepath.Join(out, "latency.svg"), func(w io.Writer) error { return latencyChart(w, outs) })
 }
 
 func plan(dur time.Duration, watchers int) []loadtest.Step {
@@ -281,7 +321,7 @@ func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems
 			wardens = append(wardens, s)
 		}
 	}
-	goals := []struct{ goal, label, peer string }{
+	targets := []struct{ target, label, peer string }{
 		{"uncontended ≥ 25× etcd's lock cycles (256 clients)", "uncontended c=256", "etcd"},
 		{"uncontended > Redis SET NX cycles (256 clients)", "uncontended c=256", "redis"},
 		{"uncontended ≥ 25× etcd's lock cycles (1,024 clients)", "uncontended c=1024", "etcd"},
@@ -289,13 +329,13 @@ func markdown(w io.Writer, m loadtest.Machine, outs []loadtest.Outcome, problems
 		{"contended ≥ 10× etcd's hand-offs", "contended c=32, 1 hot lock", "etcd"},
 		{"contended ≥ 3× ZooKeeper's hand-offs", "contended c=32, 1 hot lock", "zookeeper"},
 	}
-	fmt.Fprintf(w, "\nGoals (issue 6):\n\n| goal | %s |\n|---|%s\n", strings.Join(wardens, " | "), strings.Repeat("---|", len(wardens)))
-	for _, g := range goals {
+	fmt.Fprintf(w, "\nTargets (Warden against its peers; docs/performance.md says where each stands):\n\n| target | %s |\n|---|%s\n", strings.Join(wardens, " | "), strings.Repeat("---|", len(wardens)))
+	for _, g := range targets {
 		var vals []string
 		for _, wd := range wardens {
 			vals = append(vals, ratio(g.label, wd, g.peer))
 		}
-		fmt.Fprintf(w, "| %s | %s |\n", g.goal, strings.Join(vals, " | "))
+		fmt.Fprintf(w, "| %s | %s |\n", g.target, strings.Join(vals, " | "))
 	}
 	floorTable(w, m.Floor, systems, cell)
 	if len(problems) > 0 {

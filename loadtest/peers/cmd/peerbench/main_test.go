@@ -63,7 +63,7 @@ func TestMarkdownRatiosPerWardenColumn(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"run once per shard count: 1 data shards (column warden-1), 8 data shards (column warden-8)",
-		"| goal | warden-1 | warden-8 |",
+		"| target | warden-1 | warden-8 |",
 		"| uncontended ≥ 25× etcd's lock cycles (1,024 clients) | 25.00× | 20.00× |",
 		"| uncontended > Redis SET NX cycles (1,024 clients) | 1.25× | 1.00× |",
 		"| contended ≥ 10× etcd's hand-offs | 10.00× | 5.00× |",

@@ -1,0 +1,291 @@
+// Command benchgrowth measures a cluster that grows under a load larger
+// than it can serve, with the automatic shard policy choosing the shard
+// count (no --shards).
+//
+// Each node is its own `warden serve` process in its own CPU-limited
+// cgroup (--cpu cores per --cpu-period), standing for a small machine, as
+// in benchscaling. First a calibration cluster (3 nodes, one shard)
+// measures what one shard leader serves at most; the growth cluster's
+// nodes then treat half of that per node as saturated
+// (--shard-saturated-ops). The growth cluster starts on 3 nodes with the
+// policy's initial layout, and nodes join one at a time up to --max-nodes
+// (`warden serve --join`). At every step the closed-loop load (--clients
+// workers, acquire then release on namespaces spread over every range)
+// runs for --settle while the policy reacts, then for --duration measured:
+// the report gives throughput, active shards, leaders per node and the
+// policy's decisions per step. `make bench-growth` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/loadtest"
+	"github.com/wardenlock/warden/loadtest/harness"
+)
+
+type options struct {
+	bin       string
+	out       string
+	cpu       float64
+	period    time.Duration
+	weight    float64
+	clients   int
+	maxNodes  int
+	settle    time.Duration
+	duration  time.Duration
+	port      int
+	maxTime   time.Duration
+	sustain   time.Duration
+	cooldown  time.Duration
+	saturated float64
+	share     float64
+}
+
+type step struct {
+	nodes     int
+	opsPerSec float64
+	p99       float64
+	errors    int64
+	shards    int
+	leaders   []int // per node
+	decisions []string
+	verdict   string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "warden", "bin/warden", "warden binary")
+	flag.StringVar(&o.out, "out", "build/bench/growth.md", "markdown report to write")
+	flag.Float64Var(&o.cpu, "cpu", 0.25, "CPU quota of every node, in cores (0: no cgroups)")
+	flag.DurationVar(&o.period, "cpu-period", 10*time.Millisecond, "CFS period the quota is enforced over")
+	flag.Float64Var(&o.weight, "weight", 10, "with --cpu: CPU weight of every node's cgroup, in ordinary processes")
+	flag.IntVar(&o.clients, "clients", 256, "closed-loop workers (the load must exceed what the cluster serves)")
+	flag.IntVar(&o.maxNodes, "max-nodes", 5, "nodes at the last step (3 at the first)")
+	flag.DurationVar(&o.settle, "settle", 60*time.Second, "load before each measured run, while the policy reacts")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per step")
+	flag.IntVar(&o.port, "port", 33000, "first port (clients; Raft at +100)")
+	flag.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "hard bound on the whole benchmark")
+	flag.DurationVar(&o.sustain, "sustain", 10*time.Second, "the nodes' --shard-sustain")
+	flag.DurationVar(&o.cooldown, "cooldown", 15*time.Second, "the nodes' --shard-cooldown")
+	flag.Float64Var(&o.saturated, "saturated-ops", 0, "the nodes' --shard-saturated-ops (0: --saturated-share of the calibrated peak of one leader)")
+	flag.Float64Var(&o.share, "saturated-share", 0.5, "with --saturated-ops 0: the share of one leader's calibrated peak that counts as saturated")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.maxTime)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "benchgrowth:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	started := time.Now()
+	peak := 0.0
+	if o.saturated <= 0 {
+		var err error
+		if peak, err = calibrate(ctx, o); err != nil {
+			return fmt.Errorf("calibrate: %w", err)
+		}
+		o.saturated = o.share * peak
+		fmt.Fprintf(os.Stderr, "one leader on 3 nodes: %.0f lock ops/s; saturated at %.0f ops/s per node\n", peak, o.saturated)
+	}
+	policy := []string{"--shard-policy", "--shard-saturated-ops", fmt.Sprint(o.saturated),
+		"--shard-idle-ops", fmt.Sprint(max(1, o.saturated/100)), "--shard-sustain", o.sustain.String(),
+		"--shard-cooldown", o.cooldown.String(), "--shard-idle-for", "1h", "--shard-max", "16"}
+	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: 3, BasePort: o.port,
+		Args: policy, CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
+	if err != nil {
+		return err
+	}
+	defer g.Stop()
+	if err := probe(ctx, eps); err != nil {
+		return err
+	}
+	admin, err := client.New(ctx, eps, client.WithRequestTimeout(10*time.Second))
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var steps []step
+	seen := 0
+	for n := 3; n <= o.maxNodes; n++ {
+		if n > 3 {
+			if err := join(ctx, o, g, eps, n, policy); err != nil {
+				return fmt.Errorf("node %d joins: %w", n, err)
+			}
+			eps = harness.Ports(o.port, n)
+		}
+		fmt.Fprintf(os.Stderr, "%d nodes: %v of load while the policy reacts\n", n, o.settle)
+		if _, err := load(ctx, eps, o.clients, o.settle); err != nil {
+			return err
+		}
+		res, err := load(ctx, eps, o.clients, o.duration)
+		if err != nil {
+			return err
+		}
+		s := step{nodes: n, opsPerSec: res.Metrics["lock_ops_per_s"], p99: res.Ops["acquire"].P99Ms, leaders: make([]int, n)}
+		for _, e := range res.Errors {
+			s.errors += e
+		}
+		shards, err := admin.Shards(ctx)
+		if err != nil {
+			return err
+		}
+		for _, sh := range shards {
+			if sh.State != "active" {
+				continue
+			}
+			s.shards++
+			if sh.Leader >= 1 && int(sh.Leader) <= n {
+				s.leaders[sh.Leader-1]++
+			}
+		}
+		if log, err := admin.ShardLog(ctx); err == nil {
+			for _, d := range log.Decisions[min(seen, len(log.Decisions)):] {
+				s.decisions = append(s.decisions, fmt.Sprintf("%s %d (%s)", d.Action, d.Shard, d.Reason))
+			}
+			seen = len(log.Decisions)
+			if log.Policy != nil {
+				s.verdict = log.Policy.Verdict
+			}
+		}
+		fmt.Fprintf(os.Stderr, "%d nodes: %.0f lock ops/s, %d shards, leaders %v\n", n, s.opsPerSec, s.shards, s.leaders)
+		steps = append(steps, s)
+	}
+	return write(o, peak, steps, started)
+}
+
+// calibrate measures one shard leader's peak on 3 nodes.
+func calibrate(ctx context.Context, o options) (float64, error) {
+	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: 3, Shards: 1, BasePort: o.port + 500,
+		CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
+	if err != nil {
+		return 0, err
+	}
+	defer g.Stop()
+	if err := probe(ctx, eps); err != nil {
+		return 0, err
+	}
+	res, err := load(ctx, eps, o.clients, o.duration)
+	if err != nil {
+		return 0, err
+	}
+	return res.Metrics["lock_ops_per_s"], nil
+}
+
+func probe(ctx context.Context, eps []string) error {
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	d := loadtest.NewWarden(loadtest.WardenOptions{Endpoints: eps})
+	defer d.Close()
+	return loadtest.Probe(pctx, d, "/probe/ready/lock")
+}
+
+func load(ctx context.Context, eps []string, clients int, d time.Duration) (*loadtest.Result, error) {
+	w := loadtest.NewWarden(loadtest.WardenOptions{Endpoints: eps})
+	defer w.Close()
+	return loadtest.Run(ctx, w, loadtest.Config{Scenario: "uncontended", Clients: clients, Duration: d, Warmup: time.Second})
+}
+
+// join starts node n with --join in its own cgroup and waits until the
+// cluster lists it.
+func join(ctx context.Context, o options, g *harness.Group, eps []string, n int, policy []string) error {
+	addr, raft := harness.Ports(o.port, n)[n-1], harness.Ports(o.port+100, n)[n-1]
+	argv := append([]string{o.bin, "serve", "--id", fmt.Sprint(n), "--data-dir", filepath.Join(g.Dir, fmt.Sprintf("node%d", n)),
+		"--listen", addr, "--raft", raft, "--join", strings.Join(eps, ","), "--plaintext"}, policy...)
+	var limit *harness.CPULimit
+	if o.cpu > 0 {
+		var err error
+		if limit, err = harness.NewCPULimit(fmt.Sprintf("node%d", n), o.cpu, o.period); err != nil {
+			return err
+		}
+		g.CPU = append(g.CPU, limit)
+		if o.weight > 0 {
+			if err := limit.SetWeight(o.weight); err != nil {
+				return err
+			}
+		}
+	}
+	p, err := harness.Start(ctx, fmt.Sprintf("warden%d", n), filepath.Join(g.Dir, fmt.Sprintf("node%d.log", n)), nil, argv...)
+	if err != nil {
+		return err
+	}
+	g.Procs = append(g.Procs, p)
+	if limit != nil {
+		if err := limit.Add(p.PID()); err != nil {
+			return err
+		}
+	}
+	cl, err := client.New(ctx, eps, client.WithRequestTimeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if p.Exited() {
+			return fmt.Errorf("node %d exited: %s", n, p.Tail())
+		}
+		raw, err := cl.Status(ctx)
+		if err == nil && strings.Count(string(raw), `"raft_addr"`) >= n {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("node %d not registered after 90s", n)
+}
+
+func write(o options, peak float64, steps []step, started time.Time) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Growth under the shard policy\n\n")
+	fmt.Fprintf(&b, "%s; every node in a cgroup of %.2f cores (period %v); %d closed-loop clients (uncontended lock/unlock); "+
+		"%v of load before each %v measured run; started %s, %.0f min.\n\n",
+		machine(), o.cpu, o.period, o.clients, o.settle, o.duration,
+		started.UTC().Format(time.RFC3339), time.Since(started).Minutes())
+	if peak > 0 {
+		fmt.Fprintf(&b, "Calibration: one shard on 3 nodes served %.0f lock ops/s; the nodes treat %.0f ops/s of leaderships as saturated.\n\n", peak, o.saturated)
+	} else {
+		fmt.Fprintf(&b, "The nodes treat %.0f ops/s of leaderships as saturated.\n\n", o.saturated)
+	}
+	b.WriteString("| nodes | lock ops/s | vs previous | active shards | leaders per node | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|\n")
+	for i, s := range steps {
+		vs := "-"
+		if i > 0 && steps[i-1].opsPerSec > 0 {
+			vs = fmt.Sprintf("%.2f×", s.opsPerSec/steps[i-1].opsPerSec)
+		}
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %v | %.1f | %d |\n", s.nodes, s.opsPerSec, vs, s.shards, s.leaders, s.p99, s.errors)
+	}
+	b.WriteString("\nDecisions per step:\n\n")
+	for _, s := range steps {
+		fmt.Fprintf(&b, "- %d nodes: ", s.nodes)
+		if len(s.decisions) == 0 {
+			b.WriteString("none")
+		}
+		b.WriteString(strings.Join(s.decisions, "; "))
+		if s.verdict != "" {
+			fmt.Fprintf(&b, " — policy: %s", s.verdict)
+		}
+		b.WriteString("\n")
+	}
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	fmt.Print(b.String())
+	return os.WriteFile(o.out, []byte(b.String()), 0o644)
+}
+
+func machine() string {
+	m := loadtest.ThisMachine()
+	return fmt.Sprintf("%d CPUs (%s), %.1f GiB, Linux %s, %s", m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go)
+}
