@@ -28,6 +28,8 @@ type Config struct {
 	DataDir string         // the disk check writes a probe file here
 	Log     *slog.Logger
 	Version string
+	// Metrics is what the node's metrics observe (its version is Version).
+	Metrics metrics.Config
 
 	// MaxApplyLag is how many committed entries a replica may have left to
 	// apply and still be ready (default 1000).
@@ -89,7 +91,9 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 	}
 	cfg.Limits.fill()
 	warnExposure(cfg, ln.Addr().String())
-	m, err := metrics.New(metrics.Config{Host: cfg.Host, Router: cfg.Router, Version: cfg.Version, Audit: cfg.Audit})
+	mc := cfg.Metrics
+	mc.Version = cfg.Version
+	m, err := metrics.New(mc)
 	if err != nil {
 		return nil, err
 	}

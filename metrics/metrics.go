@@ -14,21 +14,19 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/wardenlock/warden/audit"
-	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/internal/buildinfo"
 	"github.com/wardenlock/warden/router"
 )
 
 // Config says what one node's metrics observe.
 type Config struct {
-	Host   *control.Host  // the node's replicas; nil for a standalone router
-	Router *router.Server // its router; nil: no request metrics
+	Node   Node   // the node's replicas; nil for a standalone router
+	Router Router // its router; nil: no request metrics
 	// Version is reported by warden_build_info (default: the build's,
 	// internal/buildinfo).
 	Version string
 	// Audit is the node's audit store (nil: no audit metrics).
-	Audit *audit.Store
+	Audit Audit
 }
 
 // Metrics is one node's meter provider, instruments and Prometheus registry.
@@ -44,7 +42,7 @@ type Metrics struct {
 	shards *shardMetrics
 }
 
-// New builds the instruments and starts observing cfg.Host and cfg.Router.
+// New builds the instruments and starts observing cfg.Node and cfg.Router.
 // Close stops observing.
 func New(cfg Config) (*Metrics, error) {
 	if cfg.Version == "" {
@@ -70,11 +68,11 @@ func New(cfg Config) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	if cfg.Host != nil {
-		if m.shards, err = newShardMetrics(m.meter, cfg.Host); err != nil {
+	if cfg.Node != nil {
+		if m.shards, err = newShardMetrics(m.meter, cfg.Node); err != nil {
 			return nil, err
 		}
-		if ws := cfg.Host.WALStats(); ws != nil {
+		if ws := cfg.Node.WAL(); ws != nil {
 			if err := reg.Register(newWALCollector(ws)); err != nil {
 				return nil, fmt.Errorf("metrics: wal sync histogram: %w", err)
 			}
@@ -104,7 +102,7 @@ func (m *Metrics) buildInfo() error {
 }
 
 // routerMetrics exports what the router counts itself.
-func (m *Metrics) routerMetrics(r *router.Server) error {
+func (m *Metrics) routerMetrics(r Router) error {
 	var b builder
 	b.m = m.meter
 	forwarded := b.counter("warden.router.forwarded", "{request}",
@@ -119,7 +117,7 @@ func (m *Metrics) routerMetrics(r *router.Server) error {
 	return err
 }
 
-func (m *Metrics) auditMetrics(a *audit.Store) error {
+func (m *Metrics) auditMetrics(a Audit) error {
 	var b builder
 	b.m = m.meter
 	written := b.counter("warden.audit.records.written", "{event}", "Applied events written to this node's audit store.")

@@ -6,15 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lni/dragonboat/v4"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/placement"
-	"github.com/wardenlock/warden/shard"
-	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -31,7 +27,7 @@ import (
 // retired, replicas move): each scrape follows the replicas the node hosts
 // then (syncReplicas).
 type shardMetrics struct {
-	host *control.Host
+	node Node
 	reg  metric.Registration
 
 	subMu  sync.Mutex
@@ -54,8 +50,8 @@ type shardGauges struct {
 	proposalsFailed, rangeMoves                     metric.Int64ObservableCounter
 }
 
-func newShardMetrics(m metric.Meter, h *control.Host) (*shardMetrics, error) {
-	sm := &shardMetrics{host: h, sets: map[uint64]metric.MeasurementOption{},
+func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
+	sm := &shardMetrics{node: h, sets: map[uint64]metric.MeasurementOption{},
 		subs: map[uint64]replicaSub{}, firstTerm: map[uint64]uint64{}}
 	var g shardGauges
 	var b builder
@@ -137,7 +133,7 @@ func (b *builder) counter(name, unit, desc string) metric.Int64ObservableCounter
 
 // replicaSub is a local replica whose events and apply times are counted.
 type replicaSub struct {
-	s   *shard.Shard
+	s   Replica
 	sub uint64 // its feed subscription
 }
 
@@ -166,8 +162,8 @@ func (sm *shardMetrics) syncReplicas() error {
 		return nil
 	}
 	local := map[uint64]bool{}
-	for _, id := range sm.host.ShardIDs() {
-		s, ok := sm.host.Shard(id)
+	for _, id := range sm.node.ShardIDs() {
+		s, ok := sm.node.Replica(id)
 		if !ok {
 			continue
 		}
@@ -199,7 +195,7 @@ func (sm *shardMetrics) syncReplicas() error {
 }
 
 func (sm *shardMetrics) close() {
-	sm.host.OnReplicasChanged(nil)
+	sm.node.OnReplicasChanged(nil)
 	if sm.reg != nil {
 		sm.reg.Unregister()
 	}
@@ -207,7 +203,7 @@ func (sm *shardMetrics) close() {
 	defer sm.subMu.Unlock()
 	sm.closed = true
 	for id, sub := range sm.subs {
-		if s, ok := sm.host.Shard(id); ok && s == sub.s {
+		if s, ok := sm.node.Replica(id); ok && s == sub.s {
 			s.Unwatch(sub.sub)
 			s.SetApplyObserver(nil)
 		}
@@ -223,50 +219,47 @@ func b2i(b bool) int64 {
 
 // observe runs at scrape time.
 func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
-	nh := sm.host.NodeHost()
-	infos := map[uint64]dragonboat.ShardInfo{}
-	for _, si := range nh.GetNodeHostInfo(dragonboat.NodeHostInfoOption{SkipLogInfo: true}).ShardInfoList {
-		infos[si.ShardID] = si
+	infos := map[uint64]RaftInfo{}
+	for _, si := range sm.node.Raft() {
+		infos[si.Shard] = si
 	}
-	o.ObserveInt64(g.rangeMoves, int64(sm.host.RangeMoves()))
+	o.ObserveInt64(g.rangeMoves, int64(sm.node.RangeMoves()))
 	if err := sm.syncReplicas(); err != nil {
 		otel.Handle(err)
 	}
-	for _, id := range append([]uint64{placement.MetaShard}, sm.host.ShardIDs()...) {
+	for _, id := range append([]uint64{placement.MetaShard}, sm.node.ShardIDs()...) {
 		set := sm.set(id)
 		si, ok := infos[id]
 		if !ok {
 			continue
 		}
-		o.ObserveInt64(g.hasLeader, b2i(si.LeaderID != 0), set)
-		o.ObserveInt64(g.isLeader, b2i(si.LeaderID == si.ReplicaID), set)
+		o.ObserveInt64(g.hasLeader, b2i(si.Leader != 0), set)
+		o.ObserveInt64(g.isLeader, b2i(si.Leader == si.Replica), set)
 		o.ObserveInt64(g.term, int64(si.Term), set)
 		o.ObserveInt64(g.leaderChanges, int64(sm.termsSeen(id, si.Term)), set)
-		logged := uint64(0)
-		if lr, err := nh.GetLogReader(id); err == nil {
-			_, logged = lr.GetRange()
+		logged := si.Logged
+		if si.HasLog {
 			o.ObserveInt64(g.logged, int64(logged), set)
 		}
 		if id == placement.MetaShard {
 			continue
 		}
-		v, err := nh.StaleRead(id, statemachine.StatsQuery{})
-		if err != nil {
+		st, ok := sm.node.Stats(id)
+		if !ok {
 			continue
 		}
-		st, _ := v.(statemachine.Stats)
 		o.ObserveInt64(g.applied, int64(st.Applied), set)
 		if logged >= st.Applied {
 			o.ObserveInt64(g.lag, int64(logged-st.Applied), set)
 		}
-		if s, ok := sm.host.Shard(id); ok {
+		if s, ok := sm.node.Replica(id); ok {
 			o.ObserveInt64(g.watchers, int64(s.Watchers()), set)
 			queued, pending, failed := s.ProposalStats()
 			o.ObserveInt64(g.proposalsQueued, int64(queued), set)
 			o.ObserveInt64(g.proposalsPending, pending, set)
 			o.ObserveInt64(g.proposalsFailed, int64(failed), set)
 		}
-		if si.LeaderID != si.ReplicaID {
+		if si.Leader != si.Replica {
 			continue
 		}
 		o.ObserveInt64(g.locks, int64(st.Locks), set)
@@ -358,7 +351,7 @@ func causeSlot(t *tally, c wire.Cause) int {
 // event.
 type eventSub struct {
 	sm    *shardMetrics
-	shard *shard.Shard
+	shard Replica
 }
 
 // Internal marks the tally's subscription as the node's own, not a watch.

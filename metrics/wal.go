@@ -2,19 +2,17 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wardenlock/warden/internal/raftwal"
 )
 
 // walCollector exports the wal log store's segment syncs and rotations as
 // Prometheus histograms and counters, read from the store's own counters
 // at scrape time (the store only adds to atomics).
 type walCollector struct {
-	stats                          *raftwal.Stats
+	stats                          WAL
 	desc, rotDesc, copied, copiedN *prometheus.Desc
 }
 
-func newWALCollector(s *raftwal.Stats) walCollector {
+func newWALCollector(s WAL) walCollector {
 	return walCollector{stats: s,
 		desc: prometheus.NewDesc("warden_wal_sync_duration_seconds",
 			"Duration of the Raft log store's fdatasyncs of its segments (wal store only; the ones a write waits for).", nil, nil),
@@ -35,18 +33,21 @@ func (c walCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c walCollector) Collect(ch chan<- prometheus.Metric) {
-	count, sum, cum := c.stats.Snapshot()
-	buckets := make(map[float64]uint64, len(cum))
-	for i, le := range raftwal.SyncBuckets {
-		buckets[le] = cum[i]
+	count, sum, bounds, cum := c.stats.Syncs()
+	ch <- prometheus.MustNewConstHistogram(c.desc, count, sum, histogram(bounds, cum))
+	rn, rs, rbounds, rcum, copied, copiedN := c.stats.Rotations()
+	ch <- prometheus.MustNewConstHistogram(c.rotDesc, rn, rs, histogram(rbounds, rcum))
+	ch <- prometheus.MustNewConstMetric(c.copied, prometheus.CounterValue, float64(copied))
+	ch <- prometheus.MustNewConstMetric(c.copiedN, prometheus.CounterValue, float64(copiedN))
+}
+
+// histogram pairs bounds with their cumulative counts.
+func histogram(bounds []float64, cum []uint64) map[float64]uint64 {
+	m := make(map[float64]uint64, len(bounds))
+	for i, le := range bounds {
+		if i < len(cum) {
+			m[le] = cum[i]
+		}
 	}
-	ch <- prometheus.MustNewConstHistogram(c.desc, count, sum, buckets)
-	r := c.stats.Rotations()
-	rb := make(map[float64]uint64, len(r.Cumulative))
-	for i, le := range raftwal.RotationBuckets {
-		rb[le] = r.Cumulative[i]
-	}
-	ch <- prometheus.MustNewConstHistogram(c.rotDesc, r.Count, r.Seconds, rb)
-	ch <- prometheus.MustNewConstMetric(c.copied, prometheus.CounterValue, float64(r.CopiedBytes))
-	ch <- prometheus.MustNewConstMetric(c.copiedN, prometheus.CounterValue, float64(r.CopiedReplicas))
+	return m
 }

@@ -222,7 +222,7 @@ func Start(cfg Config) (*Node, error) {
 		go func() { n.joinDone <- n.join() }()
 	}
 	if adminLn != nil {
-		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, DataDir: cfg.DataDir, Log: cfg.Log,
+		n.Admin, err = admin.Start(adminLn, admin.Config{Host: host, Router: n.Router, Audit: store, Metrics: metricsConfig(host, n.Router, store), DataDir: cfg.DataDir, Log: cfg.Log,
 			TLS: cfg.AdminTLS, PlaintextAnywhere: cfg.AdminPlaintextAnywhere, Limits: cfg.AdminLimits})
 		if err != nil {
 			adminLn.Close()

