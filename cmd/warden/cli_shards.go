@@ -138,7 +138,7 @@ func shardAddCmd() *cobra.Command {
 		}),
 	}
 	cmd.Flags().UintSliceVar(&nodes, "nodes", nil, "node ids to hold the new shard's replicas (default: the nodes holding the fewest replicas)")
-	cmd.Flags().BoolVar(&noFill, "no-fill", false, "leave the new shard empty (move ranges into it with `warden ranges move`)")
+	cmd.Flags().BoolVar(&noFill, "no-fill", false, "leave the new shard empty (move ranges into it with warden range move)")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "wait this long for the shard to be active (0: do not wait)")
 	bound(cmd.Flags(), nonNegative, "wait")
 	return cmd
