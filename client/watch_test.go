@@ -39,10 +39,10 @@ func recvEvents(t *testing.T, ch <-chan WatchResponse, n int) []uint64 {
 	return revs
 }
 
-// A prefix watch that loses its connection resubscribes from its position
-// (per shard, the last revision delivered), and a replayed event is not
-// delivered twice.
-func TestWatchResumesAfterReconnect(t *testing.T) {
+// watchServer is a fake server that answers every request but watches
+// with an empty OK, and passes each watch request to handle with its
+// number (from 1); the returned func lists the watch requests seen.
+func watchServer(t *testing.T, handle func(fc *fakeConn, req *wire.Request, n int)) (*fakeServer, func() []wire.Request) {
 	var (
 		mu      sync.Mutex
 		watches []wire.Request
@@ -56,6 +56,20 @@ func TestWatchResumesAfterReconnect(t *testing.T) {
 		watches = append(watches, *req)
 		n := len(watches)
 		mu.Unlock()
+		handle(fc, req, n)
+	})
+	return srv, func() []wire.Request {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]wire.Request(nil), watches...)
+	}
+}
+
+// A prefix watch that loses its connection resubscribes from its position
+// (per shard, the last revision delivered), and a replayed event is not
+// delivered twice.
+func TestWatchResumesAfterReconnect(t *testing.T) {
+	srv, watchReqs := watchServer(t, func(fc *fakeConn, req *wire.Request, n int) {
 		fc.answer(req, wire.Response{Stream: req.ID, Rev: 10})
 		switch n {
 		case 1:
@@ -76,8 +90,7 @@ func TestWatchResumesAfterReconnect(t *testing.T) {
 	if want := []uint64{11, 12, 13, 14}; !equalRevs(got, want) {
 		t.Fatalf("revisions %v, want %v", got, want)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	watches := watchReqs()
 	if len(watches) != 2 || watches[0].Rev != 0 || len(watches[0].Position) != 0 || !watches[0].Has(wire.FlagPrefix) ||
 		watches[1].Rev != 13 || Position(watches[1].Position).String() != "3:12" || !watches[1].Has(wire.FlagPrefix) {
 		t.Fatalf("watch requests %+v, want from now, then after position 3:12 (and from 13, for a server without positions), both prefix", watches)
@@ -259,19 +272,7 @@ func TestWatchResumesAfterTooMany(t *testing.T) {
 // the events pushed before it (a replay) are delivered; it resumes after
 // every shard's entry, and each response carries the position.
 func TestWatchPositionFromFirstAnswer(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		watches []wire.Request
-	)
-	srv := newFakeServer(t, func(fc *fakeConn, req *wire.Request) {
-		if req.Op != wire.OpWatch {
-			fc.answer(req, wire.Response{})
-			return
-		}
-		mu.Lock()
-		watches = append(watches, *req)
-		n := len(watches)
-		mu.Unlock()
+	srv, watchReqs := watchServer(t, func(fc *fakeConn, req *wire.Request, n int) {
 		if n == 1 {
 			replay := ev(5, wire.EvKVPut)
 			replay.Shard = 2
@@ -304,8 +305,7 @@ func TestWatchPositionFromFirstAnswer(t *testing.T) {
 	if !equalRevs(revs, []uint64{5, 41, 42}) || last.String() != "2:5,3:42" {
 		t.Fatalf("revisions %v, position %v; want [5 41 42] at 2:5,3:42", revs, last)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	watches := watchReqs()
 	if len(watches) != 2 || Position(watches[0].Position).String() != "2:4" || Position(watches[1].Position).String() != "2:5,3:41" {
 		t.Fatalf("watch requests %+v, want from 2:4, then from 2:5,3:41", watches)
 	}
