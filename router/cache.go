@@ -87,20 +87,30 @@ func (rc *rangeCache) leaderAddr(shardID uint64) (string, bool) {
 // anyReplicaAddr returns a node holding a replica of the shard (for reads
 // and watches when the leader is unknown).
 func (rc *rangeCache) anyReplicaAddr(shardID uint64) string {
+	if addrs := rc.replicaAddrs(shardID); len(addrs) > 0 {
+		return addrs[0]
+	}
+	return ""
+}
+
+// replicaAddrs returns the client addresses of the nodes holding a replica
+// of the shard, in the table's order.
+func (rc *rangeCache) replicaAddrs(shardID uint64) []string {
 	t := rc.table()
 	if t == nil {
-		return ""
+		return nil
 	}
 	si, ok := t.Shard(shardID)
 	if !ok {
-		return ""
+		return nil
 	}
+	var out []string
 	for _, id := range si.Replicas {
 		if n, ok := t.Node(id); ok && n.ClientAddr != "" {
-			return n.ClientAddr
+			out = append(out, n.ClientAddr)
 		}
 	}
-	return ""
+	return out
 }
 
 func (rc *rangeCache) learn(hint *wire.Hint) {

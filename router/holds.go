@@ -409,13 +409,34 @@ func (h *holdHub) subscribe(id uint64, sh Replica, from uint64) (*holdSub, error
 		}
 		return sub, nil
 	}
-	addr, _ := h.s.cache.leaderAddr(id)
-	if addr == "" {
-		addr = h.s.cache.anyReplicaAddr(id)
+	// The leader as last heard first, then every other replica: the
+	// router's idea of the leader may be a node that just went down, and
+	// nothing else may correct it before the notices are due.
+	addrs := h.s.cache.replicaAddrs(id)
+	if leader, _ := h.s.cache.leaderAddr(id); leader != "" {
+		addrs = append([]string{leader}, addrs...)
 	}
-	if addr == "" {
+	if len(addrs) == 0 {
 		return nil, errors.New("no known replica")
 	}
+	var err error
+	tried := map[string]bool{}
+	for _, addr := range addrs {
+		if tried[addr] {
+			continue
+		}
+		tried[addr] = true
+		var sub *holdSub
+		if sub, err = h.subscribeThrough(id, addr, from); err == nil {
+			return sub, nil
+		}
+	}
+	return nil, err
+}
+
+// subscribeThrough follows shard id through the node at addr.
+func (h *holdHub) subscribeThrough(id uint64, addr string, from uint64) (*holdSub, error) {
+	sub := &holdSub{h: h}
 	p, err := h.s.peers.get(addr)
 	if err != nil {
 		return nil, err
