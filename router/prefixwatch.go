@@ -20,6 +20,12 @@ import (
 // shard and revision; per shard the watch delivers in revision order, and
 // the client's position is the last revision it saw of each shard.
 //
+// The first answer comes before any push: each leg holds the events it gets
+// until every leg has answered, the answer's Position says where each shard
+// starts (just before its first held event), and the held events follow it.
+// A client that resumes from the position of any event it has seen so
+// misses nothing and replays nothing, on every shard.
+//
 // A leg that ends (its replica removed, its peer connection lost, the
 // client too slow) ends the whole stream with that code: the client resumes
 // from its position, which resubscribes every leg exactly where it stopped.
@@ -39,9 +45,16 @@ type prefixWatch struct {
 	legs    []*leg
 	waiting int                  // legs not yet answered
 	first   func(*wire.Response) // the first answer; nil once sent
+	holding bool                 // events wait in their legs' held until the first answer is out
+	nheld   int                  // events held, all legs together
 	ended   bool
 	failure *wire.Response // a leg's refusal before the first answer
 }
+
+// maxHeld bounds the events a prefix watch holds while its legs start; a
+// watch whose replay and live events outgrow it ends as a consumer that
+// fell behind, and the client resumes from the first answer's position.
+const maxHeld = 1 << 16
 
 // leg is one shard's part of a prefix watch.
 type leg struct {
@@ -54,6 +67,16 @@ type leg struct {
 	fwdID uint64
 	// started: the leg's first answer came (answered ran).
 	started bool
+	held    []wire.Event // passed on once the first answer is out
+}
+
+// startsAfter is the revision the leg's part of the stream starts after:
+// just before its first held event, or the last revision it passed on.
+func (l *leg) startsAfter() uint64 {
+	if len(l.held) > 0 {
+		return l.held[0].Rev - 1
+	}
+	return l.after
 }
 
 // watchPrefix serves a client's prefix watch on every shard of the table.
@@ -69,7 +92,7 @@ func (c *conn) watchPrefix(req *wire.Request, done func(*wire.Response)) {
 		return
 	}
 	pw := &prefixWatch{c: c, stream: req.ID, path: req.Path, hide: c.hidesClients(req.Path),
-		legs: legs, waiting: len(legs), first: done}
+		legs: legs, waiting: len(legs), first: done, holding: true}
 	if r, err := t.Locate(req.Path); err == nil {
 		pw.home = r.Shard
 	}
@@ -241,10 +264,11 @@ func (l *leg) answered(refusal *wire.Response, last uint64) {
 	w.first = nil
 	resp := w.failure
 	if resp == nil {
-		resp = &wire.Response{Stream: w.stream, Position: w.positionLocked()}
-		for _, l := range w.legs {
+		resp = &wire.Response{Stream: w.stream, Position: make([]wire.ShardRev, len(w.legs))}
+		for i, l := range w.legs {
+			resp.Position[i] = wire.ShardRev{Shard: l.shard, Rev: l.startsAfter()}
 			if l.shard == w.home {
-				resp.Rev = l.after
+				resp.Rev = l.startsAfter()
 			}
 		}
 	}
@@ -260,15 +284,26 @@ func (l *leg) answered(refusal *wire.Response, last uint64) {
 		go w.stopLegs()
 	}
 	done(resp)
+	if !failed {
+		w.release()
+	}
 }
 
-// positionLocked is each leg's last revision passed on (w.mu held).
-func (w *prefixWatch) positionLocked() []wire.ShardRev {
-	out := make([]wire.ShardRev, len(w.legs))
-	for i, l := range w.legs {
-		out[i] = wire.ShardRev{Shard: l.shard, Rev: l.after}
+// release passes on the events the legs held while the stream started, and
+// from then on each event as it comes. Events that arrive meanwhile join
+// the held ones, so the stream keeps each shard's order.
+func (w *prefixWatch) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holding = false
+	for _, l := range w.legs {
+		held := l.held
+		l.held = nil
+		if len(held) > 0 && !w.ended && !w.pushLocked(held) {
+			break
+		}
 	}
-	return out
+	w.nheld = 0
 }
 
 // deliver passes a leg's events on to the client, dropping any it has
@@ -292,6 +327,22 @@ func (l *leg) deliver(events []wire.Event) bool {
 		return true
 	}
 	l.after = out[len(out)-1].Rev
+	if w.holding {
+		if w.nheld+len(out) > maxHeld {
+			w.c.s.slowConsumer()
+			w.endLocked(&wire.Response{Code: wire.TooMany, Msg: fmt.Sprintf("the watch gathered over %d events before it started; resume from a later position", maxHeld)})
+			return false
+		}
+		w.nheld += len(out)
+		l.held = append(l.held, out...) // copied: the feed's slice is not kept
+		return true
+	}
+	return w.pushLocked(out)
+}
+
+// pushLocked sends one shard's events to the client (w.mu held). false:
+// the client is too slow, and the stream ended.
+func (w *prefixWatch) pushLocked(out []wire.Event) bool {
 	if w.hide {
 		out = w.c.hideEventClients(out)
 	}

@@ -1,10 +1,17 @@
 package router
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"io"
+	"maps"
 	"math"
+	"net"
+	"slices"
 	"testing"
 
+	"github.com/wardenlock/warden/feed"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/wire"
 )
@@ -77,5 +84,117 @@ func TestPrefixWatchStartLegs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// localHost is a node holding a replica of every shard of its table.
+type localHost struct {
+	Host // the methods a prefix watch does not call
+	tbl  *placement.Table
+	reps map[uint64]*feedReplica
+}
+
+func (h *localHost) Table() *placement.Table { return h.tbl }
+func (h *localHost) SetForwarder(func(uint64, *wire.Request, func(*wire.Response))) {}
+func (h *localHost) Replica(id uint64) (Replica, bool) {
+	r, ok := h.reps[id]
+	return r, ok
+}
+
+// feedReplica is one shard's replica as a watch sees it: Watch subscribes
+// at revision last, then runs onWatch (another shard's events arriving
+// while this leg starts).
+type feedReplica struct {
+	Replica
+	last    uint64
+	sub     feed.Subscriber
+	onWatch func()
+}
+
+func (r *feedReplica) Watch(_ string, _ bool, _ uint64, sub feed.Subscriber) (uint64, uint64, error) {
+	r.sub = sub
+	if r.onWatch != nil {
+		r.onWatch()
+	}
+	return 1, r.last, nil
+}
+func (r *feedReplica) Unwatch(uint64) {}
+
+// frames decodes what the connection queued for its client.
+func frames(t *testing.T, c *conn) []wire.Response {
+	t.Helper()
+	c.mu.Lock()
+	out := append([]byte(nil), c.out...)
+	c.mu.Unlock()
+	rd := bufio.NewReader(bytes.NewReader(out))
+	var got []wire.Response
+	for {
+		body, err := wire.ReadFrame(rd, 1<<20, nil)
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r wire.Response
+		if err := wire.DecodeResponse(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+}
+
+// Events that arrive on a shard while the other shards' parts of a prefix
+// watch are still starting follow the first answer, whose position each
+// shard's events continue: a client resuming from any event's position
+// misses nothing and replays nothing.
+func TestPrefixWatchAnswersBeforeAnyEvent(t *testing.T) {
+	ev := func(shard, rev uint64) []wire.Event {
+		return []wire.Event{{Shard: shard, Rev: rev, Kind: wire.EvKVPut, Path: "/cfg/k"}}
+	}
+	reps := map[uint64]*feedReplica{2: {last: 10}, 3: {last: 20}, 4: {last: 30}}
+	reps[3].onWatch = func() { reps[2].sub.Send(ev(2, 11)) }
+	reps[4].onWatch = func() {
+		reps[2].sub.Send(ev(2, 12))
+		reps[3].sub.Send(ev(3, 21))
+	}
+	s := newTestServer(t, Config{Host: &localHost{tbl: threeShards(), reps: reps}})
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := newConn(s, a, nil)
+	req := &wire.Request{ID: 5, Op: wire.OpWatch, Path: "/cfg", Flags: wire.FlagPrefix}
+	c.watchPrefix(req, func(r *wire.Response) {
+		r.ID = req.ID
+		c.send(r)
+	})
+	reps[2].sub.Send(ev(2, 13))
+
+	got := frames(t, c)
+	if len(got) == 0 || got[0].ID != req.ID || got[0].Code != wire.OK {
+		t.Fatalf("first frame %+v, want the watch's OK answer", got)
+	}
+	start := map[uint64]uint64{}
+	for _, p := range got[0].Position {
+		start[p.Shard] = p.Rev
+	}
+	if want := map[uint64]uint64{2: 10, 3: 20, 4: 30}; !maps.Equal(start, want) {
+		t.Fatalf("answer position %v, want %v", start, want)
+	}
+	var revs []uint64
+	for _, f := range got[1:] {
+		if f.ID != 0 || f.Stream != req.ID {
+			t.Fatalf("frame %+v after the answer, want a push on stream %d", f, req.ID)
+		}
+		for _, e := range f.Events {
+			if e.Rev != start[e.Shard]+1 {
+				t.Fatalf("shard %d event %d follows revision %d", e.Shard, e.Rev, start[e.Shard])
+			}
+			start[e.Shard] = e.Rev
+			revs = append(revs, e.Rev)
+		}
+	}
+	if !slices.Equal(revs, []uint64{11, 12, 21, 13}) {
+		t.Fatalf("pushed revisions %v, want 11 12 21 13", revs)
 	}
 }
