@@ -11,6 +11,7 @@ import (
 
 	"github.com/wardenlock/warden/admin"
 	"github.com/wardenlock/warden/client"
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/router"
@@ -31,7 +32,13 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
-	c := nodetest.Start(t, nodetest.Options{Shards: 2, Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
+	c := nodetest.Start(t, nodetest.Options{Shards: 2, Edit: func(cfg *node.Config) {
+		cfg.AdminAddr = "127.0.0.1:0"
+		// Each node reports a CPU reading of its own (the nodes share
+		// this process): 10, 20 and 30 % of 2 cores.
+		used := 0.2 * float64(cfg.ID)
+		cfg.CPU = func() cpuload.Reading { return cpuload.Reading{Used: used, Capacity: 2} }
+	}})
 	f := &fixture{c: c, held: map[string]uint64{}}
 	for _, n := range c.Nodes {
 		f.admin = append(f.admin, n.Admin.Addr())

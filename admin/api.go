@@ -10,6 +10,7 @@ import (
 	"github.com/lni/dragonboat/v4"
 	"github.com/valyala/fasthttp"
 
+	"github.com/wardenlock/warden/control"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/statemachine"
 	"github.com/wardenlock/warden/wire"
@@ -29,6 +30,9 @@ type Status struct {
 	// ShardDecisions are the last recorded shard lifecycle decisions
 	// (create, activate, retire, stop) with their reasons, oldest first.
 	ShardDecisions []DecisionInfo `json:"shard_decisions"`
+	// ShardPolicy is the automatic shard policy's last reading and
+	// verdict, on the meta leader (absent elsewhere).
+	ShardPolicy *control.PolicyState `json:"shard_policy,omitempty"`
 	// LogStore is the node's Raft log store (the wal store only).
 	LogStore *LogStoreInfo `json:"log_store,omitempty"`
 	// AdminConnsRefused: connections to this admin port reset by its
@@ -120,6 +124,7 @@ func (s *Server) status() Status {
 		}
 		slices.SortFunc(st.Nodes, func(a, b NodeInfo) int { return cmp64(a.ID, b.ID) })
 		st.ShardDecisions = decisionsOf(t)
+		st.ShardPolicy = s.cfg.Host.PolicyState()
 		for _, r := range t.Ranges {
 			st.Ranges = append(st.Ranges, RangeInfo{Start: wire.RouteKeyHex(r.Start), End: wire.RouteKeyHex(r.End),
 				Share: wire.RangeShare(r.Start, r.End), Shard: r.Shard, Gen: r.Gen})

@@ -91,8 +91,16 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 	}
 
+	// Every node's CPU, as its status reports it.
+	for id := 1; id <= 3; id++ {
+		if got, want := nodeCPU(dom, id), fmt.Sprintf("%d%% of 2 cores", 10*id); got != want {
+			t.Errorf("node %d's CPU is shown %q, want %q", id, got, want)
+		}
+	}
+
 	// Node 3 stops: node 2's page shows it down (its client port refuses
-	// connections), with the time it was last heard from.
+	// connections), with the time it was last heard from, and its CPU as
+	// not known.
 	f.c.StopNode(2)
 	waitNodeStates(t, f.admin[1], map[uint64]string{1: "up", 2: "up", 3: "down"})
 	dom = chromium(t, bin, "--dump-dom", url)
@@ -101,6 +109,9 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if got := nodeState(dom, 1); got != "up" {
 		t.Errorf("node 1 is shown %q, want up", got)
+	}
+	if got := nodeCPU(dom, 3); got != "–" {
+		t.Errorf("the stopped node 3's CPU is shown %q, want –", got)
 	}
 	heard := regexp.MustCompile(`<tr data-node="3">(?s:.*?)<td class="heard">([^<]*)</td>`).FindStringSubmatch(dom)
 	if heard == nil || !strings.HasSuffix(heard[1], "ago") && heard[1] != "just now" {
@@ -153,4 +164,13 @@ func waitNodeStates(t *testing.T, adminAddr string, want map[uint64]string) {
 		}
 		return len(st.Nodes) == len(want)
 	})
+}
+
+// nodeCPU is the CPU cell of node id's row.
+func nodeCPU(dom string, id int) string {
+	m := regexp.MustCompile(fmt.Sprintf(`<tr data-node="%d">(?s:.*?)<td class="num cpu">([^<]*)</td>`, id)).FindStringSubmatch(dom)
+	if m == nil {
+		return ""
+	}
+	return m[1]
 }

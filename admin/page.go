@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"fmt"
 	_ "embed"
 	"html/template"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/router"
 )
 
@@ -25,6 +27,13 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	// heard is when a node last answered, relative to the page's time.
 	"heard":   router.HeardAgo,
 	"percent": func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
+	// cpu is a node's CPU use as a share of what it may use.
+	"cpu": func(r *cpuload.Reading) string {
+		if r == nil || r.Capacity <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f%% of %.3g cores", 100*r.Share(), r.Capacity)
+	},
 }).Parse(pageHTML))
 
 type pageData struct {

@@ -57,7 +57,16 @@ type ShardPolicy struct {
 	Enabled   bool               `json:"enabled"`
 	LeaderOps map[string]float64 `json:"leader_ops"` // node id → ops/s of the shards it leads
 	ShardOps  map[string]float64 `json:"shard_ops"`  // shard id → ops/s
-	Verdict   string             `json:"verdict"`
+	// NodeCPU is each node's CPU use in cores and the cores it may use
+	// (node id → reading), for the nodes that measure it.
+	NodeCPU map[string]NodeCPU `json:"node_cpu,omitempty"`
+	Verdict string             `json:"verdict"`
+}
+
+// NodeCPU is one node's CPU use over the last few seconds.
+type NodeCPU struct {
+	Used     float64 `json:"used"`     // cores
+	Capacity float64 `json:"capacity"` // cores its cgroup (or machine) allows
 }
 
 // ShardLog is the recorded lifecycle decisions (oldest first, the last

@@ -16,6 +16,7 @@ import (
 	"github.com/lni/dragonboat/v4/raftio"
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/internal/raftwal"
 	"github.com/wardenlock/warden/lease"
@@ -202,7 +203,8 @@ type Host struct {
 	pendingRestore map[uint64]struct{} // data shards whose restore entry has not applied
 	rangeMoves     atomic.Uint64
 	forward        atomic.Pointer[Forwarder] // set by the router: reaches shards with no local replica
-	walStats       *raftwal.Stats            // the Raft log store's syncs and rotations
+	nodeCPU        atomic.Pointer[func() map[uint64]cpuload.Reading]
+	walStats       *raftwal.Stats // the Raft log store's syncs and rotations
 
 	stopc chan struct{}
 	wg    sync.WaitGroup

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wardenlock/warden/internal/backoff"
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/wire"
 )
@@ -236,6 +237,10 @@ type Forwarder func(shardID uint64, req *wire.Request, done func(*wire.Response)
 // SetForwarder lets the move driver reach shards with no local replica; the
 // node's router sets it.
 func (h *Host) SetForwarder(f Forwarder) { h.forward.Store(&f) }
+
+// SetNodeCPU gives the shard policy each node's CPU use as the node's
+// router last heard it (policy.go); unset, the policy reads ops/s alone.
+func (h *Host) SetNodeCPU(f func() map[uint64]cpuload.Reading) { h.nodeCPU.Store(&f) }
 
 // submitTo runs req on the local replica of shardID, or through the
 // forwarder when there is none.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/statemachine"
 )
@@ -15,16 +16,27 @@ import (
 // The shard policy runs on the meta leader and follows the load with the
 // number of data shards:
 //
-//   - add a shard when a node's leaderships are saturated (the shards it
-//     leads apply more than SaturatedOps ops/s together) for Sustain, and
+//   - add a shard when a node that leads shards is saturated for Sustain
+//     (the shards it leads apply more than SaturatedOps ops/s together, or
+//     the node uses more than SaturatedCPU of the CPU it may use) and
 //     another active node has room (its leaderships apply less than half
-//     of SaturatedOps): the new shard takes its share of the key space, and
-//     the leader balancer gives its leadership to a node with few;
+//     of SaturatedOps, and its CPU with half the saturated node's added
+//     stays under SaturatedCPU): the new shard takes its share of the key
+//     space, and the leader balancer gives its leadership to a node with
+//     few;
 //   - retire a shard that stays idle (under IdleOps ops/s) for IdleFor,
 //     when more than MinShards are active and the rest would stay under
 //     half of SaturatedOps per node;
 //   - never two decisions within Cooldown, and none while a shard is being
 //     created, filled or retired or a range is moving.
+//
+// The CPU rule makes the policy independent of how fast a machine is: a
+// leader saturates at whatever rate its machine allows, and a node that
+// already works near its limit as a follower is no room for a new leader
+// (on 3 equal machines one shard, whose followers are busy too, stays the
+// layout). CPU readings come from every node's status (internal/cpuload);
+// where a node does not measure its CPU, the policy reads ops/s alone, and
+// a node whose CPU is not known is never room.
 //
 // The saturated and idle thresholds are far apart, both must hold for a
 // while, and each decision is followed by a cooldown, so the count does not
@@ -35,6 +47,7 @@ import (
 type ShardPolicy struct {
 	Auto         bool
 	SaturatedOps float64       // ops/s of a node's leaderships that count as saturated (default DefaultSaturatedOps)
+	SaturatedCPU float64       // share of a node's CPU capacity that counts as saturated (default 0.8)
 	IdleOps      float64       // a shard under this many ops/s is idle (default 5)
 	Sustain      time.Duration // saturation must last this long before a shard is added (default 30 s)
 	IdleFor      time.Duration // idleness must last this long before a shard is retired (default 10 min)
@@ -50,6 +63,10 @@ type ShardPolicy struct {
 // set it from a cluster's own peak per leader.
 const DefaultSaturatedOps = 40000
 
+// DefaultSaturatedCPU is the share of its CPU capacity at which a node
+// counts as saturated by default.
+const DefaultSaturatedCPU = 0.8
+
 // PolicyInitialShards is how many data shards a new cluster starts with
 // under the policy: one Raft group already uses every initial machine (its
 // replicas are on all of them), and on 3 nodes one shard is the fastest
@@ -61,6 +78,9 @@ const PolicyInitialShards = 1
 func (p ShardPolicy) WithDefaults() ShardPolicy {
 	if p.SaturatedOps <= 0 {
 		p.SaturatedOps = DefaultSaturatedOps
+	}
+	if p.SaturatedCPU <= 0 {
+		p.SaturatedCPU = DefaultSaturatedCPU
 	}
 	if p.IdleOps <= 0 {
 		p.IdleOps = 5
@@ -92,6 +112,9 @@ func (p ShardPolicy) Validate() error {
 	if q.IdleOps*2 > q.SaturatedOps {
 		return fmt.Errorf("shard policy: the idle threshold (%g ops/s) must be under half the saturated one (%g ops/s)", q.IdleOps, q.SaturatedOps)
 	}
+	if q.SaturatedCPU > 1 {
+		return fmt.Errorf("shard policy: the saturated CPU share %g is over 1", q.SaturatedCPU)
+	}
 	if q.MinShards > q.MaxShards {
 		return fmt.Errorf("shard policy: min shards %d is over max shards %d", q.MinShards, q.MaxShards)
 	}
@@ -107,6 +130,9 @@ type PolicyState struct {
 	// leads; ShardOps each shard's ops/s.
 	LeaderOps map[uint64]float64 `json:"leader_ops"`
 	ShardOps  map[uint64]float64 `json:"shard_ops"`
+	// NodeCPU is each node's CPU use and capacity, as its last status
+	// said (absent: nodes that do not measure it, or not heard from).
+	NodeCPU map[uint64]cpuload.Reading `json:"node_cpu,omitempty"`
 	// Verdict says what the policy concluded at its last reading (and
 	// why it did nothing, when it did nothing).
 	Verdict string `json:"verdict"`
@@ -196,6 +222,9 @@ func (h *Host) runPolicy(t *placement.Table) {
 			st.LeaderOps[l] += st.ShardOps[si.ID]
 		}
 	}
+	if f := h.nodeCPU.Load(); f != nil {
+		st.NodeCPU = (*f)()
+	}
 	d := decideShards(t, st, p, pm, now)
 	st.Verdict = d.verdict
 	if d.action == "" {
@@ -237,19 +266,12 @@ func decideShards(t *placement.Table, st *PolicyState, p ShardPolicy, pm *policy
 	for _, si := range t.Shards {
 		busy = busy || si.State != placement.ShardActive || si.Fill
 	}
-	// The saturated node and the one with most room.
-	var hot, cool uint64
-	for _, n := range sortedKeys(st.LeaderOps) {
-		ops := st.LeaderOps[n]
-		if hot == 0 || ops > st.LeaderOps[hot] {
-			hot = n
-		}
-		if cool == 0 || ops < st.LeaderOps[cool] {
-			cool = n
-		}
-	}
-	saturated := hot != 0 && st.LeaderOps[hot] > p.SaturatedOps
-	room := cool != 0 && cool != hot && st.LeaderOps[cool] < p.SaturatedOps/2
+	// The busiest node that leads a shard with load, and the one with most
+	// room.
+	hot := hottestLeader(st, p)
+	cool := roomiest(st, p, hot)
+	saturated := hot != 0 && busyness(st, p, hot) > 1
+	room := cool != 0 && hasRoom(st, p, cool, hot)
 	if saturated {
 		if pm.satSince.IsZero() {
 			pm.satSince = now
@@ -295,8 +317,8 @@ func decideShards(t *placement.Table, st *PolicyState, p ShardPolicy, pm *policy
 		case !room:
 			return shardDecision{verdict: fmt.Sprintf("node %d is saturated and no other node has room; %s", hot, loads)}
 		}
-		reason := fmt.Sprintf("the shards node %d leads applied %.0f ops/s (over %.0f) for %v; node %d has room (%.0f ops/s)",
-			hot, st.LeaderOps[hot], p.SaturatedOps, now.Sub(pm.satSince).Round(time.Second), cool, st.LeaderOps[cool])
+		reason := fmt.Sprintf("node %d is saturated (%s; saturated: %.0f ops/s or CPU %.0f%%) for %v; node %d has room (%s)",
+			hot, nodeLoad(st, hot), p.SaturatedOps, 100*p.SaturatedCPU, now.Sub(pm.satSince).Round(time.Second), cool, nodeLoad(st, cool))
 		return shardDecision{action: "create", reason: reason, verdict: "adding a shard: " + reason}
 	}
 	if len(active) > p.MinShards && float64(len(t.ActiveNodes())) > 0 &&
@@ -324,12 +346,80 @@ func decideShards(t *placement.Table, st *PolicyState, p ShardPolicy, pm *policy
 	return shardDecision{verdict: "steady; " + loads}
 }
 
+// busyness is how close node n is to saturation: the larger of its
+// leaderships' ops/s against SaturatedOps and its CPU share against
+// SaturatedCPU (over 1: saturated).
+func busyness(st *PolicyState, p ShardPolicy, n uint64) float64 {
+	b := st.LeaderOps[n] / p.SaturatedOps
+	if r, ok := st.NodeCPU[n]; ok && r.Capacity > 0 {
+		b = max(b, r.Share()/p.SaturatedCPU)
+	}
+	return b
+}
+
+// hottestLeader is the busiest node whose leaderships apply more than
+// IdleOps (0: none): a new shard takes load off a leader, not a follower.
+func hottestLeader(st *PolicyState, p ShardPolicy) uint64 {
+	var hot uint64
+	for _, n := range sortedKeys(st.LeaderOps) {
+		if st.LeaderOps[n] <= p.IdleOps {
+			continue
+		}
+		if hot == 0 || busyness(st, p, n) > busyness(st, p, hot) {
+			hot = n
+		}
+	}
+	return hot
+}
+
+// roomiest is the least busy node other than hot (0: none).
+func roomiest(st *PolicyState, p ShardPolicy, hot uint64) uint64 {
+	var cool uint64
+	for _, n := range sortedKeys(st.LeaderOps) {
+		if n == hot {
+			continue
+		}
+		if cool == 0 || busyness(st, p, n) < busyness(st, p, cool) {
+			cool = n
+		}
+	}
+	return cool
+}
+
+// hasRoom says whether node cool can lead a share of hot's load: its
+// leaderships apply under half of SaturatedOps and, where CPU is read, its
+// CPU with half of hot's added stays under SaturatedCPU of its capacity.
+// With CPU read on some nodes, one whose CPU is not known has no room.
+func hasRoom(st *PolicyState, p ShardPolicy, cool, hot uint64) bool {
+	if st.LeaderOps[cool] >= p.SaturatedOps/2 {
+		return false
+	}
+	if len(st.NodeCPU) == 0 {
+		return true
+	}
+	c, ok := st.NodeCPU[cool]
+	if !ok || c.Capacity <= 0 {
+		return false
+	}
+	return c.Used+st.NodeCPU[hot].Used/2 < p.SaturatedCPU*c.Capacity
+}
+
+// nodeLoad says, for people, what node n's leaderships apply and the CPU
+// it uses.
+func nodeLoad(st *PolicyState, n uint64) string {
+	out := fmt.Sprintf("leads %.0f ops/s", st.LeaderOps[n])
+	if r, ok := st.NodeCPU[n]; ok && r.Capacity > 0 {
+		out += fmt.Sprintf(", CPU %.0f%% of %.3g cores", 100*r.Share(), r.Capacity)
+	}
+	return out
+}
+
 func describeLoads(st *PolicyState) string {
 	var parts []string
 	for _, n := range sortedKeys(st.LeaderOps) {
-		parts = append(parts, fmt.Sprintf("node %d %.0f", n, st.LeaderOps[n]))
+		parts = append(parts, fmt.Sprintf("node %d %s", n, nodeLoad(st, n)))
 	}
-	return "leader ops/s: " + strings.Join(parts, ", ")
+	return strings.Join(parts, "; ")
 }
 
 func sortedKeys(m map[uint64]float64) []uint64 {

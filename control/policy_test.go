@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/placement"
 )
 
@@ -111,7 +112,61 @@ func TestPolicyValidate(t *testing.T) {
 	if err := (ShardPolicy{SaturatedOps: 100, IdleOps: 60}).Validate(); err == nil {
 		t.Fatal("an idle threshold over half the saturated one must be refused")
 	}
+	if err := (ShardPolicy{SaturatedCPU: 1.5}).Validate(); err == nil {
+		t.Fatal("a saturated CPU share over 1 must be refused")
+	}
 	if err := (ShardPolicy{MinShards: 5, MaxShards: 2}).Validate(); err == nil {
 		t.Fatal("min over max must be refused")
+	}
+}
+
+// With CPU read, a leader saturates at whatever rate its machine allows,
+// and a node is room for a new leader only when half the saturated node's
+// CPU would fit under its own limit: on 3 equal machines running one
+// shard, whose followers are busy too, the layout stays; a fourth, idle
+// machine is room.
+func TestPolicyReadsCPU(t *testing.T) {
+	p := ShardPolicy{Auto: true, IdleOps: 5, Sustain: 10 * time.Second, Cooldown: time.Minute}.WithDefaults()
+	t0 := time.Unix(1000, 0)
+	quota := func(used float64) cpuload.Reading { return cpuload.Reading{Used: used, Capacity: 0.25} }
+	three := policyTable(2)
+	st := &PolicyState{LeaderOps: map[uint64]float64{1: 10000, 2: 0, 3: 0}, ShardOps: map[uint64]float64{2: 10000},
+		NodeCPU: map[uint64]cpuload.Reading{1: quota(0.24), 2: quota(0.17), 3: quota(0.16)}}
+	pm := &policyMemo{}
+	decideShards(three, st, p, pm, t0)
+	d := decideShards(three, st, p, pm, t0.Add(time.Minute))
+	if d.action != "" || !strings.Contains(d.verdict, "node 1 is saturated and no other node has room") {
+		t.Fatalf("3 busy machines, 10k ops/s under the ops threshold: %+v", d)
+	}
+	if !strings.Contains(d.verdict, "CPU 96% of 0.25 cores") {
+		t.Fatalf("the verdict does not show the CPU read: %q", d.verdict)
+	}
+
+	four := policyTable(2)
+	four.Nodes = append(four.Nodes, placement.Node{ID: 4, RaftAddr: "r"})
+	st.LeaderOps[4] = 0
+	st.NodeCPU[4] = quota(0.01)
+	pm = &policyMemo{}
+	decideShards(four, st, p, pm, t0)
+	d = decideShards(four, st, p, pm, t0.Add(10*time.Second))
+	if d.action != "create" || !strings.Contains(d.reason, "node 1 is saturated") || !strings.Contains(d.reason, "node 4 has room") {
+		t.Fatalf("an idle fourth machine: %+v", d)
+	}
+
+	// A node whose CPU is not known is no room.
+	delete(st.NodeCPU, 4)
+	pm = &policyMemo{}
+	decideShards(four, st, p, pm, t0)
+	if d := decideShards(four, st, p, pm, t0.Add(time.Minute)); d.action != "" {
+		t.Fatalf("a node not heard from taken as room: %+v", d)
+	}
+
+	// A follower at its limit is not a saturated leader.
+	st = &PolicyState{LeaderOps: map[uint64]float64{1: 100, 2: 0, 3: 0}, ShardOps: map[uint64]float64{2: 100},
+		NodeCPU: map[uint64]cpuload.Reading{1: quota(0.05), 2: quota(0.25), 3: quota(0.02)}}
+	pm = &policyMemo{}
+	decideShards(three, st, p, pm, t0)
+	if d := decideShards(three, st, p, pm, t0.Add(time.Minute)); d.action != "" || !strings.HasPrefix(d.verdict, "steady") {
+		t.Fatalf("a busy follower: %+v", d)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/wardenlock/warden/audit"
 	"github.com/wardenlock/warden/auth"
 	"github.com/wardenlock/warden/control"
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/internal/diskfs"
 	"github.com/wardenlock/warden/lease"
 	"github.com/wardenlock/warden/placement"
@@ -99,6 +100,10 @@ type Config struct {
 	// ShardPolicy runs the automatic shard count on the meta leader
 	// (control/policy.go; off by default).
 	ShardPolicy control.ShardPolicy
+	// CPU reads this process's CPU use (internal/cpuload): the node reports
+	// it in its status, and the shard policy compares nodes by it. nil:
+	// not measured (several nodes share a test process).
+	CPU func() cpuload.Reading
 
 	SM     statemachine.Config // zero = statemachine.DefaultConfig()
 	Shard  shard.Config
@@ -206,7 +211,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	rc := cfg.Router
-	rc.Host = routerHost{host}
+	rc.Host = routerHost{host, cfg.CPU}
 	rc.SigningKey = cfg.SigningKey
 	rc.Log = cfg.Log
 	rc.Security = sec
@@ -216,6 +221,7 @@ func Start(cfg Config) (*Node, error) {
 	smc := cfg.SM.WithDefaults()
 	rc.MinTTL, rc.MaxTTL = time.Duration(smc.MinTTL)*time.Millisecond, time.Duration(smc.MaxTTL)*time.Millisecond
 	n := &Node{cfg: cfg, Host: host, Router: router.New(rc), Audit: store, ln: ln, done: make(chan error, 1), closing: make(chan struct{})}
+	host.SetNodeCPU(n.nodeCPU)
 	go func() { n.done <- n.Router.Serve(ln) }()
 	if len(cfg.Join) > 0 {
 		n.joinDone = make(chan error, 1)
@@ -231,6 +237,18 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// nodeCPU is the CPU use of every node this node's router heard from in
+// the last cpuload.Window (the shard policy's reading).
+func (n *Node) nodeCPU() map[uint64]cpuload.Reading {
+	out := map[uint64]cpuload.Reading{}
+	for id, l := range n.Router.NodeLiveness() {
+		if l.State == router.NodeUp && l.CPU != nil && time.Since(l.LastHeard) < cpuload.Window {
+			out[id] = *l.CPU
+		}
+	}
+	return out
 }
 
 // ClientAddr is the address clients connect to.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/wardenlock/warden/control"
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/raftnode"
 	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/shard"
@@ -10,9 +11,19 @@ import (
 )
 
 // routerHost is the node's shard host as its router sees it (router.Host).
-type routerHost struct{ *control.Host }
+type routerHost struct {
+	*control.Host
+	cpu func() cpuload.Reading // nil: not measured
+}
 
 var _ router.Host = routerHost{}
+
+func (h routerHost) CPU() (cpuload.Reading, bool) {
+	if h.cpu == nil {
+		return cpuload.Reading{}, false
+	}
+	return h.cpu(), true
+}
 
 func (h routerHost) Replica(id uint64) (router.Replica, bool) {
 	s, ok := h.Host.Shard(id)

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/control"
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/placement"
@@ -313,10 +315,14 @@ func TestShardCreationRollsBack(t *testing.T) {
 // shard (and fills it); once the traffic stops, both shards are idle and
 // it retires one, down to its minimum of one. Both decisions are recorded
 // with the policy's reasons, and the policy's reading says it is steady.
+// Each node's CPU (here a fixed reading per node) reaches the policy's
+// reading through the nodes' statuses.
 func TestShardPolicyFollowsLoad(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 1, Edit: func(cfg *node.Config) {
 		cfg.ShardPolicy = control.ShardPolicy{Auto: true, SaturatedOps: 100, IdleOps: 5, Sustain: time.Second,
 			IdleFor: 3 * time.Second, Cooldown: 2 * time.Second, Every: 500 * time.Millisecond, MaxShards: 2}
+		used := 0.1 * float64(cfg.ID)
+		cfg.CPU = func() cpuload.Reading { return cpuload.Reading{Used: used, Capacity: 1} }
 	}})
 	tr := startTraffic(t, c, 4)
 	c.WaitFor(60*time.Second, "the policy adds a shard", func() error {
@@ -327,14 +333,26 @@ func TestShardPolicyFollowsLoad(t *testing.T) {
 		return nil
 	})
 	tr.finish()
-	// Every node shows the policy's reading (the meta leader's).
+	// Every node shows the policy's reading (the meta leader's), with every
+	// node's CPU.
 	for i := range c.Nodes {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		log, err := clientVia(t, c, i).ShardLog(ctx)
-		cancel()
-		if err != nil || log.Policy == nil || !log.Policy.Enabled || log.Policy.Verdict == "" {
-			t.Fatalf("shard log through node %d: %+v %v", i+1, log, err)
-		}
+		c.WaitFor(20*time.Second, "the policy's reading through every node", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			log, err := clientVia(t, c, i).ShardLog(ctx)
+			if err != nil || log.Policy == nil || !log.Policy.Enabled || log.Policy.Verdict == "" {
+				return fmt.Errorf("shard log through node %d: %+v %v", i+1, log, err)
+			}
+			for n := 1; n <= len(c.Nodes); n++ {
+				if got := log.Policy.NodeCPU[strconv.Itoa(n)]; got != (client.NodeCPU{Used: 0.1 * float64(n), Capacity: 1}) {
+					return fmt.Errorf("node %d's CPU in the policy's reading: %+v", n, log.Policy.NodeCPU)
+				}
+			}
+			if !strings.Contains(log.Policy.Verdict, "CPU 30% of 1 cores") {
+				return fmt.Errorf("verdict %q does not show node 3's CPU", log.Policy.Verdict)
+			}
+			return nil
+		})
 	}
 	c.WaitFor(60*time.Second, "the policy retires a shard", func() error {
 		tab := tableOf(t, c)

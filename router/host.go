@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/wardenlock/warden/feed"
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/wire"
 )
@@ -53,6 +54,9 @@ type Host interface {
 	// RaftPasses counts this process's Raft passes and what they carried,
 	// for the status (a JSON object).
 	RaftPasses() any
+	// CPU is this process's CPU use against its capacity; false when the
+	// node does not measure it (several nodes in one process).
+	CPU() (cpuload.Reading, bool)
 }
 
 // Replica is one local replica of a shard.

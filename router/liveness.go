@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/placement"
 	"github.com/wardenlock/warden/wire"
 )
@@ -39,6 +40,9 @@ type Liveness struct {
 	LastHeard time.Time `json:"last_heard,omitzero"` // its last answer (zero: never)
 	Error     string    `json:"error,omitempty"`     // why it is not up
 	Version   string    `json:"version,omitempty"`   // its build, as its status says
+	// CPU is its CPU use over the last few seconds, as its last status
+	// said (nil: it does not measure it, or never answered).
+	CPU *cpuload.Reading `json:"cpu,omitempty"`
 }
 
 type liveness struct {
@@ -56,7 +60,11 @@ func (s *Server) NodeLiveness() map[uint64]Liveness {
 		out[id] = *l
 	}
 	if h := s.cfg.Host; h != nil {
-		out[h.NodeID()] = Liveness{State: NodeUp, LastHeard: time.Now().UTC(), Version: buildVersion()}
+		self := Liveness{State: NodeUp, LastHeard: time.Now().UTC(), Version: buildVersion()}
+		if r, ok := h.CPU(); ok {
+			self.CPU = &r
+		}
+		out[h.NodeID()] = self
 	}
 	return out
 }
@@ -119,7 +127,7 @@ func (s *Server) probe(n placement.Node) Liveness {
 		if st.Node != 0 && st.Node != n.ID {
 			return Liveness{State: NodeUnreachable, Error: "its address answers as node " + strconv.FormatUint(st.Node, 10)}
 		}
-		return Liveness{State: NodeUp, LastHeard: time.Now().UTC(), Version: st.Version}
+		return Liveness{State: NodeUp, LastHeard: time.Now().UTC(), Version: st.Version, CPU: st.CPU}
 	case <-timer.C:
 		return Liveness{State: NodeUnreachable, Error: "no answer within " + livenessTimeout.String()}
 	case <-s.stop:
@@ -156,7 +164,7 @@ func (l *liveness) record(id uint64, got Liveness) {
 		return
 	}
 	if got.State != NodeUp {
-		got.LastHeard, got.Version = cur.LastHeard, cur.Version
+		got.LastHeard, got.Version = cur.LastHeard, cur.Version // its CPU is not known now
 	}
 	*cur = got
 }

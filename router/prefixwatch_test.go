@@ -94,7 +94,7 @@ type localHost struct {
 	reps map[uint64]*feedReplica
 }
 
-func (h *localHost) Table() *placement.Table { return h.tbl }
+func (h *localHost) Table() *placement.Table                                        { return h.tbl }
 func (h *localHost) SetForwarder(func(uint64, *wire.Request, func(*wire.Response))) {}
 func (h *localHost) Replica(id uint64) (Replica, bool) {
 	r, ok := h.reps[id]

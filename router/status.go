@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/wardenlock/warden/internal/buildinfo"
+	"github.com/wardenlock/warden/internal/cpuload"
 )
 
 // Status is what OpStatus answers (as JSON) and the admin API serves.
@@ -23,6 +24,9 @@ type Status struct {
 	// Passes counts this process's Raft passes and what they carried
 	// (Host.RaftPasses): how much per-round work its shards share.
 	Passes any `json:"passes,omitempty"`
+	// CPU is this process's CPU use over the last few seconds against the
+	// cores it may use (absent where the node does not measure it).
+	CPU *cpuload.Reading `json:"cpu,omitempty"`
 }
 
 // NodeStatus describes one cluster member, and whether this router hears
@@ -63,6 +67,9 @@ func (s *Server) Status() Status {
 	if h := s.cfg.Host; h != nil {
 		st.Node = h.NodeID()
 		st.Passes = h.RaftPasses()
+		if r, ok := h.CPU(); ok {
+			st.CPU = &r
+		}
 	}
 	t := info.Table
 	if t == nil {

@@ -360,10 +360,14 @@ func statusCmd() *cobra.Command {
 			}
 			w := table(os.Stdout)
 			fmt.Fprintf(w, "answered by node %d (version %s), table generation %d, %d ranges\n\n", st.Node, st.Version, st.TableGen, st.Ranges)
-			fmt.Fprintln(w, "NODE\tSTATE\tLAST HEARD\tCLIENT\tRAFT\tVERSION")
+			fmt.Fprintln(w, "NODE\tSTATE\tLAST HEARD\tCPU\tCLIENT\tRAFT\tVERSION")
 			now := time.Now()
 			for _, n := range st.Nodes {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, router.HeardAgo(n.LastHeard, now), n.ClientAddr, n.RaftAddr, dash(n.Version))
+				cpu := "-"
+				if r := n.CPU; r != nil && r.Capacity > 0 {
+					cpu = fmt.Sprintf("%.0f%% of %.3g", 100*r.Share(), r.Capacity)
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.State, router.HeardAgo(n.LastHeard, now), cpu, n.ClientAddr, n.RaftAddr, dash(n.Version))
 			}
 			fmt.Fprintln(w, "\nSHARD\tLEADER\tREPLICAS\tRANGES\tAPPLIED\tWATCHERS")
 			for _, s := range st.Shards {

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wardenlock/warden/internal/cpuload"
 )
 
 // Go sets GOMAXPROCS to the cgroup's CPU limit rounded up, but never
@@ -69,7 +70,7 @@ func followCPULimit(ctx context.Context, log *slog.Logger) {
 	defer t.Stop()
 	one := false
 	for {
-		limit := cgroupCPULimit("/proc/self/cgroup", "/sys/fs/cgroup")
+		limit := cpuload.CgroupLimit()
 		if want := limit > 0 && limit <= 1; want != one {
 			one = want
 			if one {
@@ -85,92 +86,4 @@ func followCPULimit(ctx context.Context, log *slog.Logger) {
 		case <-t.C:
 		}
 	}
-}
-
-// cgroupCPULimit is the tightest CPU bandwidth limit, in cores, on the
-// cgroup of this process (listed in cgroupFile, /proc/self/cgroup) and
-// its ancestors under root (/sys/fs/cgroup); 0 when there is none or it
-// cannot be read. It reads cgroup v2's cpu.max and v1's cpu controller.
-func cgroupCPULimit(cgroupFile, root string) float64 {
-	b, err := os.ReadFile(cgroupFile)
-	if err != nil {
-		return 0
-	}
-	best := 0.0
-	tighter := func(c float64) {
-		if c > 0 && (best == 0 || c < best) {
-			best = c
-		}
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		ctrls, path := parts[1], parts[2]
-		switch {
-		case parts[0] == "0" && ctrls == "":
-			walkUp(filepath.Join(root, path), root, func(dir string) { tighter(cpuMaxV2(dir)) })
-		case hasController(ctrls, "cpu"):
-			for _, mount := range []string{filepath.Join(root, ctrls), filepath.Join(root, "cpu")} {
-				if _, err := os.Stat(mount); err == nil {
-					walkUp(filepath.Join(mount, path), mount, func(dir string) { tighter(cpuQuotaV1(dir)) })
-					break
-				}
-			}
-		}
-	}
-	return best
-}
-
-func hasController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
-}
-
-// walkUp calls f on dir and each parent up to and including top.
-func walkUp(dir, top string, f func(string)) {
-	for {
-		f(dir)
-		if dir == top || !strings.HasPrefix(dir, top) {
-			return
-		}
-		dir = filepath.Dir(dir)
-	}
-}
-
-// cpuMaxV2 reads "quota period" (or "max period") from cpu.max.
-func cpuMaxV2(dir string) float64 {
-	b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 || f[0] == "max" {
-		return 0
-	}
-	return ratio(f[0], f[1])
-}
-
-// cpuQuotaV1 reads cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us.
-func cpuQuotaV1(dir string) float64 {
-	q, err1 := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
-	p, err2 := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return ratio(strings.TrimSpace(string(q)), strings.TrimSpace(string(p)))
-}
-
-func ratio(quota, period string) float64 {
-	q, err1 := strconv.ParseInt(quota, 10, 64)
-	p, err2 := strconv.ParseInt(period, 10, 64)
-	if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
-		return 0
-	}
-	return float64(q) / float64(p)
 }

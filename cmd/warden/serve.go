@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wardenlock/warden/admin"
+	"github.com/wardenlock/warden/internal/cpuload"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/router"
 )
@@ -145,6 +146,10 @@ func serveNode(cfg node.Config, fc serveFlags, sec *serveSecurity) error {
 	if err := startProcs(ctx, fc.Procs, cfg.Log); err != nil {
 		return &exitError{code: exitFailure, err: err}
 	}
+	// One node per process: the process's CPU is the node's.
+	meter := cpuload.Start()
+	defer meter.Stop()
+	cfg.CPU = meter.Read
 	return runNodes([]node.Config{cfg}, cfg.Log, sec.reloadNodes)
 }
 

@@ -4,16 +4,16 @@
 //
 // Each node is its own `warden serve` process in its own CPU-limited
 // cgroup (--cpu cores per --cpu-period), standing for a small machine, as
-// in benchscaling. First a calibration cluster (3 nodes, one shard)
-// measures what one shard leader serves at most; the growth cluster's
-// nodes then treat half of that per node as saturated
-// (--shard-saturated-ops). The growth cluster starts on 3 nodes with the
-// policy's initial layout, and nodes join one at a time up to --max-nodes
-// (`warden serve --join`). At every step the closed-loop load (--clients
-// workers, acquire then release on namespaces spread over every range)
-// runs for --settle while the policy reacts, then for --duration measured:
-// the report gives throughput, active shards, leaders per node and the
-// policy's decisions per step. `make bench-growth` runs it.
+// in benchscaling. First a reference cluster (3 nodes, one shard: the best
+// fixed layout for 3 nodes) measures the same load. The growth cluster
+// starts on 3 nodes with the policy's initial layout and the nodes' default
+// thresholds (a node saturates by its CPU, whatever rate that is), and
+// nodes join one at a time up to --max-nodes (`warden serve --join`). At
+// every step the closed-loop load (--clients workers, acquire then release
+// on namespaces spread over every range) runs for --settle while the
+// policy reacts, then for --duration measured: the report gives
+// throughput, active shards, leaders and CPU per node and the policy's
+// decisions per step. `make bench-growth` runs it.
 package main
 
 import (
@@ -47,7 +47,6 @@ type options struct {
 	sustain   time.Duration
 	cooldown  time.Duration
 	saturated float64
-	share     float64
 }
 
 type step struct {
@@ -59,6 +58,7 @@ type step struct {
 	leaders   []int // per node
 	decisions []string
 	verdict   string
+	cpu       map[string]client.NodeCPU // node id → the policy's last reading
 }
 
 func main() {
@@ -76,8 +76,7 @@ func main() {
 	flag.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "hard bound on the whole benchmark")
 	flag.DurationVar(&o.sustain, "sustain", 10*time.Second, "the nodes' --shard-sustain")
 	flag.DurationVar(&o.cooldown, "cooldown", 15*time.Second, "the nodes' --shard-cooldown")
-	flag.Float64Var(&o.saturated, "saturated-ops", 0, "the nodes' --shard-saturated-ops (0: --saturated-share of the calibrated peak of one leader)")
-	flag.Float64Var(&o.share, "saturated-share", 0.5, "with --saturated-ops 0: the share of one leader's calibrated peak that counts as saturated")
+	flag.Float64Var(&o.saturated, "saturated-ops", 0, "the nodes' --shard-saturated-ops (0: their default; they saturate by CPU first)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -91,18 +90,16 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	started := time.Now()
-	peak := 0.0
-	if o.saturated <= 0 {
-		var err error
-		if peak, err = calibrate(ctx, o); err != nil {
-			return fmt.Errorf("calibrate: %w", err)
-		}
-		o.saturated = o.share * peak
-		fmt.Fprintf(os.Stderr, "one leader on 3 nodes: %.0f lock ops/s; saturated at %.0f ops/s per node\n", peak, o.saturated)
+	peak, err := reference(ctx, o)
+	if err != nil {
+		return fmt.Errorf("reference: %w", err)
 	}
-	policy := []string{"--shard-policy", "--shard-saturated-ops", fmt.Sprint(o.saturated),
-		"--shard-idle-ops", fmt.Sprint(max(1, o.saturated/100)), "--shard-sustain", o.sustain.String(),
+	fmt.Fprintf(os.Stderr, "one shard on 3 nodes: %.0f lock ops/s\n", peak)
+	policy := []string{"--shard-policy", "--shard-sustain", o.sustain.String(),
 		"--shard-cooldown", o.cooldown.String(), "--shard-idle-for", "1h", "--shard-max", "16"}
+	if o.saturated > 0 {
+		policy = append(policy, "--shard-saturated-ops", fmt.Sprint(o.saturated))
+	}
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: 3, BasePort: o.port,
 		Args: policy, CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
 	if err != nil {
@@ -157,7 +154,7 @@ func run(ctx context.Context, o options) error {
 			}
 			seen = len(log.Decisions)
 			if log.Policy != nil {
-				s.verdict = log.Policy.Verdict
+				s.verdict, s.cpu = log.Policy.Verdict, log.Policy.NodeCPU
 			}
 		}
 		fmt.Fprintf(os.Stderr, "%d nodes: %.0f lock ops/s, %d shards, leaders %v\n", n, s.opsPerSec, s.shards, s.leaders)
@@ -166,8 +163,8 @@ func run(ctx context.Context, o options) error {
 	return write(o, peak, steps, started)
 }
 
-// calibrate measures one shard leader's peak on 3 nodes.
-func calibrate(ctx context.Context, o options) (float64, error) {
+// reference measures the load on 3 nodes with one shard.
+func reference(ctx context.Context, o options) (float64, error) {
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: 3, Shards: 1, BasePort: o.port + 500,
 		CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
 	if err != nil {
@@ -253,18 +250,21 @@ func write(o options, peak float64, steps []step, started time.Time) error {
 		"%v of load before each %v measured run; started %s, %.0f min.\n\n",
 		machine(), o.cpu, o.period, o.clients, o.settle, o.duration,
 		started.UTC().Format(time.RFC3339), time.Since(started).Minutes())
-	if peak > 0 {
-		fmt.Fprintf(&b, "Calibration: one shard on 3 nodes served %.0f lock ops/s; the nodes treat %.0f ops/s of leaderships as saturated.\n\n", peak, o.saturated)
-	} else {
-		fmt.Fprintf(&b, "The nodes treat %.0f ops/s of leaderships as saturated.\n\n", o.saturated)
+	thresholds := "their default thresholds"
+	if o.saturated > 0 {
+		thresholds = fmt.Sprintf("--shard-saturated-ops %.0f", o.saturated)
 	}
-	b.WriteString("| nodes | lock ops/s | vs previous | active shards | leaders per node | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "Reference: one shard on 3 nodes (the best fixed layout there) served %.0f lock ops/s. The growth cluster's nodes run the policy with %s.\n\n", peak, thresholds)
+	b.WriteString("| nodes | lock ops/s | vs previous | active shards | leaders per node | CPU per node (share of its quota) | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|---|\n")
 	for i, s := range steps {
 		vs := "-"
-		if i > 0 && steps[i-1].opsPerSec > 0 {
+		switch {
+		case i > 0 && steps[i-1].opsPerSec > 0:
 			vs = fmt.Sprintf("%.2f×", s.opsPerSec/steps[i-1].opsPerSec)
+		case i == 0 && peak > 0:
+			vs = fmt.Sprintf("%.2f× the reference", s.opsPerSec/peak)
 		}
-		fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %v | %.1f | %d |\n", s.nodes, s.opsPerSec, vs, s.shards, s.leaders, s.p99, s.errors)
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %v | %s | %.1f | %d |\n", s.nodes, s.opsPerSec, vs, s.shards, s.leaders, cpuShares(s.cpu, s.nodes), s.p99, s.errors)
 	}
 	b.WriteString("\nDecisions per step:\n\n")
 	for _, s := range steps {
@@ -283,6 +283,23 @@ func write(o options, peak float64, steps []step, started time.Time) error {
 	}
 	fmt.Print(b.String())
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
+}
+
+// cpuShares lists each node's CPU as a share of its quota, in node order.
+func cpuShares(cpu map[string]client.NodeCPU, nodes int) string {
+	if len(cpu) == 0 {
+		return "-"
+	}
+	var parts []string
+	for n := 1; n <= nodes; n++ {
+		r, ok := cpu[fmt.Sprint(n)]
+		if !ok || r.Capacity <= 0 {
+			parts = append(parts, "?")
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%.0f%%", 100*r.Used/r.Capacity))
+	}
+	return strings.Join(parts, " ")
 }
 
 func machine() string {
