@@ -2,8 +2,8 @@ package admin
 
 import (
 	"bytes"
-	"fmt"
 	_ "embed"
+	"fmt"
 	"html/template"
 	"strconv"
 	"time"
