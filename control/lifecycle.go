@@ -292,41 +292,96 @@ func (h *Host) activate(t *placement.Table, si placement.ShardInfo) error {
 	return h.shardHook(si.ID, ShardStepActivated)
 }
 
-// fill moves ranges into a new active shard until it holds about its share
-// of the key space (1/active shards; load is spread over the hashed key
-// space): each round moves the largest range of the shard with the most
-// key space that fits what the new shard lacks, or, when none fits, splits
-// that shard's largest range in two. At most maxFillRounds rounds.
+// fill evens out the key space once a new shard is active (load is spread
+// over the hashed key space, so key space stands for load): each round
+// moves one range (planFill), and the shard is filled when no active shard
+// is more than a quarter of the fair share (1/active shards) from it, or
+// after maxFillRounds rounds.
 func (h *Host) fill(t *placement.Table, si placement.ShardInfo) error {
 	if len(t.RangeMoves) > 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	active := t.ActiveShards()
-	share := map[uint64]float64{}
-	for _, r := range t.Ranges {
-		share[r.Shard] += wire.RangeShare(r.Start, r.End)
-	}
-	fair := 1 / float64(len(active))
-	have, lack := share[si.ID], fair-share[si.ID]
-	var donor uint64
-	for _, s := range active {
-		if s.ID != si.ID && (donor == 0 || share[s.ID] > share[donor]) {
-			donor = s.ID
-		}
-	}
 	if h.life.fillRounds == nil {
 		h.life.fillRounds = map[uint64]int{}
 	}
 	h.life.fillRounds[si.ID]++
-	if donor == 0 || lack <= fair/4 || share[donor]-have <= fair/4 || h.life.fillRounds[si.ID] > maxFillRounds {
+	a := planFill(t, si.ID, h.life.wasRefused)
+	if a.op == "" || h.life.fillRounds[si.ID] > maxFillRounds {
 		if _, err := h.proposeShard(ctx, placement.ShardCommand{Op: "filled", Shard: si.ID}); err != nil {
 			return err
 		}
 		delete(h.life.fillRounds, si.ID)
-		h.log.Info("new shard filled", "shard", si.ID, "ranges", len(t.RangesOf(si.ID)), "share", fmt.Sprintf("%.3f", have))
+		h.log.Info("new shard filled", "shard", si.ID, "ranges", len(t.RangesOf(si.ID)), "share", fmt.Sprintf("%.3f", keyShares(t)[si.ID]))
 		return h.shardHook(si.ID, ShardStepFilled)
+	}
+	if a.op == "split" {
+		_, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "split", Key: a.key})
+		if err == nil {
+			h.log.Info("split a range to even out the shards", "shard", si.ID, "from_shard", a.from, "key", fmt.Sprintf("%x", a.key))
+		}
+		return err
+	}
+	id, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "move", Key: a.key, Shard: a.shard})
+	if err == nil {
+		h.life.started(id, a.key, a.shard)
+		h.log.Info("moving a range to even out the shards", "shard", si.ID, "from_shard", a.from, "to_shard", a.shard, "move", id)
+	}
+	return err
+}
+
+// fillAction is one round of filling: split at key, move the range that
+// starts at key from shard from to shard, or nothing left to do (op "").
+type fillAction struct {
+	op    string
+	key   string
+	from  uint64
+	shard uint64
+}
+
+// keyShares is the part of the key space each shard holds.
+func keyShares(t *placement.Table) map[uint64]float64 {
+	share := map[uint64]float64{}
+	for _, r := range t.Ranges {
+		share[r.Shard] += wire.RangeShare(r.Start, r.End)
+	}
+	return share
+}
+
+// planFill picks the next step that evens out the key space after shard
+// fresh became active. The receiver is fresh while it lacks more than a
+// quarter of the fair share, else the active shard with the least key
+// space; the donor is the one with the most. It moves the donor's largest
+// range that brings the two closest to even without overshooting by more
+// than a quarter, or, when every range is too large, splits the donor's
+// largest in two. Nothing once the donor and receiver are within a
+// quarter of the fair share of each other (refused: a move of that range
+// to that shard was refused before).
+func planFill(t *placement.Table, fresh uint64, refused func(start string, to uint64) bool) fillAction {
+	active := t.ActiveShards()
+	if len(active) < 2 {
+		return fillAction{}
+	}
+	share := keyShares(t)
+	fair := 1 / float64(len(active))
+	tol := fair / 4
+	var donor, least uint64
+	for _, s := range active {
+		if donor == 0 || share[s.ID] > share[donor] {
+			donor = s.ID
+		}
+		if least == 0 || share[s.ID] < share[least] {
+			least = s.ID
+		}
+	}
+	to := least
+	want := (share[donor] - share[least]) / 2 // moving it makes the two even
+	if lack := fair - share[fresh]; lack > tol {
+		to, want = fresh, min(lack, (share[donor]-share[fresh])/2)
+	}
+	if donor == to || share[donor]-share[to] <= tol {
+		return fillAction{}
 	}
 	var pick, largest *wire.Range
 	rs := t.RangesOf(donor)
@@ -336,28 +391,21 @@ func (h *Host) fill(t *placement.Table, si placement.ShardInfo) error {
 		if largest == nil || sh > wire.RangeShare(largest.Start, largest.End) {
 			largest = r
 		}
-		if sh <= lack*1.25 && !h.life.wasRefused(r.Start, si.ID) && (pick == nil || sh > wire.RangeShare(pick.Start, pick.End)) {
+		if sh <= want+tol/2 && !refused(r.Start, to) && (pick == nil || sh > wire.RangeShare(pick.Start, pick.End)) {
 			pick = r
 		}
 	}
-	if pick == nil {
-		key, ok := midKey(largest.Start, largest.End)
-		if !ok {
-			h.life.fillRounds[si.ID] = maxFillRounds // nothing left to cut: filled next round
-			return nil
-		}
-		_, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "split", Key: key})
-		if err == nil {
-			h.log.Info("split a range to fill a new shard", "shard", si.ID, "from_shard", donor, "key", fmt.Sprintf("%x", key))
-		}
-		return err
+	if pick != nil {
+		return fillAction{op: "move", key: pick.Start, from: donor, shard: to}
 	}
-	id, err := h.RangeCommand(ctx, placement.RangeCommand{Op: "move", Key: pick.Start, Shard: si.ID})
-	if err == nil {
-		h.life.started(id, pick.Start, si.ID)
-		h.log.Info("moving a range into a new shard", "shard", si.ID, "from_shard", donor, "move", id)
+	if largest == nil {
+		return fillAction{}
 	}
-	return err
+	key, ok := midKey(largest.Start, largest.End)
+	if !ok {
+		return fillAction{} // nothing left to cut
+	}
+	return fillAction{op: "split", key: key, from: donor}
 }
 
 // maxFillRounds bounds the splits and moves that fill one new shard.

@@ -130,6 +130,9 @@ type PolicyState struct {
 	// leads; ShardOps each shard's ops/s.
 	LeaderOps map[uint64]float64 `json:"leader_ops"`
 	ShardOps  map[uint64]float64 `json:"shard_ops"`
+	// Leads is the shards each node leads; a shard the meta leader holds
+	// no replica of is missing from ShardOps (its load is not read).
+	Leads map[uint64][]uint64 `json:"leads,omitempty"`
 	// NodeCPU is each node's CPU use and capacity, as its last status
 	// said (absent: nodes that do not measure it, or not heard from).
 	NodeCPU map[uint64]cpuload.Reading `json:"node_cpu,omitempty"`
@@ -207,7 +210,7 @@ func (h *Host) runPolicy(t *placement.Table) {
 	if prev == nil {
 		return
 	}
-	st := &PolicyState{At: now.UTC(), Enabled: true, LeaderOps: map[uint64]float64{}, ShardOps: map[uint64]float64{}}
+	st := &PolicyState{At: now.UTC(), Enabled: true, LeaderOps: map[uint64]float64{}, ShardOps: map[uint64]float64{}, Leads: map[uint64][]uint64{}}
 	defer h.setPolicyState(st)
 	for id, n := range cur {
 		if was, ok := prev[id]; ok && n >= was {
@@ -220,6 +223,7 @@ func (h *Host) runPolicy(t *placement.Table) {
 	for _, si := range t.Serving() {
 		if l := h.Leader(si.ID); l != 0 {
 			st.LeaderOps[l] += st.ShardOps[si.ID]
+			st.Leads[l] = append(st.Leads[l], si.ID)
 		}
 	}
 	if f := h.nodeCPU.Load(); f != nil {
@@ -358,11 +362,17 @@ func busyness(st *PolicyState, p ShardPolicy, n uint64) float64 {
 }
 
 // hottestLeader is the busiest node whose leaderships apply more than
-// IdleOps (0: none): a new shard takes load off a leader, not a follower.
+// IdleOps, or lead a shard whose load is not read (0: none): a new shard
+// takes load off a leader, not a follower.
 func hottestLeader(st *PolicyState, p ShardPolicy) uint64 {
 	var hot uint64
 	for _, n := range sortedKeys(st.LeaderOps) {
-		if st.LeaderOps[n] <= p.IdleOps {
+		unread := false
+		for _, id := range st.Leads[n] {
+			_, read := st.ShardOps[id]
+			unread = unread || !read
+		}
+		if st.LeaderOps[n] <= p.IdleOps && !unread {
 			continue
 		}
 		if hot == 0 || busyness(st, p, n) > busyness(st, p, hot) {

@@ -170,3 +170,22 @@ func TestPolicyReadsCPU(t *testing.T) {
 		t.Fatalf("a busy follower: %+v", d)
 	}
 }
+
+// A node leading a shard whose load the meta leader cannot read (it holds
+// no replica of it) still counts as a leader: its CPU can saturate it.
+func TestPolicyCountsLeadersOfUnreadShards(t *testing.T) {
+	p := ShardPolicy{Auto: true, IdleOps: 5, Sustain: 10 * time.Second}.WithDefaults()
+	t0 := time.Unix(1000, 0)
+	quota := func(used float64) cpuload.Reading { return cpuload.Reading{Used: used, Capacity: 0.25} }
+	tab := policyTable(2, 3)
+	tab.Nodes = append(tab.Nodes, placement.Node{ID: 4, RaftAddr: "r"})
+	st := &PolicyState{LeaderOps: map[uint64]float64{1: 3000, 2: 0, 3: 0, 4: 0}, ShardOps: map[uint64]float64{2: 3000},
+		Leads:   map[uint64][]uint64{1: {2}, 3: {3}},
+		NodeCPU: map[uint64]cpuload.Reading{1: quota(0.1), 2: quota(0.1), 3: quota(0.25), 4: quota(0.01)}}
+	pm := &policyMemo{}
+	decideShards(tab, st, p, pm, t0)
+	d := decideShards(tab, st, p, pm, t0.Add(10*time.Second))
+	if d.action != "create" || !strings.Contains(d.reason, "node 3 is saturated") {
+		t.Fatalf("node 3 leads unread shard 3 at its CPU limit: %+v", d)
+	}
+}

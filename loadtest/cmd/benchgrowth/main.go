@@ -56,6 +56,7 @@ type step struct {
 	errors    int64
 	shards    int
 	leaders   []int // per node
+	replicas  []int // per node, of active shards
 	decisions []string
 	verdict   string
 	cpu       map[string]client.NodeCPU // node id → the policy's last reading
@@ -131,7 +132,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		s := step{nodes: n, opsPerSec: res.Metrics["lock_ops_per_s"], p99: res.Ops["acquire"].P99Ms, leaders: make([]int, n)}
+		s := step{nodes: n, opsPerSec: res.Metrics["lock_ops_per_s"], p99: res.Ops["acquire"].P99Ms, leaders: make([]int, n), replicas: make([]int, n)}
 		for _, e := range res.Errors {
 			s.errors += e
 		}
@@ -146,6 +147,11 @@ func run(ctx context.Context, o options) error {
 			s.shards++
 			if sh.Leader >= 1 && int(sh.Leader) <= n {
 				s.leaders[sh.Leader-1]++
+			}
+			for _, r := range sh.Replicas {
+				if r.Node >= 1 && int(r.Node) <= n {
+					s.replicas[r.Node-1]++
+				}
 			}
 		}
 		if log, err := admin.ShardLog(ctx); err == nil {
@@ -255,7 +261,7 @@ func write(o options, peak float64, steps []step, started time.Time) error {
 		thresholds = fmt.Sprintf("--shard-saturated-ops %.0f", o.saturated)
 	}
 	fmt.Fprintf(&b, "Reference: one shard on 3 nodes (the best fixed layout there) served %.0f lock ops/s. The growth cluster's nodes run the policy with %s.\n\n", peak, thresholds)
-	b.WriteString("| nodes | lock ops/s | vs previous | active shards | leaders per node | CPU per node (share of its quota) | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| nodes | lock ops/s | vs previous | active shards | leaders per node | replicas per node | CPU per node (share of its quota) | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|---|---|\n")
 	for i, s := range steps {
 		vs := "-"
 		switch {
@@ -264,7 +270,7 @@ func write(o options, peak float64, steps []step, started time.Time) error {
 		case i == 0 && peak > 0:
 			vs = fmt.Sprintf("%.2f× the reference", s.opsPerSec/peak)
 		}
-		fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %v | %s | %.1f | %d |\n", s.nodes, s.opsPerSec, vs, s.shards, s.leaders, cpuShares(s.cpu, s.nodes), s.p99, s.errors)
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %v | %v | %s | %.1f | %d |\n", s.nodes, s.opsPerSec, vs, s.shards, s.leaders, s.replicas, cpuShares(s.cpu, s.nodes), s.p99, s.errors)
 	}
 	b.WriteString("\nDecisions per step:\n\n")
 	for _, s := range steps {
