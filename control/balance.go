@@ -12,11 +12,16 @@ import (
 // the lessor, keepalives), so leaders are spread evenly over the nodes. The
 // node that leads the meta group moves one leadership per round from the
 // busiest node to the idlest, by a Raft leader transfer, until no node leads
-// more than one shard above the fair share.
+// more than one shard above the fair share. Within the fair share a
+// leadership also moves to a replica's node that leads fewer shards and
+// holds fewer replicas than its own: a new shard placed on a new, empty
+// node is led from there, not from a node that already follows others.
+// Neither move can undo the other, so leaders do not flap.
 
 // leaderMoves returns the transfers that bring the distribution closer to
-// even, at most one per over-loaded node: (shard, target node) pairs. leaders
-// maps shard → leader node; replicas maps shard → nodes holding a replica.
+// even, at most one per node it moves from: (shard, target node) pairs.
+// leaders maps shard → leader node; replicas maps shard → nodes holding a
+// replica.
 func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes []uint64) [][2]uint64 {
 	if len(nodes) == 0 {
 		return nil
@@ -36,18 +41,33 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 		shards = append(shards, s)
 	}
 	sort.Slice(shards, func(i, j int) bool { return shards[i] < shards[j] })
+	held := map[uint64]int{} // node → replicas it holds
+	for _, rs := range replicas {
+		for _, n := range rs {
+			held[n]++
+		}
+	}
 	fair := (len(leaders) + len(nodes) - 1) / len(nodes)
 	var moves [][2]uint64
 	moved := map[uint64]bool{}
 	for _, s := range shards {
 		from := leaders[s]
-		if count[from] <= fair || moved[from] {
+		if moved[from] {
 			continue
 		}
-		to, best := uint64(0), fair
+		over := count[from] > fair
+		var to uint64
 		for _, n := range replicas[s] {
-			if eligible[n] && count[n] < best {
-				to, best = n, count[n]
+			switch {
+			case !eligible[n] || n == from:
+				continue
+			case over && count[n] < fair:
+			case !over && count[n] < count[from] && held[n] < held[from]:
+			default:
+				continue
+			}
+			if to == 0 || count[n] < count[to] || count[n] == count[to] && held[n] < held[to] {
+				to = n
 			}
 		}
 		if to == 0 {

@@ -64,3 +64,19 @@ func TestLeaderMovesConverge(t *testing.T) {
 		}
 	}
 }
+
+// A shard's leadership moves, within the fair share, to a replica's node
+// that leads fewer shards and holds fewer replicas: the new shard on a new
+// node is led from it. Balanced layouts stay as they are.
+func TestLeaderMovesPreferNodesWithFewerReplicas(t *testing.T) {
+	// Shard 2 on nodes 1-3, led by 1; new shard 3 on nodes 2-4, led by 3,
+	// which also follows shard 2; node 4 holds only shard 3.
+	reps := map[uint64][]uint64{2: {1, 2, 3}, 3: {2, 3, 4}}
+	moves := leaderMoves(map[uint64]uint64{2: 1, 3: 3}, reps, []uint64{1, 2, 3, 4})
+	if len(moves) != 1 || moves[0] != [2]uint64{3, 4} {
+		t.Fatalf("moves %v, want shard 3 to node 4", moves)
+	}
+	if moves := leaderMoves(map[uint64]uint64{2: 1, 3: 4}, reps, []uint64{1, 2, 3, 4}); len(moves) != 0 {
+		t.Fatalf("after the move: %v, want none", moves)
+	}
+}
