@@ -5,7 +5,8 @@
 // Each node is its own `warden serve` process in its own CPU-limited
 // cgroup (--cpu cores per --cpu-period), standing for a small machine, as
 // in benchscaling. First a reference cluster (3 nodes, one shard: the best
-// fixed layout for 3 nodes) measures the same load. The growth cluster
+// fixed layout for 3 nodes) takes the same load, settle and measured run
+// alike. The growth cluster
 // starts on 3 nodes with the policy's initial layout and the nodes' default
 // thresholds (a node saturates by its CPU, whatever rate that is), and
 // nodes join one at a time up to --max-nodes (`warden serve --join`). At
@@ -13,7 +14,9 @@
 // on namespaces spread over every range) runs for --settle while the
 // policy reacts, then for --duration measured: the report gives
 // throughput, active shards, leaders and CPU per node and the policy's
-// decisions per step. `make bench-growth` runs it.
+// decisions per step. With --rounds N the whole sequence runs N times on
+// fresh clusters and the report gives the median of each step, with every
+// round's figure beside it. `make bench-growth` runs it.
 package main
 
 import (
@@ -21,8 +24,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +52,13 @@ type options struct {
 	sustain   time.Duration
 	cooldown  time.Duration
 	saturated float64
+	rounds    int
+}
+
+// round is one run of the whole sequence: the reference, then the steps.
+type round struct {
+	reference float64
+	steps     []step
 }
 
 type step struct {
@@ -77,6 +89,7 @@ func main() {
 	flag.DurationVar(&o.maxTime, "max-time", 20*time.Minute, "hard bound on the whole benchmark")
 	flag.DurationVar(&o.sustain, "sustain", 10*time.Second, "the nodes' --shard-sustain")
 	flag.DurationVar(&o.cooldown, "cooldown", 15*time.Second, "the nodes' --shard-cooldown")
+	flag.IntVar(&o.rounds, "rounds", 1, "runs of the whole sequence on fresh clusters (the report gives medians)")
 	flag.Float64Var(&o.saturated, "saturated-ops", 0, "the nodes' --shard-saturated-ops (0: their default; they saturate by CPU first)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -91,9 +104,23 @@ func main() {
 
 func run(ctx context.Context, o options) error {
 	started := time.Now()
+	var rounds []round
+	for i := 1; i <= max(1, o.rounds); i++ {
+		fmt.Fprintf(os.Stderr, "round %d of %d\n", i, max(1, o.rounds))
+		r, err := runRound(ctx, o)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", i, err)
+		}
+		rounds = append(rounds, r)
+	}
+	return write(o, rounds, started)
+}
+
+// runRound measures the reference, then grows a cluster step by step.
+func runRound(ctx context.Context, o options) (round, error) {
 	peak, err := reference(ctx, o)
 	if err != nil {
-		return fmt.Errorf("reference: %w", err)
+		return round{}, fmt.Errorf("reference: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "one shard on 3 nodes: %.0f lock ops/s\n", peak)
 	policy := []string{"--shard-policy", "--shard-sustain", o.sustain.String(),
@@ -104,15 +131,15 @@ func run(ctx context.Context, o options) error {
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: 3, BasePort: o.port,
 		Args: policy, CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
 	if err != nil {
-		return err
+		return round{}, err
 	}
 	defer g.Stop()
 	if err := probe(ctx, eps); err != nil {
-		return err
+		return round{}, err
 	}
 	admin, err := client.New(ctx, eps, client.WithRequestTimeout(10*time.Second))
 	if err != nil {
-		return err
+		return round{}, err
 	}
 	defer admin.Close()
 	var steps []step
@@ -120,17 +147,17 @@ func run(ctx context.Context, o options) error {
 	for n := 3; n <= o.maxNodes; n++ {
 		if n > 3 {
 			if err := join(ctx, o, g, eps, n, policy); err != nil {
-				return fmt.Errorf("node %d joins: %w", n, err)
+				return round{}, fmt.Errorf("node %d joins: %w", n, err)
 			}
 			eps = harness.Ports(o.port, n)
 		}
 		fmt.Fprintf(os.Stderr, "%d nodes: %v of load while the policy reacts\n", n, o.settle)
 		if _, err := load(ctx, eps, o.clients, o.settle); err != nil {
-			return err
+			return round{}, err
 		}
 		res, err := load(ctx, eps, o.clients, o.duration)
 		if err != nil {
-			return err
+			return round{}, err
 		}
 		s := step{nodes: n, opsPerSec: res.Metrics["lock_ops_per_s"], p99: res.Ops["acquire"].P99Ms, leaders: make([]int, n), replicas: make([]int, n)}
 		for _, e := range res.Errors {
@@ -138,7 +165,7 @@ func run(ctx context.Context, o options) error {
 		}
 		shards, err := admin.Shards(ctx)
 		if err != nil {
-			return err
+			return round{}, err
 		}
 		for _, sh := range shards {
 			if sh.State != "active" {
@@ -166,10 +193,11 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintf(os.Stderr, "%d nodes: %.0f lock ops/s, %d shards, leaders %v\n", n, s.opsPerSec, s.shards, s.leaders)
 		steps = append(steps, s)
 	}
-	return write(o, peak, steps, started)
+	return round{reference: peak, steps: steps}, nil
 }
 
-// reference measures the load on 3 nodes with one shard.
+// reference measures the load on 3 nodes with one shard, after the same
+// settle time as each step (the stores fill and compact alike).
 func reference(ctx context.Context, o options) (float64, error) {
 	g, eps, err := harness.StartWarden(ctx, harness.WardenOptions{Binary: o.bin, Nodes: 3, Shards: 1, BasePort: o.port + 500,
 		CPUCores: o.cpu, CPUPeriod: o.period, CPUWeight: o.weight})
@@ -178,6 +206,9 @@ func reference(ctx context.Context, o options) (float64, error) {
 	}
 	defer g.Stop()
 	if err := probe(ctx, eps); err != nil {
+		return 0, err
+	}
+	if _, err := load(ctx, eps, o.clients, o.settle); err != nil {
 		return 0, err
 	}
 	res, err := load(ctx, eps, o.clients, o.duration)
@@ -249,30 +280,54 @@ func join(ctx context.Context, o options, g *harness.Group, eps []string, n int,
 	return fmt.Errorf("node %d not registered after 90s", n)
 }
 
-func write(o options, peak float64, steps []step, started time.Time) error {
+func write(o options, rounds []round, started time.Time) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Growth under the shard policy\n\n")
+	fmt.Fprintf(&b, "`benchgrowth %s` (`make bench-growth`), %s\n\n", strings.Join(os.Args[1:], " "), version(o.bin))
 	fmt.Fprintf(&b, "%s; every node in a cgroup of %.2f cores (period %v); %d closed-loop clients (uncontended lock/unlock); "+
-		"%v of load before each %v measured run; started %s, %.0f min.\n\n",
-		machine(), o.cpu, o.period, o.clients, o.settle, o.duration,
+		"%v of load before each %v measured run; %d round(s) on fresh clusters; started %s, %.0f min.\n\n",
+		machine(), o.cpu, o.period, o.clients, o.settle, o.duration, len(rounds),
 		started.UTC().Format(time.RFC3339), time.Since(started).Minutes())
 	thresholds := "their default thresholds"
 	if o.saturated > 0 {
 		thresholds = fmt.Sprintf("--shard-saturated-ops %.0f", o.saturated)
 	}
-	fmt.Fprintf(&b, "Reference: one shard on 3 nodes (the best fixed layout there) served %.0f lock ops/s. The growth cluster's nodes run the policy with %s.\n\n", peak, thresholds)
-	b.WriteString("| nodes | lock ops/s | vs previous | active shards | leaders per node | replicas per node | CPU per node (share of its quota) | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|---|---|\n")
-	for i, s := range steps {
+	var refs []float64
+	for _, r := range rounds {
+		refs = append(refs, r.reference)
+	}
+	peak := median(refs)
+	fmt.Fprintf(&b, "Reference: one shard on 3 nodes (the best fixed layout there) served %.0f lock ops/s (median; rounds %s). "+
+		"The growth cluster's nodes run the policy with %s.\n\n", peak, figures(refs), thresholds)
+	b.WriteString("| nodes | lock ops/s (median) | every round | vs previous |\n|---|---|---|---|\n")
+	var prev float64
+	for i := range rounds[0].steps {
+		var v []float64
+		for _, r := range rounds {
+			if i < len(r.steps) {
+				v = append(v, r.steps[i].opsPerSec)
+			}
+		}
+		m := median(v)
 		vs := "-"
 		switch {
-		case i > 0 && steps[i-1].opsPerSec > 0:
-			vs = fmt.Sprintf("%.2f×", s.opsPerSec/steps[i-1].opsPerSec)
+		case i > 0 && prev > 0:
+			vs = fmt.Sprintf("%.2f×", m/prev)
 		case i == 0 && peak > 0:
-			vs = fmt.Sprintf("%.2f× the reference", s.opsPerSec/peak)
+			vs = fmt.Sprintf("%.2f× the reference", m/peak)
 		}
-		fmt.Fprintf(&b, "| %d | %.0f | %s | %d | %v | %v | %s | %.1f | %d |\n", s.nodes, s.opsPerSec, vs, s.shards, s.leaders, s.replicas, cpuShares(s.cpu, s.nodes), s.p99, s.errors)
+		fmt.Fprintf(&b, "| %d | %.0f | %s | %s |\n", rounds[0].steps[i].nodes, m, figures(v), vs)
+		prev = m
 	}
-	b.WriteString("\nDecisions per step:\n\n")
+	for ri, r := range rounds {
+		fmt.Fprintf(&b, "\nRound %d (reference %.0f):\n\n", ri+1, r.reference)
+		b.WriteString("| nodes | lock ops/s | active shards | leaders per node | replicas per node | CPU per node (share of its quota) | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|---|\n")
+		for _, s := range r.steps {
+			fmt.Fprintf(&b, "| %d | %.0f | %d | %v | %v | %s | %.1f | %d |\n", s.nodes, s.opsPerSec, s.shards, s.leaders, s.replicas, cpuShares(s.cpu, s.nodes), s.p99, s.errors)
+		}
+	}
+	steps := rounds[len(rounds)-1].steps
+	b.WriteString("\nDecisions per step (the last round):\n\n")
 	for _, s := range steps {
 		fmt.Fprintf(&b, "- %d nodes: ", s.nodes)
 		if len(s.decisions) == 0 {
@@ -291,6 +346,27 @@ func write(o options, peak float64, steps []step, started time.Time) error {
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
 
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// figures lists values as whole numbers.
+func figures(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // cpuShares lists each node's CPU as a share of its quota, in node order.
 func cpuShares(cpu map[string]client.NodeCPU, nodes int) string {
 	if len(cpu) == 0 {
@@ -306,6 +382,15 @@ func cpuShares(cpu map[string]client.NodeCPU, nodes int) string {
 		parts = append(parts, fmt.Sprintf("%.0f%%", 100*r.Used/r.Capacity))
 	}
 	return strings.Join(parts, " ")
+}
+
+// version is what the binary says of its build.
+func version(bin string) string {
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		return "version unknown: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func machine() string {
