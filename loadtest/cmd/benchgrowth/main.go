@@ -112,6 +112,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("round %d: %w", i, err)
 		}
 		rounds = append(rounds, r)
+		settleDisk()
 	}
 	return write(o, rounds, started)
 }
@@ -122,6 +123,7 @@ func runRound(ctx context.Context, o options) (round, error) {
 	if err != nil {
 		return round{}, fmt.Errorf("reference: %w", err)
 	}
+	settleDisk()
 	fmt.Fprintf(os.Stderr, "one shard on 3 nodes: %.0f lock ops/s\n", peak)
 	policy := []string{"--shard-policy", "--shard-sustain", o.sustain.String(),
 		"--shard-cooldown", o.cooldown.String(), "--shard-idle-for", "1h", "--shard-max", "16"}
@@ -194,6 +196,13 @@ func runRound(ctx context.Context, o options) (round, error) {
 		steps = append(steps, s)
 	}
 	return round{reference: peak, steps: steps}, nil
+}
+
+// settleDisk writes back what a stopped cluster left dirty, so that the
+// next cluster's syncs do not queue behind it.
+func settleDisk() {
+	syscall.Sync()
+	time.Sleep(5 * time.Second)
 }
 
 // reference measures the load on 3 nodes with one shard, after the same
