@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node/nodetest"
-	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -243,15 +241,9 @@ func TestRevokedPermitAndMultiLockAreTold(t *testing.T) {
 // the shard through another node, from the revision it had reached).
 func TestStandaloneRouterPushesNotices(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
-	srv := router.New(router.Config{Seeds: c.AllEndpoints()})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	addr := startStandaloneRouter(t, c)
 	ctx := ctxT(t, 60*time.Second)
-	holder, err := client.New(ctx, []string{ln.Addr().String()}, client.WithoutDirectRouting(),
+	holder, err := client.New(ctx, []string{addr}, client.WithoutDirectRouting(),
 		client.WithRequestTimeout(15*time.Second))
 	if err != nil {
 		t.Fatal(err)

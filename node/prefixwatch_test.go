@@ -15,7 +15,6 @@ import (
 	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
-	"github.com/wardenlock/warden/router"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -491,14 +490,8 @@ func (p *cutProxy) cut() {
 // delivered exactly once.
 func TestPrefixWatchThroughRouterAcrossCuts(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 3})
-	srv := router.New(router.Config{Seeds: c.AllEndpoints()})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	proxy := startCutProxy(t, ln.Addr().String())
+	addr := startStandaloneRouter(t, c)
+	proxy := startCutProxy(t, addr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

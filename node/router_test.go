@@ -12,11 +12,10 @@ import (
 	"github.com/wardenlock/warden/wire"
 )
 
-// TestStandaloneRouter puts a replica-less router in front of the cluster:
-// it learns the table from seed nodes and forwards every request to the
-// shard leaders, including blocking acquires, keepalives and watches.
-func TestStandaloneRouter(t *testing.T) {
-	c := nodetest.Start(t, nodetest.Options{Shards: 4})
+// startStandaloneRouter serves a router with no replicas in front of c,
+// learning the table from its nodes; it returns the router's address.
+func startStandaloneRouter(t *testing.T, c *nodetest.Cluster) string {
+	t.Helper()
 	srv := router.New(router.Config{Seeds: c.AllEndpoints()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -24,9 +23,18 @@ func TestStandaloneRouter(t *testing.T) {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// TestStandaloneRouter puts a replica-less router in front of the cluster:
+// it learns the table from seed nodes and forwards every request to the
+// shard leaders, including blocking acquires, keepalives and watches.
+func TestStandaloneRouter(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Shards: 4})
+	addr := startStandaloneRouter(t, c)
 
 	ctx := ctxT(t, 60*time.Second)
-	cl, err := client.New(ctx, []string{ln.Addr().String()}, client.WithRequestTimeout(15*time.Second))
+	cl, err := client.New(ctx, []string{addr}, client.WithRequestTimeout(15*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,6 @@ type prefixWatch struct {
 	waiting int                  // legs not yet answered
 	first   func(*wire.Response) // the first answer; nil once sent
 	holding bool                 // events wait in their legs' held until the first answer is out
-	nheld   int                  // events held, all legs together
 	ended   bool
 	failure *wire.Response // a leg's refusal before the first answer
 }
@@ -303,7 +302,6 @@ func (w *prefixWatch) release() {
 			break
 		}
 	}
-	w.nheld = 0
 }
 
 // deliver passes a leg's events on to the client, dropping any it has
@@ -328,12 +326,15 @@ func (l *leg) deliver(events []wire.Event) bool {
 	}
 	l.after = out[len(out)-1].Rev
 	if w.holding {
-		if w.nheld+len(out) > maxHeld {
+		held := len(out)
+		for _, o := range w.legs {
+			held += len(o.held)
+		}
+		if held > maxHeld {
 			w.c.s.slowConsumer()
 			w.endLocked(&wire.Response{Code: wire.TooMany, Msg: fmt.Sprintf("the watch gathered over %d events before it started; resume from a later position", maxHeld)})
 			return false
 		}
-		w.nheld += len(out)
 		l.held = append(l.held, out...) // copied: the feed's slice is not kept
 		return true
 	}

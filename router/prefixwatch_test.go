@@ -198,3 +198,33 @@ func TestPrefixWatchAnswersBeforeAnyEvent(t *testing.T) {
 		t.Fatalf("pushed revisions %v, want 11 12 21 13", revs)
 	}
 }
+
+// A watch that gathers more than maxHeld events before every shard's part
+// has answered is refused as a consumer that fell behind, with nothing
+// pushed.
+func TestPrefixWatchBoundsHeldEvents(t *testing.T) {
+	reps := map[uint64]*feedReplica{2: {last: 10}, 3: {last: 20}, 4: {last: 30}}
+	reps[3].onWatch = func() {
+		evs := make([]wire.Event, maxHeld+1)
+		for i := range evs {
+			evs[i] = wire.Event{Shard: 2, Rev: uint64(11 + i), Kind: wire.EvKVPut, Path: "/cfg/k"}
+		}
+		if reps[2].sub.Send(evs) {
+			t.Error("the leg took more events than the watch holds")
+		}
+	}
+	s := newTestServer(t, Config{Host: &localHost{tbl: threeShards(), reps: reps}})
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := newConn(s, a, nil)
+	req := &wire.Request{ID: 5, Op: wire.OpWatch, Path: "/cfg", Flags: wire.FlagPrefix}
+	c.watchPrefix(req, func(r *wire.Response) {
+		r.ID = req.ID
+		c.send(r)
+	})
+	got := frames(t, c)
+	if len(got) != 1 || got[0].ID != req.ID || got[0].Code != wire.TooMany {
+		t.Fatalf("%d frames %.500v; want one TooMany answer", len(got), got)
+	}
+}

@@ -89,9 +89,6 @@ func (m *Meter) take() {
 
 // Read returns the use over the samples held (zero Used until two exist).
 func (m *Meter) Read() Reading {
-	if m == nil {
-		return Reading{}
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := Reading{Capacity: m.cap}
@@ -106,9 +103,6 @@ func (m *Meter) Read() Reading {
 
 // Stop ends the sampling.
 func (m *Meter) Stop() {
-	if m == nil {
-		return
-	}
 	close(m.stop)
 	<-m.done
 }
