@@ -16,7 +16,9 @@ import (
 // leadership also moves to a replica's node that leads fewer shards and
 // holds fewer replicas than its own: a new shard placed on a new, empty
 // node is led from there, not from a node that already follows others.
-// Neither move can undo the other, so leaders do not flap.
+// When no replica's node of an over-loaded leader's shards leads fewer, a
+// chain of transfers (leaderChain) carries one leadership to a node that
+// does. No move can undo another, so leaders do not flap.
 
 // leaderMoves returns the transfers that bring the distribution closer to
 // even, at most one per node it moves from: (shard, target node) pairs.
@@ -71,6 +73,16 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 			}
 		}
 		if to == 0 {
+			if over {
+				if chain := leaderChain(s, leaders, replicas, count, eligible, moved, fair); chain != nil {
+					moves = append(moves, chain...)
+					count[from]--
+					count[chain[len(chain)-1][1]]++
+					for _, m := range chain {
+						moved[leaders[m[0]]] = true
+					}
+				}
+			}
 			continue
 		}
 		moves = append(moves, [2]uint64{s, to})
@@ -79,6 +91,60 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 		moved[from] = true
 	}
 	return moves
+}
+
+// leaderChain finds, for a shard whose leader leads more than the fair
+// share and has no replica's node leading fewer, a chain of leaderships
+// that ends at a node leading fewer: the shard moves to a replica's node
+// b, a shard b leads moves to one of its replicas' node c, and so on. Every
+// node on the chain leads as many shards as before except the first (one
+// fewer) and the last (one more). Nodes that already move a leadership
+// this round are not used. Breadth first, so the chain is the shortest;
+// nil when there is none.
+func leaderChain(s uint64, leaders map[uint64]uint64, replicas map[uint64][]uint64, count map[uint64]int,
+	eligible, moved map[uint64]bool, fair int) [][2]uint64 {
+	led := map[uint64][]uint64{} // node → shards it leads, ascending
+	for id, n := range leaders {
+		led[n] = append(led[n], id)
+	}
+	for _, ids := range led {
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	}
+	type hop struct{ shard, from uint64 }
+	start := leaders[s]
+	via := map[uint64]hop{start: {}}
+	queue := []uint64{}
+	visit := func(shard, from uint64) uint64 {
+		for _, n := range replicas[shard] {
+			if _, seen := via[n]; seen || !eligible[n] || moved[n] {
+				continue
+			}
+			via[n] = hop{shard, from}
+			if count[n] < fair {
+				return n
+			}
+			queue = append(queue, n)
+		}
+		return 0
+	}
+	end := visit(s, start)
+	for end == 0 && len(queue) > 0 {
+		a := queue[0]
+		queue = queue[1:]
+		for _, id := range led[a] {
+			if end = visit(id, a); end != 0 {
+				break
+			}
+		}
+	}
+	if end == 0 {
+		return nil
+	}
+	var chain [][2]uint64
+	for n := end; n != start; n = via[n].from {
+		chain = append(chain, [2]uint64{via[n].shard, n})
+	}
+	return chain // the last hop first: each node gains a leadership before it gives one up
 }
 
 // balanceEvery spaces rounds so each round's transfers land first.

@@ -80,3 +80,36 @@ func TestLeaderMovesPreferNodesWithFewerReplicas(t *testing.T) {
 		t.Fatalf("after the move: %v, want none", moves)
 	}
 }
+
+// A leader over the fair share whose shards' replicas all lead their fair
+// share hands a leadership down a chain that ends at a node leading fewer:
+// node 1 leads shards 2 and 6, node 4 leads none and holds no replica of
+// either. Two transfers in one round (node 1 to a node leading one, that
+// node to node 4) leave every node leading one shard; then nothing moves.
+func TestLeaderMovesChainToANodeLeadingFewer(t *testing.T) {
+	reps := map[uint64][]uint64{2: {1, 3, 5}, 3: {2, 3, 4}, 4: {2, 4, 5}, 5: {1, 3, 4}, 6: {1, 2, 5}}
+	leaders := map[uint64]uint64{2: 1, 3: 2, 4: 5, 5: 3, 6: 1}
+	nodes := []uint64{1, 2, 3, 4, 5}
+	moves := leaderMoves(leaders, reps, nodes)
+	if len(moves) != 2 || moves[0][1] != 4 {
+		t.Fatalf("moves %v, want a chain of two ending at node 4, the last hop first", moves)
+	}
+	for _, m := range moves {
+		if !hasNode(reps[m[0]], m[1]) {
+			t.Fatalf("move %v: node %d holds no replica of shard %d", m, m[1], m[0])
+		}
+		leaders[m[0]] = m[1]
+	}
+	count := map[uint64]int{}
+	for _, n := range leaders {
+		count[n]++
+	}
+	for _, n := range nodes {
+		if count[n] != 1 {
+			t.Fatalf("after the chain: %v", leaders)
+		}
+	}
+	if moves := leaderMoves(leaders, reps, nodes); len(moves) != 0 {
+		t.Fatalf("after the chain: %v, want none", moves)
+	}
+}

@@ -23,6 +23,7 @@ func (c *Cluster) AddNode() int {
 		DataShards: base.DataShards, Clock: base.Clock, Log: base.Log,
 		SM: base.SM, Shard: base.Shard, Router: base.Router,
 		RTT: base.RTT, ElectionRTT: base.ElectionRTT, HeartbeatRTT: base.HeartbeatRTT,
+		ShardPolicy: base.ShardPolicy, Replicas: base.Replicas, CPU: base.CPU,
 	}
 	c.Cfgs = append(c.Cfgs, cfg)
 	c.Nodes = append(c.Nodes, nil)

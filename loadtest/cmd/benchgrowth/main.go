@@ -46,6 +46,7 @@ type options struct {
 	clients   int
 	maxNodes  int
 	settle    time.Duration
+	settleMax time.Duration
 	duration  time.Duration
 	port      int
 	maxTime   time.Duration
@@ -71,6 +72,8 @@ type step struct {
 	replicas  []int // per node, of active shards
 	decisions []string
 	verdict   string
+	moves     []string      // the replica moves the policy planned
+	settled   time.Duration // load before the measured run
 	cpu       map[string]client.NodeCPU // node id → the policy's last reading
 }
 
@@ -83,7 +86,8 @@ func main() {
 	flag.Float64Var(&o.weight, "weight", 10, "with --cpu: CPU weight of every node's cgroup, in ordinary processes")
 	flag.IntVar(&o.clients, "clients", 1024, "closed-loop workers (the load must exceed what the cluster serves)")
 	flag.IntVar(&o.maxNodes, "max-nodes", 5, "nodes at the last step (3 at the first)")
-	flag.DurationVar(&o.settle, "settle", 60*time.Second, "load before each measured run, while the policy reacts")
+	flag.DurationVar(&o.settle, "settle", 60*time.Second, "least load before each measured run, while the policy reacts")
+	flag.DurationVar(&o.settleMax, "settle-max", 5*time.Minute, "most load before each measured run: the load goes on past --settle while the policy still changes the layout")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured time per step")
 	flag.IntVar(&o.port, "port", 33000, "first port (clients; Raft at +100)")
 	flag.DurationVar(&o.maxTime, "max-time", 40*time.Minute, "hard bound on the whole benchmark")
@@ -153,15 +157,17 @@ func runRound(ctx context.Context, o options) (round, error) {
 			}
 			eps = harness.Ports(o.port, n)
 		}
-		fmt.Fprintf(os.Stderr, "%d nodes: %v of load while the policy reacts\n", n, o.settle)
-		if _, err := load(ctx, eps, o.clients, o.settle); err != nil {
+		fmt.Fprintf(os.Stderr, "%d nodes: load while the policy reacts\n", n)
+		moves, took, err := react(ctx, o, eps, admin)
+		if err != nil {
 			return round{}, err
 		}
 		res, err := load(ctx, eps, o.clients, o.duration)
 		if err != nil {
 			return round{}, err
 		}
-		s := step{nodes: n, opsPerSec: res.Metrics["lock_ops_per_s"], p99: res.Ops["acquire"].P99Ms, leaders: make([]int, n), replicas: make([]int, n)}
+		s := step{nodes: n, opsPerSec: res.Metrics["lock_ops_per_s"], p99: res.Ops["acquire"].P99Ms, leaders: make([]int, n), replicas: make([]int, n),
+			settled: took, moves: moves}
 		for _, e := range res.Errors {
 			s.errors += e
 		}
@@ -196,6 +202,47 @@ func runRound(ctx context.Context, o options) (round, error) {
 		steps = append(steps, s)
 	}
 	return round{reference: peak, steps: steps}, nil
+}
+
+// react runs the load for --settle, then on in pieces while the policy is
+// still changing the layout (its verdict says it waits for a change, cools
+// down after one, makes one or counts a saturation towards one), for at
+// most --settle-max in all. It returns the replica moves the policy
+// planned meanwhile and how long the load ran.
+func react(ctx context.Context, o options, eps []string, admin *client.Client) ([]string, time.Duration, error) {
+	start := time.Now()
+	var moves []string
+	seen := map[string]bool{}
+	piece := 5 * time.Second
+	for {
+		if _, err := load(ctx, eps, o.clients, piece); err != nil {
+			return nil, 0, err
+		}
+		verdict := ""
+		if log, err := admin.ShardLog(ctx); err == nil && log.Policy != nil {
+			verdict = log.Policy.Verdict
+		}
+		if strings.HasPrefix(verdict, "moving shard") {
+			if mv, _, _ := strings.Cut(verdict, ":"); !seen[mv] {
+				seen[mv] = true
+				moves = append(moves, mv)
+			}
+		}
+		took := time.Since(start)
+		if took >= o.settleMax || took >= o.settle && !changing(verdict) {
+			return moves, took, nil
+		}
+	}
+}
+
+// changing says whether a policy verdict is one of a layout still moving.
+func changing(verdict string) bool {
+	for _, p := range []string{"waiting", "cooling down", "adding a shard", "moving shard", "retiring"} {
+		if strings.HasPrefix(verdict, p) {
+			return true
+		}
+	}
+	return strings.HasPrefix(verdict, "node ") && strings.Contains(verdict, " saturated for ")
 }
 
 // settleDisk writes back what a stopped cluster left dirty, so that the
@@ -294,8 +341,8 @@ func write(o options, rounds []round, started time.Time) error {
 	fmt.Fprintf(&b, "# Growth under the shard policy\n\n")
 	fmt.Fprintf(&b, "`benchgrowth %s` (`make bench-growth`), %s\n\n", strings.Join(os.Args[1:], " "), version(o.bin))
 	fmt.Fprintf(&b, "%s; every node in a cgroup of %.2f cores (period %v); %d closed-loop clients (uncontended lock/unlock); "+
-		"%v of load before each %v measured run; %d round(s) on fresh clusters; started %s, %.0f min.\n\n",
-		machine(), o.cpu, o.period, o.clients, o.settle, o.duration, len(rounds),
+		"%v of load before each %v measured run, longer (up to %v) while the policy still changes the layout; %d round(s) on fresh clusters; started %s, %.0f min.\n\n",
+		machine(), o.cpu, o.period, o.clients, o.settle, o.duration, o.settleMax, len(rounds),
 		started.UTC().Format(time.RFC3339), time.Since(started).Minutes())
 	thresholds := "their default thresholds"
 	if o.saturated > 0 {
@@ -330,19 +377,21 @@ func write(o options, rounds []round, started time.Time) error {
 	}
 	for ri, r := range rounds {
 		fmt.Fprintf(&b, "\nRound %d (reference %.0f):\n\n", ri+1, r.reference)
-		b.WriteString("| nodes | lock ops/s | active shards | leaders per node | replicas per node | CPU per node (share of its quota) | acquire p99 ms | errors |\n|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| nodes | lock ops/s | active shards | leaders per node | replicas per node | CPU per node (share of its quota) | acquire p99 ms | errors | load before |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.steps {
-			fmt.Fprintf(&b, "| %d | %.0f | %d | %v | %v | %s | %.1f | %d |\n", s.nodes, s.opsPerSec, s.shards, s.leaders, s.replicas, cpuShares(s.cpu, s.nodes), s.p99, s.errors)
+			fmt.Fprintf(&b, "| %d | %.0f | %d | %v | %v | %s | %.1f | %d | %v |\n", s.nodes, s.opsPerSec, s.shards, s.leaders, s.replicas,
+				cpuShares(s.cpu, s.nodes), s.p99, s.errors, s.settled.Round(time.Second))
 		}
 	}
 	steps := rounds[len(rounds)-1].steps
 	b.WriteString("\nDecisions per step (the last round):\n\n")
 	for _, s := range steps {
 		fmt.Fprintf(&b, "- %d nodes: ", s.nodes)
-		if len(s.decisions) == 0 {
+		all := append(slices.Clone(s.decisions), s.moves...)
+		if len(all) == 0 {
 			b.WriteString("none")
 		}
-		b.WriteString(strings.Join(s.decisions, "; "))
+		b.WriteString(strings.Join(all, "; "))
 		if s.verdict != "" {
 			fmt.Fprintf(&b, " — policy: %s", s.verdict)
 		}
