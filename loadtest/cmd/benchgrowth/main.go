@@ -72,8 +72,8 @@ type step struct {
 	replicas  []int // per node, of active shards
 	decisions []string
 	verdict   string
-	moves     []string      // the replica moves the policy planned
-	settled   time.Duration // load before the measured run
+	moves     []string                  // the replica moves the policy planned
+	settled   time.Duration             // load before the measured run
 	cpu       map[string]client.NodeCPU // node id → the policy's last reading
 }
 
