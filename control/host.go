@@ -218,6 +218,20 @@ type Host struct {
 // settings, so it is a constant.
 const stepWorkers = 1
 
+// Raft messages wait in a queue per peer node before they are sent, and in
+// a queue per replica after they arrive, until the step worker takes them.
+// dragonboat bounds those queues by count alone (2,048 and 1,024 messages),
+// and one message can carry megabytes of entries, so a peer that cannot
+// keep up (a replica catching up on a node short of CPU) made its
+// senders' and its own queues grow by gigabytes. Over these bounds
+// messages are dropped, as if lost on the network: Raft sends them again
+// once the peer has caught up (the leader probes the follower's log).
+// Under load a queue holds a few milliseconds of traffic, far below them.
+const (
+	raftSendQueueBytes    = 64 << 20 // per peer node
+	raftReceiveQueueBytes = 32 << 20 // per replica
+)
+
 // NewHost starts the NodeHost and every replica. It returns once they are
 // started; leaders are elected in the background.
 func NewHost(cfg HostConfig) (*Host, error) {
@@ -253,17 +267,19 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	// One write per Raft message batch and buffered reads (raftnode/transport.go).
 	expert.TransportFactory = raftnode.TransportFactory{CommitHold: cfg.CommitHold}
 	nhc := config.NodeHostConfig{
-		NodeHostDir:       filepath.Join(cfg.DataDir, "raft"),
-		RTTMillisecond:    uint64(cfg.RTT / time.Millisecond),
-		RaftAddress:       cfg.RaftAddr,
-		ListenAddress:     cfg.RaftListen,
-		DeploymentID:      cfg.DeploymentID,
-		RaftEventListener: h,
-		Expert:            expert,
-		MutualTLS:         cfg.MutualTLS,
-		CAFile:            cfg.CAFile,
-		CertFile:          cfg.CertFile,
-		KeyFile:           cfg.KeyFile,
+		NodeHostDir:         filepath.Join(cfg.DataDir, "raft"),
+		RTTMillisecond:      uint64(cfg.RTT / time.Millisecond),
+		RaftAddress:         cfg.RaftAddr,
+		ListenAddress:       cfg.RaftListen,
+		DeploymentID:        cfg.DeploymentID,
+		RaftEventListener:   h,
+		Expert:              expert,
+		MaxSendQueueSize:    raftSendQueueBytes,
+		MaxReceiveQueueSize: raftReceiveQueueBytes,
+		MutualTLS:           cfg.MutualTLS,
+		CAFile:              cfg.CAFile,
+		CertFile:            cfg.CertFile,
+		KeyFile:             cfg.KeyFile,
 	}
 	nh, err := dragonboat.NewNodeHost(nhc)
 	if err != nil {

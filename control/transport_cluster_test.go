@@ -111,3 +111,19 @@ func TestLaggingReplicaCatchesUpBySnapshot(t *testing.T) {
 		t.Fatalf("the caught-up replica has %d keys, want 150", st.KVs)
 	}
 }
+
+// A host bounds dragonboat's Raft message queues by bytes as well as by
+// count: a peer that cannot keep up (a replica catching up on a node short
+// of CPU) otherwise makes its senders' queues, and its own, grow by
+// gigabytes.
+func TestHostBoundsRaftQueues(t *testing.T) {
+	ports := freeAddrs(t, 1)
+	h := startHost(t, HostConfig{NodeID: 1, RaftAddr: ports[0], DataDir: t.TempDir(), Members: map[uint64]string{1: ports[0]},
+		DataShards: 1, NoLeaderBalance: true, Log: slog.New(slog.DiscardHandler)})
+	defer h.Close()
+	c := h.NodeHost().NodeHostConfig()
+	if c.MaxSendQueueSize != raftSendQueueBytes || c.MaxReceiveQueueSize != raftReceiveQueueBytes {
+		t.Fatalf("send queue %d bytes, receive queue %d bytes: want %d and %d",
+			c.MaxSendQueueSize, c.MaxReceiveQueueSize, raftSendQueueBytes, raftReceiveQueueBytes)
+	}
+}

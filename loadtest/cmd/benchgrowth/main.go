@@ -74,6 +74,7 @@ type step struct {
 	verdict   string
 	moves     []string                  // the replica moves the policy planned
 	settled   time.Duration             // load before the measured run
+	peakMiB   []int                     // per node: the most resident memory it used so far
 	cpu       map[string]client.NodeCPU // node id → the policy's last reading
 }
 
@@ -198,7 +199,10 @@ func runRound(ctx context.Context, o options) (round, error) {
 				s.verdict, s.cpu = log.Policy.Verdict, log.Policy.NodeCPU
 			}
 		}
-		fmt.Fprintf(os.Stderr, "%d nodes: %.0f lock ops/s, %d shards, leaders %v\n", n, s.opsPerSec, s.shards, s.leaders)
+		for _, pid := range g.PIDs() {
+			s.peakMiB = append(s.peakMiB, peakRSS(pid))
+		}
+		fmt.Fprintf(os.Stderr, "%d nodes: %.0f lock ops/s, %d shards, leaders %v, peak RSS MiB %v\n", n, s.opsPerSec, s.shards, s.leaders, s.peakMiB)
 		steps = append(steps, s)
 	}
 	return round{reference: peak, steps: steps}, nil
@@ -377,10 +381,10 @@ func write(o options, rounds []round, started time.Time) error {
 	}
 	for ri, r := range rounds {
 		fmt.Fprintf(&b, "\nRound %d (reference %.0f):\n\n", ri+1, r.reference)
-		b.WriteString("| nodes | lock ops/s | active shards | leaders per node | replicas per node | CPU per node (share of its quota) | acquire p99 ms | errors | load before |\n|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| nodes | lock ops/s | active shards | leaders per node | replicas per node | CPU per node (share of its quota) | acquire p99 ms | errors | load before | peak RSS per node, MiB |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.steps {
-			fmt.Fprintf(&b, "| %d | %.0f | %d | %v | %v | %s | %.1f | %d | %v |\n", s.nodes, s.opsPerSec, s.shards, s.leaders, s.replicas,
-				cpuShares(s.cpu, s.nodes), s.p99, s.errors, s.settled.Round(time.Second))
+			fmt.Fprintf(&b, "| %d | %.0f | %d | %v | %v | %s | %.1f | %d | %v | %v |\n", s.nodes, s.opsPerSec, s.shards, s.leaders, s.replicas,
+				cpuShares(s.cpu, s.nodes), s.p99, s.errors, s.settled.Round(time.Second), s.peakMiB)
 		}
 	}
 	steps := rounds[len(rounds)-1].steps
@@ -440,6 +444,23 @@ func cpuShares(cpu map[string]client.NodeCPU, nodes int) string {
 		parts = append(parts, fmt.Sprintf("%.0f%%", 100*r.Used/r.Capacity))
 	}
 	return strings.Join(parts, " ")
+}
+
+// peakRSS is the most resident memory process pid has used, in MiB
+// (VmHWM; 0 when unknown).
+func peakRSS(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			return kb >> 10
+		}
+	}
+	return 0
 }
 
 // version is what the binary says of its build.
