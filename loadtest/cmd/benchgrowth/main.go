@@ -208,19 +208,30 @@ func runRound(ctx context.Context, o options) (round, error) {
 	return round{reference: peak, steps: steps}, nil
 }
 
-// react runs the load for --settle, then on in pieces while the policy is
-// still changing the layout (its verdict says it waits for a change, cools
-// down after one, makes one or counts a saturation towards one), for at
-// most --settle-max in all. It returns the replica moves the policy
-// planned meanwhile and how long the load ran.
+// react runs the load for --settle, and on while the policy is still
+// changing the layout (its verdict says it waits for a change, cools down
+// after one, makes one or counts a saturation towards one), for at most
+// --settle-max in all: one run of the load, so that its sessions are
+// opened once. It returns the replica moves the policy planned meanwhile
+// and how long the load ran.
 func react(ctx context.Context, o options, eps []string, admin *client.Client) ([]string, time.Duration, error) {
 	start := time.Now()
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	loadErr := make(chan error, 1)
+	go func() {
+		_, err := load(lctx, eps, o.clients, o.settleMax)
+		loadErr <- err
+	}()
 	var moves []string
 	seen := map[string]bool{}
-	piece := 5 * time.Second
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
 	for {
-		if _, err := load(ctx, eps, o.clients, piece); err != nil {
-			return nil, 0, err
+		select {
+		case err := <-loadErr:
+			return moves, time.Since(start), err
+		case <-tick.C:
 		}
 		verdict := ""
 		if log, err := admin.ShardLog(ctx); err == nil && log.Policy != nil {
@@ -232,8 +243,9 @@ func react(ctx context.Context, o options, eps []string, admin *client.Client) (
 				moves = append(moves, mv)
 			}
 		}
-		took := time.Since(start)
-		if took >= o.settleMax || took >= o.settle && !changing(verdict) {
+		if took := time.Since(start); took >= o.settle && !changing(verdict) {
+			stop()
+			<-loadErr // cut short on purpose: its error says only that
 			return moves, took, nil
 		}
 	}
