@@ -210,7 +210,8 @@ func runRound(ctx context.Context, o options) (round, error) {
 
 // react runs the load for --settle, and on while the policy is still
 // changing the layout (its verdict says it waits for a change, cools down
-// after one, makes one or counts a saturation towards one), for at most
+// after one, makes one or counts a saturation towards one) or the shards'
+// leaders changed within leadersSettle, for at most
 // --settle-max in all: one run of the load, so that its sessions are
 // opened once. It returns the replica moves the policy planned meanwhile
 // and how long the load ran.
@@ -225,6 +226,7 @@ func react(ctx context.Context, o options, eps []string, admin *client.Client) (
 	}()
 	var moves []string
 	seen := map[string]bool{}
+	leaders, changed := "", time.Now()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
@@ -243,12 +245,35 @@ func react(ctx context.Context, o options, eps []string, admin *client.Client) (
 				moves = append(moves, mv)
 			}
 		}
-		if took := time.Since(start); took >= o.settle && !changing(verdict) {
+		if l := leaderMap(ctx, admin); l != leaders {
+			leaders, changed = l, time.Now()
+		}
+		if took := time.Since(start); took >= o.settle && !changing(verdict) && time.Since(changed) >= leadersSettle {
 			stop()
 			<-loadErr // cut short on purpose: its error says only that
 			return moves, took, nil
 		}
 	}
+}
+
+// leadersSettle is how long the shards' leaders must stay put before the
+// measured run: the balancer moves a leadership only once none changed for
+// 5 s and that one is 10 s old, one round every 2 s.
+const leadersSettle = 20 * time.Second
+
+// leaderMap says which node leads each active shard ("" when unknown).
+func leaderMap(ctx context.Context, admin *client.Client) string {
+	shards, err := admin.Shards(ctx)
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	for _, sh := range shards {
+		if sh.State == "active" {
+			parts = append(parts, fmt.Sprintf("%d:%d", sh.ID, sh.Leader))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // changing says whether a policy verdict is one of a layout still moving.
