@@ -1,6 +1,9 @@
 package control
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestLeaderMovesSpreadLeaders(t *testing.T) {
 	all := []uint64{1, 2, 3}
@@ -95,7 +98,7 @@ func TestLeaderMovesChainToANodeLeadingFewer(t *testing.T) {
 		t.Fatalf("moves %v, want a chain of two ending at node 4, the last hop first", moves)
 	}
 	for _, m := range moves {
-		if !hasNode(reps[m[0]], m[1]) {
+		if !slices.Contains(reps[m[0]], m[1]) {
 			t.Fatalf("move %v: node %d holds no replica of shard %d", m, m[1], m[0])
 		}
 		leaders[m[0]] = m[1]

@@ -558,10 +558,7 @@ func (h *Host) RetireShard(ctx context.Context, id uint64, reason string) error 
 // configured factor, else as many as the cluster's active shards have
 // (every initial member, by default), never more than the active nodes.
 func (h *Host) replicationFactor(t *placement.Table) int {
-	return newShardReplicas(h.cfg.Replicas, t)
-}
-
-func newShardReplicas(rf int, t *placement.Table) int {
+	rf := h.cfg.Replicas
 	if rf <= 0 {
 		for _, s := range t.ActiveShards() {
 			rf = max(rf, len(s.Replicas))
@@ -585,13 +582,23 @@ func (h *Host) leaderCounts(t *placement.Table) map[uint64]int {
 	return out
 }
 
-// placeNewShard chooses rf active nodes for a new shard (pickNodes), as
-// leaders counts the leaderships.
+// placeNewShard chooses rf active nodes for a new shard: the ones holding
+// the fewest replicas, then the fewest leaderships, then the lowest ids.
 func placeNewShard(t *placement.Table, rf int, leaders map[uint64]int) []uint64 {
 	nodes := t.ActiveNodes()
-	held := map[uint64]int{}
-	for _, n := range nodes {
-		held[n] = t.ReplicaCount(n)
+	sort.SliceStable(nodes, func(i, j int) bool {
+		a, b := nodes[i], nodes[j]
+		if ra, rb := t.ReplicaCount(a), t.ReplicaCount(b); ra != rb {
+			return ra < rb
+		}
+		if leaders[a] != leaders[b] {
+			return leaders[a] < leaders[b]
+		}
+		return a < b
+	})
+	if rf < len(nodes) {
+		nodes = nodes[:rf]
 	}
-	return pickNodes(nodes, held, leaders, rf)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i] < nodes[j] })
+	return nodes
 }

@@ -152,18 +152,6 @@ type policyMemo struct {
 	satSince     time.Time         // since when some node is saturated (zero: none is)
 	idleSince    map[uint64]time.Time
 	lastDecision time.Time
-	// target is the shard count the layout model chose (0: none); the
-	// policy adds shards up to it without waiting for saturation again.
-	target   int
-	targetAt time.Time
-	// rf is how many replicas a new shard gets (0: as many as the
-	// active shards have, never more than the active nodes).
-	rf int
-}
-
-// replicas is how many replicas the policy's new shards get.
-func (pm *policyMemo) replicas(t *placement.Table) int {
-	return newShardReplicas(pm.rf, t)
 }
 
 // PolicyState returns the policy's last reading on this node (nil when it
@@ -241,7 +229,6 @@ func (h *Host) runPolicy(t *placement.Table) {
 	if f := h.nodeCPU.Load(); f != nil {
 		st.NodeCPU = (*f)()
 	}
-	pm.rf = h.cfg.Replicas
 	d := decideShards(t, st, p, pm, now)
 	st.Verdict = d.verdict
 	if d.action == "" {
@@ -257,14 +244,6 @@ func (h *Host) runPolicy(t *placement.Table) {
 		d.shard = id
 	case "retire":
 		err = h.RetireShard(ctx, d.shard, "policy: "+d.reason)
-	case "move":
-		_, err = h.MoveReplica(ctx, d.move.Shard, d.move.From, d.move.To)
-		if err == nil {
-			// A replica move is not a change of the shard count: it
-			// starts no cooldown.
-			h.log.Info("replica move planned (balance)", "shard", d.move.Shard, "from", d.move.From, "to", d.move.To, "reason", d.reason)
-			return
-		}
 	}
 	if err != nil {
 		st.Verdict = fmt.Sprintf("%s refused: %v", d.action, err)
@@ -272,17 +251,13 @@ func (h *Host) runPolicy(t *placement.Table) {
 		return
 	}
 	pm.lastDecision, pm.satSince, pm.idleSince = now, time.Time{}, nil
-	if d.action == "retire" {
-		pm.target = 0
-	}
 	h.log.Info("shard policy decision", "action", d.action, "shard", d.shard, "reason", d.reason)
 }
 
 // shardDecision is what decideShards concluded.
 type shardDecision struct {
-	action  string // "", create, retire, move
+	action  string // "", create, retire
 	shard   uint64 // retire: the shard
-	move    placement.ReplicaMove
 	reason  string
 	verdict string
 }
@@ -291,7 +266,7 @@ type shardDecision struct {
 // memo's clocks): pure apart from them, so it is tested on its own.
 func decideShards(t *placement.Table, st *PolicyState, p ShardPolicy, pm *policyMemo, now time.Time) shardDecision {
 	active := t.ActiveShards()
-	busy := len(t.RangeMoves) > 0 || len(t.Moves) > 0
+	busy := len(t.RangeMoves) > 0
 	for _, si := range t.Shards {
 		busy = busy || si.State != placement.ShardActive || si.Fill
 	}
@@ -329,53 +304,25 @@ func decideShards(t *placement.Table, st *PolicyState, p ShardPolicy, pm *policy
 		}
 	}
 	loads := describeLoads(st)
-	model := layoutOf(t, st)
 	switch {
 	case busy:
 		// A shard's idleness counts only from a settled layout (a shard
 		// being filled is idle until its ranges arrive).
 		pm.idleSince = nil
-		return shardDecision{verdict: "waiting: a shard is being created, filled or retired, or a range or replica is moving; " + loads}
-	}
-	if mv, ok := model.replicaMove(); ok && len(model.unknown) == 0 {
-		held := model.held()
-		reason := fmt.Sprintf("node %d holds %d replicas and node %d holds %d", mv.From, held[mv.From], mv.To, held[mv.To])
-		return shardDecision{action: "move", move: mv, reason: reason,
-			verdict: fmt.Sprintf("moving shard %d's replica from node %d to node %d: %s", mv.Shard, mv.From, mv.To, reason)}
-	}
-	if !pm.lastDecision.IsZero() && now.Sub(pm.lastDecision) < p.Cooldown {
+		return shardDecision{verdict: "waiting: a shard is being created, filled or retired, or a range is moving; " + loads}
+	case !pm.lastDecision.IsZero() && now.Sub(pm.lastDecision) < p.Cooldown:
 		return shardDecision{verdict: fmt.Sprintf("cooling down for %v after the last decision; %s",
 			(p.Cooldown - now.Sub(pm.lastDecision)).Round(time.Second), loads)}
 	}
-	if pm.target > len(active) && hot != 0 && len(active) < p.MaxShards {
-		reason := fmt.Sprintf("completing the layout of %d shards chosen %v ago", pm.target, now.Sub(pm.targetAt).Round(time.Second))
-		return shardDecision{action: "create", reason: reason, verdict: "adding a shard: " + reason}
-	}
-	pm.target = 0
 	if saturated && now.Sub(pm.satSince) >= p.Sustain {
-		if len(active) >= p.MaxShards {
+		switch {
+		case len(active) >= p.MaxShards:
 			return shardDecision{verdict: fmt.Sprintf("node %d is saturated but the cluster has the most shards allowed (%d); %s", hot, p.MaxShards, loads)}
+		case !room:
+			return shardDecision{verdict: fmt.Sprintf("node %d is saturated and no other node has room; %s", hot, loads)}
 		}
-		why := fmt.Sprintf("node %d is saturated (%s; saturated: %.0f ops/s or CPU %.0f%%) for %v",
-			hot, nodeLoad(st, hot), p.SaturatedOps, 100*p.SaturatedCPU, now.Sub(pm.satSince).Round(time.Second))
-		if room {
-			reason := fmt.Sprintf("%s; node %d has room (%s)", why, cool, nodeLoad(st, cool))
-			return shardDecision{action: "create", reason: reason, verdict: "adding a shard: " + reason}
-		}
-		// No node has room for a share of the hot leader's work as the
-		// layout is: add shards only when the layout model finds one
-		// that spreads the work enough better.
-		if len(model.unknown) > 0 {
-			return shardDecision{verdict: fmt.Sprintf("node %d is saturated and no other node has room; the CPU of node %d is not known; %s",
-				hot, model.unknown[0], loads)}
-		}
-		k, peakNow, peakThen := model.growth(pm.replicas(t), p.MaxShards)
-		if k == len(active) || peakThen > (1-layoutGain)*peakNow {
-			return shardDecision{verdict: fmt.Sprintf("node %d is saturated and no other node has room; %s; %s",
-				hot, describeModel(peakNow, peakNow, len(active), len(active)), loads)}
-		}
-		pm.target, pm.targetAt = k, now
-		reason := fmt.Sprintf("%s; no node has room, but %s", why, describeModel(peakNow, peakThen, len(active), k))
+		reason := fmt.Sprintf("node %d is saturated (%s; saturated: %.0f ops/s or CPU %.0f%%) for %v; node %d has room (%s)",
+			hot, nodeLoad(st, hot), p.SaturatedOps, 100*p.SaturatedCPU, now.Sub(pm.satSince).Round(time.Second), cool, nodeLoad(st, cool))
 		return shardDecision{action: "create", reason: reason, verdict: "adding a shard: " + reason}
 	}
 	if len(active) > p.MinShards && float64(len(t.ActiveNodes())) > 0 &&

@@ -179,7 +179,6 @@ func TestPolicyCountsLeadersOfUnreadShards(t *testing.T) {
 	quota := func(used float64) cpuload.Reading { return cpuload.Reading{Used: used, Capacity: 0.25} }
 	tab := policyTable(2, 3)
 	tab.Nodes = append(tab.Nodes, placement.Node{ID: 4, RaftAddr: "r"})
-	tab.Shards[1].Replicas = []uint64{2, 3, 4}
 	st := &PolicyState{LeaderOps: map[uint64]float64{1: 3000, 2: 0, 3: 0, 4: 0}, ShardOps: map[uint64]float64{2: 3000},
 		Leads:   map[uint64][]uint64{1: {2}, 3: {3}},
 		NodeCPU: map[uint64]cpuload.Reading{1: quota(0.1), 2: quota(0.1), 3: quota(0.25), 4: quota(0.01)}}

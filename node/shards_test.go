@@ -379,43 +379,6 @@ func TestShardPolicyFollowsLoad(t *testing.T) {
 	tr.w.check(t)
 }
 
-// TestShardPolicyMovesReplicasToAJoiningNode: under the policy, a node
-// that joins a cluster whose nodes hold two shards each gets replicas moved
-// to it until no node holds two more than another, while traffic runs.
-func TestShardPolicyMovesReplicasToAJoiningNode(t *testing.T) {
-	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2, Edit: func(cfg *node.Config) {
-		cfg.ShardPolicy = control.ShardPolicy{Auto: true, SaturatedOps: 1e9, IdleFor: time.Hour, Every: 500 * time.Millisecond}
-		cfg.CPU = func() cpuload.Reading { return cpuload.Reading{Used: 0.1, Capacity: 1} }
-	}})
-	tr := startTraffic(t, c, 4)
-	four := c.AddNode()
-	fourID := c.Cfgs[four].ID
-	c.WaitFor(90*time.Second, "a replica moved to the new node", func() error {
-		tab := tableOf(t, c)
-		if tab == nil || len(tab.Moves) > 0 || tab.ReplicaCount(fourID) == 0 {
-			return fmt.Errorf("node %d holds no replica yet", fourID)
-		}
-		return nil
-	})
-	tr.finish()
-	tab := tableOf(t, c)
-	held := map[uint64]int{}
-	for _, n := range tab.ActiveNodes() {
-		held[n] = tab.ReplicaCount(n)
-	}
-	if held[fourID] != 1 || len(tab.ActiveShards()) != 2 {
-		t.Fatalf("replicas per node %v, %d shards: want one on node %d and two shards", held, len(tab.ActiveShards()), fourID)
-	}
-	s, ok := c.Nodes[four].Host.Shard(tab.ActiveShards()[0].ID)
-	if !ok {
-		s, ok = c.Nodes[four].Host.Shard(tab.ActiveShards()[1].ID)
-	}
-	if !ok || s.AppliedIndex() == 0 {
-		t.Fatalf("node %d runs no caught-up replica", fourID)
-	}
-	tr.w.check(t)
-}
-
 // TestShardCreatedWhileNodeDown: a shard created on nodes 1-3 while node 3
 // is stopped becomes active on the other two; when node 3 comes back it
 // starts its replica, which catches up and holds the shard's state.

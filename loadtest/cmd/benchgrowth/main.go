@@ -72,7 +72,6 @@ type step struct {
 	replicas  []int // per node, of active shards
 	decisions []string
 	verdict   string
-	moves     []string                  // the replica moves the policy planned
 	settled   time.Duration             // load before the measured run
 	peakMiB   []int                     // per node: the most resident memory it used so far
 	cpu       map[string]client.NodeCPU // node id → the policy's last reading
@@ -159,7 +158,7 @@ func runRound(ctx context.Context, o options) (round, error) {
 			eps = harness.Ports(o.port, n)
 		}
 		fmt.Fprintf(os.Stderr, "%d nodes: load while the policy reacts\n", n)
-		moves, took, err := react(ctx, o, eps, admin)
+		took, err := react(ctx, o, eps, admin)
 		if err != nil {
 			return round{}, err
 		}
@@ -168,7 +167,7 @@ func runRound(ctx context.Context, o options) (round, error) {
 			return round{}, err
 		}
 		s := step{nodes: n, opsPerSec: res.Metrics["lock_ops_per_s"], p99: res.Ops["acquire"].P99Ms, leaders: make([]int, n), replicas: make([]int, n),
-			settled: took, moves: moves}
+			settled: took}
 		for _, e := range res.Errors {
 			s.errors += e
 		}
@@ -213,9 +212,8 @@ func runRound(ctx context.Context, o options) (round, error) {
 // after one, makes one or counts a saturation towards one) or the shards'
 // leaders changed within leadersSettle, for at most
 // --settle-max in all: one run of the load, so that its sessions are
-// opened once. It returns the replica moves the policy planned meanwhile
-// and how long the load ran.
-func react(ctx context.Context, o options, eps []string, admin *client.Client) ([]string, time.Duration, error) {
+// opened once. It returns how long the load ran.
+func react(ctx context.Context, o options, eps []string, admin *client.Client) (time.Duration, error) {
 	start := time.Now()
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -224,26 +222,18 @@ func react(ctx context.Context, o options, eps []string, admin *client.Client) (
 		_, err := load(lctx, eps, o.clients, o.settleMax)
 		loadErr <- err
 	}()
-	var moves []string
-	seen := map[string]bool{}
 	leaders, changed := "", time.Now()
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-loadErr:
-			return moves, time.Since(start), err
+			return time.Since(start), err
 		case <-tick.C:
 		}
 		verdict := ""
 		if log, err := admin.ShardLog(ctx); err == nil && log.Policy != nil {
 			verdict = log.Policy.Verdict
-		}
-		if strings.HasPrefix(verdict, "moving shard") {
-			if mv, _, _ := strings.Cut(verdict, ":"); !seen[mv] {
-				seen[mv] = true
-				moves = append(moves, mv)
-			}
 		}
 		if l := leaderMap(ctx, admin); l != leaders {
 			leaders, changed = l, time.Now()
@@ -251,7 +241,7 @@ func react(ctx context.Context, o options, eps []string, admin *client.Client) (
 		if took := time.Since(start); took >= o.settle && !changing(verdict) && time.Since(changed) >= leadersSettle {
 			stop()
 			<-loadErr // cut short on purpose: its error says only that
-			return moves, took, nil
+			return took, nil
 		}
 	}
 }
@@ -278,7 +268,7 @@ func leaderMap(ctx context.Context, admin *client.Client) string {
 
 // changing says whether a policy verdict is one of a layout still moving.
 func changing(verdict string) bool {
-	for _, p := range []string{"waiting", "cooling down", "adding a shard", "moving shard", "retiring"} {
+	for _, p := range []string{"waiting", "cooling down", "adding a shard", "retiring"} {
 		if strings.HasPrefix(verdict, p) {
 			return true
 		}
@@ -428,11 +418,10 @@ func write(o options, rounds []round, started time.Time) error {
 	b.WriteString("\nDecisions per step (the last round):\n\n")
 	for _, s := range steps {
 		fmt.Fprintf(&b, "- %d nodes: ", s.nodes)
-		all := append(slices.Clone(s.decisions), s.moves...)
-		if len(all) == 0 {
+		if len(s.decisions) == 0 {
 			b.WriteString("none")
 		}
-		b.WriteString(strings.Join(all, "; "))
+		b.WriteString(strings.Join(s.decisions, "; "))
 		if s.verdict != "" {
 			fmt.Fprintf(&b, " — policy: %s", s.verdict)
 		}
