@@ -72,17 +72,18 @@ func leaderMoves(leaders map[uint64]uint64, replicas map[uint64][]uint64, nodes 
 				to = n
 			}
 		}
-		if to == 0 {
-			if over {
-				if chain := leaderChain(s, leaders, replicas, count, eligible, moved, fair); chain != nil {
-					moves = append(moves, chain...)
-					count[from]--
-					count[chain[len(chain)-1][1]]++
-					for _, m := range chain {
-						moved[leaders[m[0]]] = true
-					}
+		if to == 0 && over {
+			// The chain's hops, the last first: its end gains a leadership.
+			if chain := leaderChain(s, leaders, replicas, count, eligible, moved, fair); chain != nil {
+				moves = append(moves, chain...)
+				count[from]--
+				count[chain[0][1]]++
+				for _, m := range chain {
+					moved[leaders[m[0]]] = true
 				}
 			}
+		}
+		if to == 0 {
 			continue
 		}
 		moves = append(moves, [2]uint64{s, to})

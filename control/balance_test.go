@@ -116,3 +116,25 @@ func TestLeaderMovesChainToANodeLeadingFewer(t *testing.T) {
 		t.Fatalf("after the chain: %v, want none", moves)
 	}
 }
+
+// A round that moves a leadership down a chain counts it at the chain's
+// end: another over-loaded node does not send its leadership to the same
+// node in that round. Nodes 1 and 6 lead two shards each; node 1's chain
+// ends at node 4, which node 6's shard 7 could also reach directly.
+func TestLeaderMovesCountAChainAtItsEnd(t *testing.T) {
+	reps := map[uint64][]uint64{2: {1, 3, 5}, 3: {2, 3, 4}, 4: {2, 4, 5}, 5: {1, 3, 4}, 6: {1, 2, 5},
+		7: {6, 4, 2}, 8: {6, 3, 7}}
+	leaders := map[uint64]uint64{2: 1, 6: 1, 3: 2, 5: 3, 4: 5, 7: 6, 8: 6}
+	nodes := []uint64{1, 2, 3, 4, 5, 6, 7}
+	moves := leaderMoves(leaders, reps, nodes)
+	for _, m := range moves {
+		leaders[m[0]] = m[1]
+	}
+	count := map[uint64]int{}
+	for _, n := range leaders {
+		count[n]++
+	}
+	if count[4] > 1 || count[7] > 1 {
+		t.Fatalf("moves %v leave node 4 leading %d and node 7 %d, want at most one each", moves, count[4], count[7])
+	}
+}

@@ -44,13 +44,19 @@ func procCPU(pid int) (time.Duration, error) {
 }
 
 // ProcRSS returns the resident set size of pid in bytes.
-func ProcRSS(pid int) (int64, error) {
+func ProcRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// ProcPeakRSS returns the most resident memory pid has used, in bytes.
+func ProcPeakRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmHWM") }
+
+// procStatusBytes reads a size field (in kB) of /proc/PID/status.
+func procStatusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) > 0 {
 				kb, err := strconv.ParseInt(f[0], 10, 64)
@@ -58,7 +64,7 @@ func ProcRSS(pid int) (int64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("loadtest: no VmRSS for %d", pid)
+	return 0, fmt.Errorf("loadtest: no %s for %d", field, pid)
 }
 
 // runDelay is the time pid's threads have spent runnable but waiting for a

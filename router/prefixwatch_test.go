@@ -158,16 +158,7 @@ func TestPrefixWatchAnswersBeforeAnyEvent(t *testing.T) {
 		reps[2].sub.Send(ev(2, 12))
 		reps[3].sub.Send(ev(3, 21))
 	}
-	s := newTestServer(t, Config{Host: &localHost{tbl: threeShards(), reps: reps}})
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	c := newConn(s, a, nil)
-	req := &wire.Request{ID: 5, Op: wire.OpWatch, Path: "/cfg", Flags: wire.FlagPrefix}
-	c.watchPrefix(req, func(r *wire.Response) {
-		r.ID = req.ID
-		c.send(r)
-	})
+	c, req := startPrefixWatch(t, reps)
 	reps[2].sub.Send(ev(2, 13))
 
 	got := frames(t, c)
@@ -199,6 +190,22 @@ func TestPrefixWatchAnswersBeforeAnyEvent(t *testing.T) {
 	}
 }
 
+// startPrefixWatch starts a prefix watch on /cfg over three shards served
+// by reps, answered on a pipe connection.
+func startPrefixWatch(t *testing.T, reps map[uint64]*feedReplica) (*conn, *wire.Request) {
+	t.Helper()
+	s := newTestServer(t, Config{Host: &localHost{tbl: threeShards(), reps: reps}})
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	c := newConn(s, a, nil)
+	req := &wire.Request{ID: 5, Op: wire.OpWatch, Path: "/cfg", Flags: wire.FlagPrefix}
+	c.watchPrefix(req, func(r *wire.Response) {
+		r.ID = req.ID
+		c.send(r)
+	})
+	return c, req
+}
+
 // A watch that gathers more than maxHeld events before every shard's part
 // has answered is refused as a consumer that fell behind, with nothing
 // pushed.
@@ -213,16 +220,7 @@ func TestPrefixWatchBoundsHeldEvents(t *testing.T) {
 			t.Error("the leg took more events than the watch holds")
 		}
 	}
-	s := newTestServer(t, Config{Host: &localHost{tbl: threeShards(), reps: reps}})
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	c := newConn(s, a, nil)
-	req := &wire.Request{ID: 5, Op: wire.OpWatch, Path: "/cfg", Flags: wire.FlagPrefix}
-	c.watchPrefix(req, func(r *wire.Response) {
-		r.ID = req.ID
-		c.send(r)
-	})
+	c, req := startPrefixWatch(t, reps)
 	got := frames(t, c)
 	if len(got) != 1 || got[0].ID != req.ID || got[0].Code != wire.TooMany {
 		t.Fatalf("%d frames %.500v; want one TooMany answer", len(got), got)

@@ -199,7 +199,8 @@ func runRound(ctx context.Context, o options) (round, error) {
 			}
 		}
 		for _, pid := range g.PIDs() {
-			s.peakMiB = append(s.peakMiB, peakRSS(pid))
+			peak, _ := loadtest.ProcPeakRSS(pid) // 0 when unknown
+			s.peakMiB = append(s.peakMiB, int(peak>>20))
 		}
 		fmt.Fprintf(os.Stderr, "%d nodes: %.0f lock ops/s, %d shards, leaders %v, peak RSS MiB %v\n", n, s.opsPerSec, s.shards, s.leaders, s.peakMiB)
 		steps = append(steps, s)
@@ -210,9 +211,9 @@ func runRound(ctx context.Context, o options) (round, error) {
 // react runs the load for --settle, and on while the policy is still
 // changing the layout (its verdict says it waits for a change, cools down
 // after one, makes one or counts a saturation towards one) or the shards'
-// leaders changed within leadersSettle, for at most
-// --settle-max in all: one run of the load, so that its sessions are
-// opened once. It returns how long the load ran.
+// leaders changed within leadersSettle, for at most --settle-max in all:
+// one run of the load, so that its sessions are opened once. It returns
+// how long the load ran.
 func react(ctx context.Context, o options, eps []string, admin *client.Client) (time.Duration, error) {
 	start := time.Now()
 	lctx, stop := context.WithCancel(ctx)
@@ -266,7 +267,8 @@ func leaderMap(ctx context.Context, admin *client.Client) string {
 	return strings.Join(parts, " ")
 }
 
-// changing says whether a policy verdict is one of a layout still moving.
+// changing says whether a policy verdict (as decideShards in
+// control/policy.go words it) is one of a layout still moving.
 func changing(verdict string) bool {
 	for _, p := range []string{"waiting", "cooling down", "adding a shard", "retiring"} {
 		if strings.HasPrefix(verdict, p) {
@@ -470,23 +472,6 @@ func cpuShares(cpu map[string]client.NodeCPU, nodes int) string {
 		parts = append(parts, fmt.Sprintf("%.0f%%", 100*r.Used/r.Capacity))
 	}
 	return strings.Join(parts, " ")
-}
-
-// peakRSS is the most resident memory process pid has used, in MiB
-// (VmHWM; 0 when unknown).
-func peakRSS(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
-			return kb >> 10
-		}
-	}
-	return 0
 }
 
 // version is what the binary says of its build.
