@@ -490,10 +490,10 @@ func (h *Host) raftConfig(shardID, rid uint64) config.Config {
 
 // DefaultSnapshotEntries is how many entries a replica applies between
 // snapshots. A data shard saves beside its applies (shard/durable.go),
-// pausing only to encode its state; the value sets the log kept: up to
-// 125,000 entries (with the compaction overhead of a quarter), about 95 MB
-// at 11 operations per entry, replayed on restart (about 1.4 M operations,
-// 1–2 s of CPU).
+// pausing only to encode its state; the value bounds the log kept when
+// entries are small: up to 125,000 entries (with the compaction overhead
+// of a quarter). Entries that carry many operations each reach the data
+// shard's byte bound first (shard.Config.SnapshotLogBytes, logbound.go).
 const DefaultSnapshotEntries = 100000
 
 // LeaderUpdated implements raftio.IRaftEventListener (one host goroutine;

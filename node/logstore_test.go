@@ -74,3 +74,65 @@ func hasDir(t *testing.T, root, name string) bool {
 	})
 	return found
 }
+
+// TestLogBoundedByBytes: with an entry count no load reaches, every replica
+// still snapshots and compacts its log once the entries it applied hold
+// --snapshot-log-bytes, and the data survives a restart from those
+// snapshots.
+func TestLogBoundedByBytes(t *testing.T) {
+	const limit = 256 << 10
+	c := nodetest.Start(t, nodetest.Options{Shards: 1, Edit: func(cfg *node.Config) {
+		cfg.SnapshotEntries = 1 << 30
+		cfg.Shard.SnapshotLogBytes = limit
+	}})
+	ctx := ctxT(t, 120*time.Second)
+	cl := newClient(t, c)
+	value := make([]byte, 4000) // under the 4 KiB value limit
+	// 4× the limit in values alone: at least three log-size snapshots.
+	for i := 0; i < 4*limit/len(value); i++ {
+		value[0] = byte(i)
+		if _, err := cl.Put(ctx, fmt.Sprintf("/logbound/kv-%d/key", i%5), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shardID := c.ShardIDs()[0]
+	deadline := time.Now().Add(30 * time.Second)
+	for i, n := range c.Nodes {
+		for {
+			s, ok := n.Host.Shard(shardID)
+			if !ok {
+				t.Fatalf("node %d has no replica of shard %d", i+1, shardID)
+			}
+			lr, err := n.Host.NodeHost().GetLogReader(shardID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, last := lr.GetRange()
+			if s.LogSnapshots() > 0 && first > 1 {
+				// What came after the last snapshot (under the limit) and
+				// a quarter of the limit behind it: about 1.25× the limit.
+				if kept := last - first + 1; kept > (limit+limit/2)/uint64(len(value)) {
+					t.Fatalf("node %d keeps entries %d..%d (%d) after a log-size snapshot", i+1, first, last, kept)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: %d log-size snapshots, log %d..%d: never compacted", i+1, s.LogSnapshots(), first, last)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	c.StopAll()
+	for i := range c.Cfgs {
+		c.StartNode(i)
+	}
+	c.WaitReady(60 * time.Second)
+	n := 4 * limit / len(value)
+	for k := 0; k < 5; k++ {
+		kv, err := cl.Get(ctx, fmt.Sprintf("/logbound/kv-%d/key", k))
+		last := n - 1 - (n-1-k)%5
+		if err != nil || len(kv.Value) != len(value) || kv.Value[0] != byte(last) {
+			t.Fatalf("kv %d after restart: %v (want the value written %dth)", k, err, last)
+		}
+	}
+}

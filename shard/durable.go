@@ -44,6 +44,9 @@ type concurrentSM struct {
 	sm  *statemachine.StateMachine
 	rec Durabler // nil without a durable recorder
 	log *slog.Logger
+	// bound asks for a snapshot when the log grows past its bytes (nil:
+	// entries only; logbound.go).
+	bound *logBound
 }
 
 var (
@@ -61,6 +64,7 @@ func (c *concurrentSM) Update(entries []sm.Entry) ([]sm.Entry, error) {
 		}
 		entries[i].Result = r
 	}
+	c.bound.applied(entries)
 	return entries, nil
 }
 
@@ -73,6 +77,7 @@ func (c *concurrentSM) Lookup(q any) (any, error) {
 func (c *concurrentSM) PrepareSnapshot() (any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.bound.prepared()
 	return c.sm.Image()
 }
 

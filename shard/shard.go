@@ -41,6 +41,10 @@ type Config struct {
 	// time, for clients to find it (default one election timeout; never
 	// more than the lease's TTL in all).
 	LeaseAllowance time.Duration
+	// SnapshotLogBytes: a replica whose log grew by this many bytes of
+	// entries since its last snapshot takes one (default 256 MiB; negative:
+	// by entry count only; logbound.go).
+	SnapshotLogBytes int64
 }
 
 // WithDefaults fills the zero fields of c with their defaults.
@@ -57,6 +61,9 @@ func (c Config) WithDefaults() Config {
 		c.QueueHold = 2 * time.Millisecond
 	}
 	def(&c.QueueDepth, 16384)
+	if c.SnapshotLogBytes == 0 {
+		c.SnapshotLogBytes = DefaultSnapshotLogBytes
+	}
 	def(&c.FeedSize, 65536)
 	def(&c.FeedBytes, 4<<20)
 	if c.ProposalTimeout <= 0 {
@@ -76,6 +83,12 @@ func (c Config) WithDefaults() Config {
 	}
 	return c
 }
+
+// DefaultSnapshotLogBytes is Config.SnapshotLogBytes's default: a replica
+// keeps at most about 1.25× this much log (replayed on restart at about
+// 0.7 µs of CPU per operation, 100-300 bytes each), and under the heaviest
+// load takes a snapshot every 15-20 s.
+const DefaultSnapshotLogBytes = 256 << 20
 
 // Shard is the local replica of one data shard.
 type Shard struct {
@@ -98,6 +111,10 @@ type Shard struct {
 	exports  exportCache     // export.go
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
+
+	bound        *logBound                           // snapshots by log size (logbound.go)
+	host         atomic.Pointer[dragonboat.NodeHost] // nh, for the bound's requests (set by Start)
+	logSnapshots atomic.Uint64
 
 	applyObs atomic.Pointer[func(time.Duration)] // SetApplyObserver
 
@@ -147,6 +164,7 @@ func New(rc ReplicaConfig) *Shard {
 		parked:    newParkedSet(),
 		stopc:     make(chan struct{}),
 	}
+	s.bound = &logBound{limit: s.cfg.SnapshotLogBytes, request: s.requestLogSnapshot}
 	s.feed = feed.New(s.cfg.FeedSize, s.cfg.FeedBytes)
 	if rec := rc.Recorder; rec != nil {
 		s.feed.History = func(from, to uint64, limit int) ([]wire.Event, error) {
@@ -171,6 +189,7 @@ func New(rc ReplicaConfig) *Shard {
 // every shard's lessor from one goroutine (Host.lessorLoop).
 func (s *Shard) Start(nh *dragonboat.NodeHost) {
 	s.nh = nh
+	s.host.Store(nh)
 	s.proposer = newProposer(s)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.proposer.run() }()
@@ -533,7 +552,7 @@ func (s *Shard) NewStateMachine(cfg statemachine.Config, rec Recorder) sm.IConcu
 	m := statemachine.New(cfg)
 	m.SetObserver(s)
 	s.sm.Store(m)
-	c := &concurrentSM{sm: m, log: s.log}
+	c := &concurrentSM{sm: m, log: s.log, bound: s.bound}
 	if d, ok := rec.(Durabler); ok {
 		c.rec = d
 	}

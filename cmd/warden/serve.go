@@ -48,6 +48,7 @@ type serveFlags struct {
 	MaxBatchOps     int
 	MaxInflight     int
 	SnapshotEntries uint64
+	SnapshotBytes   string // --snapshot-log-bytes: a size, or off
 	QueueHold       string
 	ShardPolicy     shardPolicyFlags // serve_shards.go
 
@@ -125,6 +126,7 @@ func newServeCmd(run func(cfg node.Config, fc serveFlags, sec *serveSecurity) er
 	f.IntVar(&fc.MaxBatchOps, "max-batch-ops", 0, "client operations per Raft entry, per shard leader (0: 2048)")
 	f.IntVar(&fc.MaxInflight, "max-inflight-entries", 0, "Raft entries a shard leader has proposed but not applied (0: 32); 1 with a small --max-batch-ops bounds a leader by its commit round trip")
 	f.Uint64Var(&fc.SnapshotEntries, "snapshot-entries", 0, "Raft entries each replica applies between snapshots (0: 100000); a replica pauses its applies while it encodes one in memory, and keeps and replays up to 1.25× this many entries")
+	f.StringVar(&fc.SnapshotBytes, "snapshot-log-bytes", "256MiB", "a replica whose Raft log grew by this much since its last snapshot takes one, whatever its entry count, and keeps a quarter of it (a size such as 64MiB or 1GiB, or off: by --snapshot-entries alone)")
 	f.StringVar(&fc.QueueHold, "queue-hold", "2ms", "longest a waiting acquire on a lock that already has waiters is held back to join the next operation's Raft entry (typically the holder's release), one entry per hand-off instead of two (0: never held)")
 	f.StringVar(&fc.LockDelay, "lock-delay", "0s", "default lock-delay after a lock's lease expires or it is revoked (same on every node; 0: off)")
 	f.StringVar(&fc.MemoryLimit, "memory-limit", "auto", "soft limit on the node's memory, which makes the Go collector run sooner as it nears it: a size (512MiB, 2GiB), off, or auto (half the machine's or container's memory; GOMEMLIMIT, if set, wins)")
@@ -160,6 +162,27 @@ func pickS(v, def string) string {
 	return def
 }
 
+// minSnapshotLogBytes is the smallest --snapshot-log-bytes: below it a
+// replica would snapshot every few entries.
+const minSnapshotLogBytes = 64 << 10
+
+// snapshotLogBytes reads --snapshot-log-bytes: a size of at least
+// minSnapshotLogBytes, or off (-1, the shard's "entries only"; "" is the
+// shard's default).
+func snapshotLogBytes(v string) (int64, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	n, err := parseSize(v)
+	if err != nil || n < minSnapshotLogBytes {
+		return 0, fmt.Errorf("snapshot-log-bytes %q: want a size of at least 64KiB (such as 256MiB), or off", v)
+	}
+	return n, nil
+}
+
 func nodeConfig(fc serveFlags) (node.Config, error) {
 	cfg := node.Config{
 		ID: fc.ID, DataDir: fc.DataDir, ClientAddr: fc.Listen, RaftAddr: fc.Raft, RaftListen: fc.RaftListen, AdminAddr: fc.Admin,
@@ -169,6 +192,11 @@ func nodeConfig(fc serveFlags) (node.Config, error) {
 	cfg.NoAudit, cfg.Audit.MaxBytes = fc.NoAudit, fc.AuditMaxBytes
 	cfg.NoLeaderBalance = fc.NoLeaderBalance
 	cfg.SnapshotEntries = fc.SnapshotEntries
+	logBytes, err := snapshotLogBytes(fc.SnapshotBytes)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Shard.SnapshotLogBytes = logBytes
 	if fc.MaxBatchOps < 0 || fc.MaxInflight < 0 {
 		return cfg, fmt.Errorf("max-batch-ops %d, max-inflight-entries %d: want 0 (the default) or more", fc.MaxBatchOps, fc.MaxInflight)
 	}

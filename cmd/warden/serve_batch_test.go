@@ -61,3 +61,24 @@ func TestServeSnapshotEntries(t *testing.T) {
 		}
 	}
 }
+
+// --snapshot-log-bytes reaches the shard config as bytes, off as the
+// shard's "entries only"; a size too small to be a bound, or not a size,
+// is refused with a clear error.
+func TestServeSnapshotLogBytes(t *testing.T) {
+	for v, want := range map[string]int64{"": 0, "256MiB": 256 << 20, "1G": 1 << 30, "65536": 64 << 10, "off": -1, "OFF": -1} {
+		cfg, err := nodeConfig(serveFlags{ID: 1, Raft: "127.0.0.1:7170", SnapshotBytes: v})
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if cfg.Shard.SnapshotLogBytes != want {
+			t.Fatalf("%q: snapshot log bytes %d, want %d", v, cfg.Shard.SnapshotLogBytes, want)
+		}
+	}
+	for _, v := range []string{"0", "1KiB", "-5MiB", "lots", "9223372036854775807G"} {
+		_, err := nodeConfig(serveFlags{ID: 1, Raft: "127.0.0.1:7170", SnapshotBytes: v})
+		if err == nil || !strings.Contains(err.Error(), "snapshot-log-bytes") {
+			t.Fatalf("%q: error %v, want one naming --snapshot-log-bytes", v, err)
+		}
+	}
+}
