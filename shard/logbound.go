@@ -71,9 +71,14 @@ func keepEntries(entries, bytes, limit int64) uint64 {
 	return uint64(max(1, min(keep, float64(entries)/4)))
 }
 
-// logSnapshotRetry is how long a replica waits after a snapshot request
-// that failed before it may ask again.
-const logSnapshotRetry = 5 * time.Second
+const (
+	// logSnapshotRetry is how long a replica waits after a snapshot
+	// request that failed before it may ask again.
+	logSnapshotRetry = 5 * time.Second
+	// logSnapshotTimeout bounds the wait for a requested snapshot (a large
+	// state takes seconds to write).
+	logSnapshotTimeout = time.Minute
+)
 
 // requestLogSnapshot asks dragonboat for a snapshot of the local replica
 // that compacts the log up to its newest keep entries, and waits for it
@@ -95,7 +100,7 @@ func (s *Shard) requestLogSnapshot(keep uint64) {
 		return // still starting (replaying its log): asked again once it runs
 	}
 	rs, err := nh.RequestSnapshot(s.id, dragonboat.SnapshotOption{OverrideCompactionOverhead: true, CompactionOverhead: keep},
-		s.cfg.ProposalTimeout)
+		logSnapshotTimeout)
 	if err != nil {
 		s.log.Debug("log-size snapshot not requested", "shard", s.id, "err", err)
 		return
