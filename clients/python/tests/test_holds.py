@@ -90,6 +90,71 @@ def test_revoke_at_the_deadline_of_a_revocable_lock(cluster, client):
         assert service_holders(cluster, path) == []
 
 
+def test_revocable_holder_hears_the_request_and_releases_in_time(cluster, client):
+    """A revocable Python hold asked back with a grace (by `warden locks
+    revoke`, no --force) hears it through on_revoke_requested, with its
+    token and the deadline, before the deadline; it releases, so the hold
+    ends as released (no HoldLost) and the service lists no holder."""
+    path = "/locks/holds/asked"
+    with client.session(ttl=10) as s:
+        lock = s.lock(path, revocable=True)
+        lock.acquire()
+        asked = []
+        heard = threading.Event()
+        lock.on_revoke_requested(lambda r: (asked.append(r), heard.set()))
+        before = time.time()
+        r = cluster.cli("locks", "revoke", path, "--grace", "30s")
+        assert r.returncode == 0, r.stderr
+        assert heard.wait(LOST_WITHIN), "the revocation request never reached the holder"
+        req = asked[0]
+        assert (req.path, req.token, req.by_admin) == (path, lock.token, False)
+        assert before + 25 < req.deadline < time.time() + 31, (before, req.deadline)
+        assert lock.held and lock.lost is None  # asked, not yet revoked
+        lock.release()
+        assert lock.wait_lost(1) is None and lock.end_cause == "released"
+        assert service_holders(cluster, path) == []
+
+
+def test_revoke_request_pending_before_the_holder_asks(cluster, client):
+    """A request made before the holder looks is delivered first
+    (lock_info's RevokeAt); an admin's request (--force) says so; the
+    iterator ends once the hold is released."""
+    path = "/locks/holds/pending"
+    with client.session(ttl=10) as s:
+        lock = s.lock(path)
+        lock.acquire()
+        r = cluster.cli("locks", "revoke", path, "--force", "--grace", "40s")
+        assert r.returncode == 0, r.stderr
+        with lock.revoke_requests() as reqs:
+            req = reqs.get(timeout=LOST_WITHIN)
+            assert req is not None and req.token == lock.token and req.deadline > time.time() + 30
+            got = []
+            t = threading.Thread(target=lambda: got.extend(reqs))
+            t.start()
+            lock.release()
+            t.join(LOST_WITHIN)
+            assert not t.is_alive(), "the requests did not end with the hold"
+        assert all(x.token == lock.token for x in got)
+        with pytest.raises(warden.NotHolder):
+            lock.revoke_requests()
+
+
+def test_revoke_requests_of_a_single_lock_lease(cluster, client):
+    """client.revoke_requests follows any holder's requests; a single-lock
+    lease (client.acquire) hears its own."""
+    path = "/locks/holds/lease-asked"
+    ll = client.acquire(path, ttl=30, revocable=True)
+    try:
+        with ll.revoke_requests() as reqs, client.revoke_requests(path) as anyone:
+            assert client.revoke_lock(path, grace=20) == 1
+            mine = reqs.get(timeout=LOST_WITHIN)
+            seen = anyone.get(timeout=LOST_WITHIN)
+            assert mine is not None and mine.token == ll.token and not mine.by_admin
+            assert seen is not None and seen.token == ll.token
+    finally:
+        ll.release()
+
+
 def test_election_hand_over_by_an_operator(cluster, client):
     """`warden elect handover` moves a Python leadership to a waiting Go
     candidate: the Python election reports HoldLost(handover) and is not

@@ -17,6 +17,7 @@ from .errors import (Ambiguous, Cancelled, Closed, HoldLost, Compacted, Conflict
                      TooMany, Unauthorized, Unavailable, UnknownOp, UpgradeConflict, VersionMismatch, WardenError,
                      WrongShard, error_for, is_retryable)
 from .locks import Lock, LockLease, MultiLock, Permit, Semaphore
+from .revoke import RevokeRequest, RevokeRequests
 from .session import CLOSED, CONNECTED, LOST, SUSPENDED, Session
 from .watch import Event, Watch
 from .wire import Cause, Kind
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Session", "Lock", "LockLease", "Semaphore", "Permit", "MultiLock", "Election", "Observer",
-    "Watch", "Event", "KV", "Leader", "LockInfo", "Kind", "Cause", "tls_context", "observe",
+    "Watch", "Event", "RevokeRequest", "RevokeRequests", "KV", "Leader", "LockInfo", "Kind", "Cause", "tls_context", "observe",
     "CONNECTED", "SUSPENDED", "LOST", "CLOSED",
     "WardenError", "is_retryable", "error_for",
     "NotLeader", "WrongShard", "Conflict", "NotHolder", "StaleToken", "SessionExpired", "InvalidArgument",

@@ -673,6 +673,14 @@ class Client:
                            flags=Flag.FORCE if force else 0)
         return self._call(req, timeout=timeout, mutate=True).count
 
+    def revoke_requests(self, path: str, token: int = 0):
+        """The service's requests to give back the hold with token on path
+        (0: any holder's), as a :class:`~warden.revoke.RevokeRequests`
+        iterator: one already pending first, then each new one, until that
+        hold is released or the iterator is closed."""
+        from .revoke import RevokeRequests
+        return RevokeRequests(self, path, token)
+
     def observe(self, path: str, **kw):
         """Leader changes of the election at path (see Election.observe)."""
         from .election import observe

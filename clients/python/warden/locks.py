@@ -11,6 +11,7 @@ from typing import Callable
 from . import wire
 from ._routing import Routes
 from .errors import (Conflict, HoldLost, LockDelayed, NotHolder, SessionExpired, StaleToken, WardenError)
+from .revoke import RevokeRequest, RevokeRequests, call_on_requests
 from .wire import Cause, Code, Flag, Op
 
 log = logging.getLogger("warden")
@@ -104,6 +105,27 @@ class _Hold:
         if err is not None:
             threading.Thread(target=self._call_back, args=([fn], err), daemon=True).start()
 
+    def _client(self):
+        raise NotImplementedError
+
+    def revoke_requests(self) -> RevokeRequests:
+        """The service's requests to give the current hold back (a waiter's,
+        on a ``revocable`` lock, or an admin's), as a :class:`RevokeRequests`
+        iterator that ends when the hold is released. Release before the
+        request's ``deadline``: at the deadline the service revokes the hold
+        and :attr:`lost` becomes ``HoldLost(forced)``."""
+        if self.done.is_set():
+            raise NotHolder(f"{self.path} is not held")
+        return RevokeRequests(self._client(), self.path, self.token)
+
+    def on_revoke_requested(self, fn: Callable[[RevokeRequest], None]) -> None:
+        """Calls fn(RevokeRequest) on a thread of its own for each request to
+        give the current hold back (one already pending first), until the
+        hold ends."""
+        reqs = self.revoke_requests()
+        threading.Thread(target=call_on_requests, args=(reqs, self.done, fn), name="warden-revoke-requests",
+                         daemon=True).start()
+
     def _lost_in_block(self, exc_type) -> None:
         """Raises the loss on leaving a with block that raised nothing else:
         what ran in it was not protected to its end."""
@@ -145,6 +167,9 @@ class Lock(_Hold):
         return self.count > 0 and not self.done.is_set() and self.session.alive
 
     alive = held
+
+    def _client(self):
+        return self.session.client
 
     def _request(self):
         req = wire.Request(op=Op.ACQUIRE, path=self.path, mode=wire.SHARED if self.shared else wire.EXCLUSIVE,
@@ -276,6 +301,9 @@ class LockLease(_Hold):
         ll._deadline = sent + ttl
         ll.done.clear()
         return ll
+
+    def _client(self):
+        return self.client
 
     @property
     def alive(self) -> bool:
