@@ -31,6 +31,8 @@ type Options struct {
 	Bugs     []string // WARDEN_TEST_BUGS switches for every node
 	RTTms    int      // Raft tick (0: the serve default)
 	LogLevel string   // node log level (default info)
+	// SnapshotLogBytes, when set, is every node's --snapshot-log-bytes.
+	SnapshotLogBytes string
 }
 
 // Node is one `warden serve` process and its addresses.
@@ -152,6 +154,9 @@ func (c *Cluster) Start(i int) error {
 		"--members", c.members(), "--shards", strconv.Itoa(c.Opts.Shards), "--log-level", c.Opts.LogLevel, "--plaintext"}
 	if c.Opts.RTTms > 0 {
 		args = append(args, "--rtt-ms", strconv.Itoa(c.Opts.RTTms))
+	}
+	if c.Opts.SnapshotLogBytes != "" {
+		args = append(args, "--snapshot-log-bytes", c.Opts.SnapshotLogBytes)
 	}
 	lf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -59,7 +59,17 @@ type Scenario struct {
 	// ShardChurn creates and retires data shards through the fault window
 	// (shards.go).
 	ShardChurn bool
+	// Compact makes every replica snapshot and compact its log every
+	// compactBytes of entries, so the fault meets snapshot saves, log
+	// compactions and replicas that come back behind the compacted log and
+	// must install a snapshot.
+	Compact bool
 }
+
+// compactBytes is the log a Compact scenario's replicas snapshot at (the
+// smallest --snapshot-log-bytes): a snapshot every few hundred entries of
+// the workloads.
+const compactBytes = "64KiB"
 
 // Env is what every scenario shares.
 type Env struct {
@@ -98,7 +108,11 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 		fmt.Fprintf(out, "[%s] work dir (kept): %s\n", sc.Name, work)
 	}
 	log := NewEventLog(prefixWriter{out, sc.Name})
-	c, err := StartCluster(ctx, Options{Nodes: sc.Nodes, Binary: env.Binary, Dir: work, Seed: env.Seed, Bugs: env.Bugs}, log)
+	opts := Options{Nodes: sc.Nodes, Binary: env.Binary, Dir: work, Seed: env.Seed, Bugs: env.Bugs}
+	if sc.Compact {
+		opts.SnapshotLogBytes = compactBytes
+	}
+	c, err := StartCluster(ctx, opts, log)
 	if err != nil {
 		r.violate("harness: start cluster: %v", err)
 		return r
@@ -206,12 +220,36 @@ func Run(ctx context.Context, sc Scenario, env Env) *Result {
 	if sc.ShardChurn {
 		churn.check(ctx, r, c)
 	}
+	if sc.Compact {
+		checkSnapshots(ctx, r, c)
+	}
 	checkConverged(ctx, r, c)
 	if r.Failed() {
 		writeReport(r, filepath.Join(env.ReportDir, reportName(sc, env)), c, log,
 			map[string]any{"register-history": hist, "fenced": fenced.summary()})
 	}
 	return r
+}
+
+// checkSnapshots notes the snapshots every running node's data shard
+// replicas saved and recovered from since they last started, and fails a
+// Compact scenario in which none was saved: it did not test what it is for.
+func checkSnapshots(ctx context.Context, r *Result, c *Cluster) {
+	var saved, recovered uint64
+	for i := range c.Nodes {
+		st, err := c.Status(ctx, i)
+		if err != nil {
+			continue // counted on the nodes that answer
+		}
+		for _, sh := range st.Shards {
+			saved += sh.SnapshotsSaved
+			recovered += sh.SnapshotsRecovered
+		}
+	}
+	r.note("snapshots: %d saved, %d recovered from (data shard replicas, since each node's last start)", saved, recovered)
+	if saved == 0 {
+		r.violate("snapshots: no replica saved one: the log-size bound (%s) never fired", compactBytes)
+	}
 }
 
 func reportName(sc Scenario, env Env) string {

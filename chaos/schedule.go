@@ -28,7 +28,22 @@ func FullSchedule() []Scenario {
 				Workloads: all, Window: 40 * time.Second})
 		}
 	}
-	return append(out, ShardsSchedule()...)
+	return append(append(out, ShardsSchedule()...), SnapshotsSchedule()...)
+}
+
+// SnapshotsSchedule runs kills, partitions and pauses while every replica
+// snapshots and compacts its log every 64 KiB (Scenario.Compact), with
+// every workload, on 3 nodes (part of the full schedule; `warden-chaos run
+// --schedule snapshots` runs it alone). A replica cut off or killed for the
+// fault comes back behind the others' compacted logs and catches up from a
+// snapshot.
+func SnapshotsSchedule() []Scenario {
+	var out []Scenario
+	for _, f := range []Fault{KillLeader, KillNode, PartitionLeader, PauseLeader} {
+		out = append(out, Scenario{Name: "snapshots/n3/" + string(f), Nodes: 3, Fault: f,
+			Workloads: []string{WRegister, WFenced, WLeases, WWatch, WElection}, Window: 40 * time.Second, Compact: true})
+	}
+	return out
 }
 
 // ShardsSchedule creates and retires data shards while leaders are killed,

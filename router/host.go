@@ -74,4 +74,8 @@ type Replica interface {
 	// Batches is the Raft entries this replica proposed and the operations
 	// in them.
 	Batches() (entries, ops uint64)
+	// Snapshots is the snapshots this replica saved, and those it recovered
+	// its state from (its own at a restart, or the leader's when it fell
+	// behind the compacted log), since the process started.
+	Snapshots() (saved, recovered uint64)
 }

@@ -53,6 +53,10 @@ type ShardStatus struct {
 	// (their ratio is the batching achieved).
 	Proposals   uint64 `json:"proposals,omitempty"`
 	ProposedOps uint64 `json:"proposed_ops,omitempty"`
+	// Snapshots this replica saved and recovered from since the process
+	// started (Replica.Snapshots).
+	SnapshotsSaved     uint64 `json:"snapshots_saved,omitempty"`
+	SnapshotsRecovered uint64 `json:"snapshots_recovered,omitempty"`
 }
 
 // Forwarded returns how many requests this router has sent on to another
@@ -92,6 +96,7 @@ func (s *Server) Status() Status {
 				ss.Local, ss.IsLeader = true, local.IsLeader()
 				ss.Applied, ss.Watchers = local.AppliedIndex(), local.Watchers()
 				ss.Proposals, ss.ProposedOps = local.Batches()
+				ss.SnapshotsSaved, ss.SnapshotsRecovered = local.Snapshots()
 			}
 		}
 		st.Shards = append(st.Shards, ss)

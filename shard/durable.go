@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	sm "github.com/lni/dragonboat/v4/statemachine"
 
@@ -47,6 +48,9 @@ type concurrentSM struct {
 	// bound asks for a snapshot when the log grows past its bytes (nil:
 	// entries only; logbound.go).
 	bound *logBound
+	// saved and recovered count snapshots written and installed (nil in
+	// tests that build a bare concurrentSM).
+	saved, recovered *atomic.Uint64
 }
 
 var (
@@ -93,6 +97,9 @@ func (c *concurrentSM) SaveSnapshot(ctx any, w io.Writer, _ sm.ISnapshotFileColl
 		}
 	}
 	_, err := im.CopyTo(w, stop)
+	if err == nil && c.saved != nil {
+		c.saved.Add(1)
+	}
 	return err
 }
 
@@ -106,7 +113,14 @@ func (c *concurrentSM) RecoverFromSnapshot(r io.Reader, files []sm.SnapshotFile,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sm.RecoverFromSnapshot(r, files, stop)
+	if err := c.sm.RecoverFromSnapshot(r, files, stop); err != nil {
+		return err
+	}
+	if c.recovered != nil {
+		c.recovered.Add(1)
+	}
+	c.bound.prepared() // the log before the snapshot is not this replica's to replay
+	return nil
 }
 
 func (c *concurrentSM) GetHash() (uint64, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +161,49 @@ func TestConcurrentSnapshotAbortsWithoutDurableRecords(t *testing.T) {
 	}
 	if b.Len() != 0 {
 		t.Fatalf("%d bytes written by an aborted save", b.Len())
+	}
+}
+
+// TestSnapshotCounts: a replica counts the snapshots it wrote and those it
+// recovered from, not an aborted save; a recovery starts the log-size
+// count over.
+func TestSnapshotCounts(t *testing.T) {
+	cfg := statemachine.DefaultConfig()
+	cfg.ShardID = 7
+	var savedN, recovN atomic.Uint64
+	st := &steps{}
+	bound := &logBound{limit: 1 << 20, request: func(uint64) {}}
+	c := &concurrentSM{sm: statemachine.New(cfg), rec: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		bound: bound, saved: &savedN, recovered: &recovN}
+	var f smFeed
+	if _, err := c.Update([]sm.Entry{f.entry(t, &wire.Request{Op: wire.OpSetRanges, Gen: 1, Ranges: []wire.Range{{Shard: 7}}})}); err != nil {
+		t.Fatal(err)
+	}
+	if bound.bytes.Load() == 0 || bound.entries.Load() != 1 {
+		t.Fatalf("log-size count %d bytes, %d entries after one entry", bound.bytes.Load(), bound.entries.Load())
+	}
+	ctx, err := c.PrepareSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := c.SaveSnapshot(ctx, &b, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	st.err = errors.New("disk full")
+	ctx2, _ := c.PrepareSnapshot()
+	if err := c.SaveSnapshot(ctx2, io.Discard, nil, nil); err == nil {
+		t.Fatal("a save without durable records succeeded")
+	}
+	if savedN.Load() != 1 {
+		t.Fatalf("saved %d, want 1 (the aborted save does not count)", savedN.Load())
+	}
+	bound.bytes.Store(999)
+	st.err = nil
+	if err := c.RecoverFromSnapshot(bytes.NewReader(b.Bytes()), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if recovN.Load() != 1 || bound.bytes.Load() != 0 {
+		t.Fatalf("recovered %d (want 1), log-size count %d after recovery (want 0)", recovN.Load(), bound.bytes.Load())
 	}
 }

@@ -115,6 +115,8 @@ type Shard struct {
 	bound        *logBound                           // snapshots by log size (logbound.go)
 	host         atomic.Pointer[dragonboat.NodeHost] // nh, for the bound's requests (set by Start)
 	logSnapshots atomic.Uint64
+	snapSaved    atomic.Uint64 // snapshots written (durable.go)
+	snapRecov    atomic.Uint64 // snapshots recovered from
 
 	applyObs atomic.Pointer[func(time.Duration)] // SetApplyObserver
 
@@ -539,6 +541,10 @@ func (s *Shard) Batches() (entries, ops uint64) {
 	return s.proposer.entries.Load(), s.proposer.ops.Load()
 }
 
+// Snapshots is the snapshots the local replica saved and recovered its
+// state from since the process started.
+func (s *Shard) Snapshots() (saved, recovered uint64) { return s.snapSaved.Load(), s.snapRecov.Load() }
+
 // RID is the local replica's Raft id.
 func (s *Shard) RID() uint64 { return s.rid }
 
@@ -552,7 +558,7 @@ func (s *Shard) NewStateMachine(cfg statemachine.Config, rec Recorder) sm.IConcu
 	m := statemachine.New(cfg)
 	m.SetObserver(s)
 	s.sm.Store(m)
-	c := &concurrentSM{sm: m, log: s.log, bound: s.bound}
+	c := &concurrentSM{sm: m, log: s.log, bound: s.bound, saved: &s.snapSaved, recovered: &s.snapRecov}
 	if d, ok := rec.(Durabler); ok {
 		c.rec = d
 	}

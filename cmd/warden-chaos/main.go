@@ -34,14 +34,14 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  warden-chaos run [--schedule short|full|holds] [--window d] [--only substring] [--seed N] [--bugs list] [--trials N] [--out file]
+  warden-chaos run [--schedule short|full|holds|shards|snapshots] [--window d] [--only substring] [--seed N] [--bugs list] [--trials N] [--out file]
   warden-chaos client --endpoints a,b,c --oracle URL --path P --name N [--ttl 2s] [--hold 300ms]`)
 	os.Exit(2)
 }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	schedule := fs.String("schedule", "short", "short, full, holds (the failed-acquire workload under kills and pauses, for --window), or shards (data shards created and retired under faults)")
+	schedule := fs.String("schedule", "short", "short, full, holds (the failed-acquire workload under kills and pauses, for --window), shards (data shards created and retired under faults), or snapshots (faults while every replica snapshots and compacts its log every 64 KiB)")
 	window := fs.Duration("window", 10*time.Minute, "fault window of the holds schedule")
 	only := fs.String("only", "", "run only scenarios whose name contains this")
 	seed := fs.Int64("seed", time.Now().UnixNano()%1_000_000, "seed")
@@ -81,6 +81,8 @@ func run(args []string) int {
 		scenarios = chaos.HoldsSchedule(*window)
 	case "shards":
 		scenarios = chaos.ShardsSchedule()
+	case "snapshots":
+		scenarios = chaos.SnapshotsSchedule()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# warden-chaos %s schedule, seed %d, %s\n", *schedule, *seed, time.Now().UTC().Format(time.RFC3339))
