@@ -156,12 +156,15 @@ func (f *Feed) revAt(i int) uint64 { return f.ring[(f.start+i)%len(f.ring)].rev 
 
 // subscribe replays retained events from rev (0 = from now) and registers the
 // subscriber for new ones, atomically, so nothing falls in between. It
-// returns the subscription id and the revision the watch starts after.
+// returns the subscription id and the revision the watch starts after. A
+// start revision this replica cannot replay without a gap is refused with
+// a *GapError: the router asks another replica, and the shard leader's
+// refusal is the client's Compacted.
 func (f *Feed) Subscribe(path string, prefix bool, rev uint64, sub Subscriber) (uint64, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := &subscription{path: path, prefix: prefix, sub: sub}
-	if rev != 0 && f.History != nil && (f.n == 0 || rev < f.revAt(0)) {
+	if rev != 0 && f.History != nil && (f.n == 0 || rev < f.revAt(0)) && rev <= f.last {
 		last, err := f.replayHistory(s, rev)
 		if err != nil {
 			return 0, f.last, err
@@ -176,7 +179,7 @@ func (f *Feed) Subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 			oldest = f.revAt(0)
 		}
 		if rev < oldest {
-			return 0, f.last, compacted(rev, oldest)
+			return 0, f.last, gap(rev, oldest, "this node no longer retains it")
 		}
 		var out []wire.Event
 		for i := 0; i < f.n; i++ {
@@ -196,10 +199,13 @@ func (f *Feed) Subscribe(path string, prefix bool, rev uint64, sub Subscriber) (
 
 // replayHistory sends a new subscriber the events from rev that the ring no
 // longer (or, after a restart, not yet) holds, read from the audit store,
-// then the ring's. The history must run without a gap into the ring.
-// Called with f.mu held, so no event is applied in between.
+// then the ring's. The history must run without a gap from rev into the
+// ring, or to the last revision when the ring is empty: a replica that
+// caught up from a snapshot never applied, so never recorded, the events
+// the snapshot covers. Called with f.mu held, so no event is applied in
+// between.
 func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
-	to := ^uint64(0) - 1
+	to := f.last
 	if f.n > 0 {
 		to = f.revAt(0) - 1
 	}
@@ -207,15 +213,26 @@ func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if len(evs) == 0 {
+		return 0, gap(rev, to+1, "this node's history does not hold it")
+	}
 	next := rev
 	for _, ev := range evs {
 		if ev.Rev != next {
-			return 0, compacted(next, ev.Rev)
+			oldest := ev.Rev
+			if next != rev {
+				oldest = to + 1 // a hole in the middle: only the ring (or what follows) is whole
+			}
+			return 0, gap(next, oldest, "this node's history has a gap there")
 		}
 		next++
 	}
-	if f.n > 0 && len(evs) > 0 && next != f.revAt(0) || f.n > 0 && len(evs) == 0 {
-		return 0, compacted(rev, f.revAt(0))
+	if next-1 != to {
+		detail := "this node's history has a gap there"
+		if len(evs) == maxReplay {
+			detail = fmt.Sprintf("more than %d events to replay", maxReplay)
+		}
+		return 0, gap(rev, to+1, detail)
 	}
 	var out []wire.Event
 	for i := range evs {
@@ -231,17 +248,68 @@ func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	if len(out) > 0 && !s.sub.Send(out) {
 		return 0, wire.Errorf(wire.TooMany, "watch backlog exceeds the subscriber's queue")
 	}
-	if len(evs) == 0 {
-		return f.last, nil
-	}
-	return max(f.last, next-1), nil
+	return f.last, nil
 }
 
-// compacted refuses a start revision older than the oldest retained; the
-// shard fills in its id (Shard.Watch).
-func compacted(rev, oldest uint64) *wire.CompactedError {
-	return &wire.CompactedError{Oldest: oldest,
-		Detail: fmt.Sprintf("revision %d is no longer retained by this node (oldest is %d)", rev, oldest)}
+// GapError refuses a watch's start revision that this replica cannot
+// replay without a gap: it no longer retains it, or never had it (it
+// caught up from a snapshot). Oldest is the revision it can replay from.
+// The router asks another replica (the leader) instead; a refusal there
+// is the client's Compacted (Compacted).
+type GapError struct {
+	Shard       uint64 // set by the shard (Shard.Watch)
+	Rev, Oldest uint64
+	Detail      string
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("feed: revision %d cannot be replayed here (from %d on only): %s", e.Rev, e.Oldest, e.Detail)
+}
+
+// Compacted is the refusal as the client's Compacted error.
+func (e *GapError) Compacted() *wire.CompactedError {
+	return &wire.CompactedError{Shard: e.Shard, Oldest: e.Oldest,
+		Detail: fmt.Sprintf("revision %d is no longer retained (%s; oldest is %d)", e.Rev, e.Detail, e.Oldest)}
+}
+
+// Unwrap makes a GapError that reaches a client unforwarded a Compacted.
+func (e *GapError) Unwrap() error { return e.Compacted() }
+
+func gap(rev, oldest uint64, detail string) *GapError {
+	return &GapError{Rev: rev, Oldest: oldest, Detail: detail}
+}
+
+// Skip records that the local replica's state jumped to revision rev
+// without applying the entries in between: it recovered from a snapshot
+// (the leader's, having fallen behind its compacted log). The ring is
+// emptied and every client's subscription ends with Unavailable: it watches
+// again from its last revision, which the history no longer holds here
+// either (GapError), so the router serves it from another replica.
+func (f *Feed) Skip(rev uint64) {
+	f.mu.Lock()
+	if rev <= f.last {
+		f.mu.Unlock()
+		return
+	}
+	skipped := f.last + 1
+	for f.n > 0 {
+		f.dropOldest()
+	}
+	f.last = rev
+	var ended []*subscription
+	for id, s := range f.subs {
+		if in, ok := s.sub.(internal); ok && in.Internal() {
+			continue // the node's own (the event tally, the hold notices, which keepalive answers repeat) carry on
+		}
+		delete(f.subs, id)
+		ended = append(ended, s)
+	}
+	f.mu.Unlock()
+	for _, s := range ended {
+		if e, ok := s.sub.(Ender); ok {
+			e.End(wire.Unavailable, fmt.Sprintf("this node's replica caught up from a snapshot, skipping revisions %d to %d; watch again from your last revision", skipped, rev))
+		}
+	}
 }
 
 // Follower is a Subscriber that stays subscribed when the range holding its

@@ -75,10 +75,11 @@ type endingSub struct {
 	recordingSub
 	follows bool
 	ended   wire.Code
+	msg     string
 }
 
-func (e *endingSub) End(code wire.Code, _ string) { e.ended = code }
-func (e *endingSub) FollowsMoves() bool           { return e.follows }
+func (e *endingSub) End(code wire.Code, msg string) { e.ended, e.msg = code, msg }
+func (e *endingSub) FollowsMoves() bool             { return e.follows }
 
 // A range moving away ends the watches inside it, except a Follower's,
 // which goes on receiving the shard's events.
@@ -170,7 +171,8 @@ func TestFeedResumesFromHistory(t *testing.T) {
 		code   wire.Code
 	}{
 		{"older than the ring", evs(1, 10, "/a/b"), evs(8, 12, "/a/b"), 3, []uint64{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, wire.OK},
-		{"empty ring after a restart", evs(1, 10, "/a/b"), nil, 9, []uint64{9, 10}, wire.OK},
+		{"empty ring after a restart", evs(1, 10, "/a/b"), nil, 9, []uint64{9, 10}, wire.OK}, // recovered at revision 10
+		{"history short of the snapshot recovered", evs(1, 6, "/a/b"), nil, 5, nil, wire.Compacted},
 		{"from the future", evs(1, 10, "/a/b"), nil, 20, nil, wire.OK},
 		{"gap in the store", append(evs(1, 3, "/a/b"), evs(5, 7, "/a/b")...), evs(8, 9, "/a/b"), 2, nil, wire.Compacted},
 		{"store ends before the ring", evs(1, 5, "/a/b"), evs(8, 9, "/a/b"), 2, nil, wire.Compacted},
@@ -180,13 +182,20 @@ func TestFeedResumesFromHistory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := New(4, 1<<30)
 			f.History = historyOf(tc.stored)
+			if tc.ring == nil {
+				f.Skip(10) // the replica restarted from its snapshot at revision 10
+			}
 			f.Append(tc.ring)
 			sub := &recordingSub{room: -1}
 			_, _, err := f.Subscribe("/a/b", false, tc.from, sub)
 			if tc.code != wire.OK {
 				var we *wire.Error
-				if !errors.As(err, &we) || we.Code != tc.code {
-					t.Fatalf("got %v, want %v", err, tc.code)
+				var ge *GapError
+				if !errors.As(err, &we) || we.Code != tc.code || !errors.As(err, &ge) {
+					t.Fatalf("got %v, want a GapError that a client reads as %v", err, tc.code)
+				}
+				if len(sub.got) != 0 {
+					t.Fatalf("a refused watch was sent %d events", len(sub.got))
 				}
 				return
 			}
@@ -325,5 +334,53 @@ func TestFeedDeliveryReusesItsSlices(t *testing.T) {
 	g.Append(b)
 	if n := testing.AllocsPerRun(200, func() { g.Append(b) }); n >= 1 {
 		t.Fatalf("%.1f allocations per append with two watches, want none", n)
+	}
+}
+
+// TestFeedSkipEndsWatchesAndRefusesTheGap: a replica that catches up from
+// a snapshot never applies the entries it covers, so its feed never sees
+// their events. Skip ends the live watches (Unavailable, resumable
+// elsewhere), and a watch from a revision before the snapshot is refused
+// with a GapError (the router then asks another replica), from the ring's
+// old revisions and from the skipped ones alike; a watch from now, or
+// from after the snapshot, follows the new events.
+func TestFeedSkipEndsWatchesAndRefusesTheGap(t *testing.T) {
+	f := New(64, 1<<30)
+	f.History = historyOf(evs(1, 5, "/a/b")) // the node's history ends where it stopped applying
+	f.Append(evs(1, 5, "/a/b"))
+	live := &endingSub{recordingSub: recordingSub{room: -1}}
+	if _, _, err := f.Subscribe("/a/b", false, 0, live); err != nil {
+		t.Fatal(err)
+	}
+	f.Skip(40)
+	if live.ended != wire.Unavailable || !strings.Contains(live.msg, "6 to 40") {
+		t.Fatalf("live watch ended with %v %q, want Unavailable naming the skipped revisions", live.ended, live.msg)
+	}
+	for _, rev := range []uint64{3, 6, 40} {
+		var ge *GapError
+		if _, _, err := f.Subscribe("/a/b", false, rev, &recordingSub{room: -1}); !errors.As(err, &ge) {
+			t.Fatalf("watch from revision %d after the skip: %v, want a GapError", rev, err)
+		}
+	}
+	now := &recordingSub{room: -1}
+	_, start, err := f.Subscribe("/a/b", false, 0, now)
+	if err != nil || start != 40 {
+		t.Fatalf("watch from now: start %d, %v; want after 40", start, err)
+	}
+	f.Append(evs(41, 42, "/a/b"))
+	after := &recordingSub{room: -1}
+	if _, _, err := f.Subscribe("/a/b", false, 41, after); err != nil {
+		t.Fatal(err)
+	}
+	f.Append(evs(43, 43, "/a/b"))
+	if len(now.got) != 3 || now.got[0].Rev != 41 || len(after.got) != 3 || after.got[0].Rev != 41 {
+		t.Fatalf("after the skip: from now got %v, from 41 got %v", now.got, after.got)
+	}
+	if len(live.got) != 0 {
+		t.Fatalf("the ended watch was sent %d events", len(live.got))
+	}
+	f.Skip(30) // an older snapshot changes nothing
+	if _, _, err := f.Subscribe("/a/b", false, 42, &recordingSub{room: -1}); err != nil {
+		t.Fatalf("watch from 42 after a stale skip: %v", err)
 	}
 }

@@ -394,20 +394,24 @@ func (h *holdHub) resync() bool {
 	return complete
 }
 
-// subscribe follows shard id through its local replica sh, or, without one,
-// through a node that has one, from revision from (0: from now).
+// subscribe follows shard id through its local replica sh, or, without one
+// or when it cannot replay from (askElsewhere), through a node that has
+// one, from revision from (0: from now).
 func (h *holdHub) subscribe(id uint64, sh Replica, from uint64) (*holdSub, error) {
-	sub := &holdSub{h: h, sh: sh}
 	if sh != nil {
+		sub := &holdSub{h: h, sh: sh}
 		subID, rev, err := sh.Watch("/", true, from, sub)
-		if err != nil {
+		switch {
+		case err != nil && askElsewhere(err, false, sh):
+		case err != nil:
 			return nil, err
+		default:
+			sub.id = subID
+			if sub.last.Load() < rev {
+				sub.last.Store(rev)
+			}
+			return sub, nil
 		}
-		sub.id = subID
-		if sub.last.Load() < rev {
-			sub.last.Store(rev)
-		}
-		return sub, nil
 	}
 	// The leader as last heard first, then every other replica: the
 	// router's idea of the leader may be a node that just went down, and

@@ -149,24 +149,12 @@ func startLegs(t *placement.Table, req *wire.Request) ([]*leg, error) {
 }
 
 // subscribe opens the leg on the local replica, or forwards it to a node
-// holding one.
+// holding one (the leader first) when there is none or the local replica
+// cannot replay the leg's start revision.
 func (l *leg) subscribe() {
 	w := l.w
 	if h := w.c.s.cfg.Host; h != nil {
-		if local, ok := h.Replica(l.shard); ok {
-			id, last, err := local.Watch(w.path, true, l.rev, &legSub{l: l})
-			if err != nil {
-				l.answered(legRefusal(l.shard, err), 0)
-				return
-			}
-			w.mu.Lock()
-			l.local = id
-			stopped := w.ended
-			w.mu.Unlock()
-			if stopped {
-				local.Unwatch(id)
-			}
-			l.answered(nil, last)
+		if local, ok := h.Replica(l.shard); ok && l.subscribeLocal(local) {
 			return
 		}
 	}
@@ -196,6 +184,30 @@ func (l *leg) subscribe() {
 		p.unstream(id)
 		p.send(&wire.Request{Op: wire.OpUnwatch, Stream: id, Shard: l.shard}, func(*wire.Response) {})
 	}
+}
+
+// subscribeLocal opens the leg on the local replica; false when the
+// replica refused a start revision the leader may still replay
+// (askElsewhere).
+func (l *leg) subscribeLocal(local Replica) bool {
+	w := l.w
+	id, last, err := local.Watch(w.path, true, l.rev, &legSub{l: l})
+	if err != nil && askElsewhere(err, false, local) {
+		return false
+	}
+	if err != nil {
+		l.answered(legRefusal(l.shard, err), 0)
+		return true
+	}
+	w.mu.Lock()
+	l.local = id
+	stopped := w.ended
+	w.mu.Unlock()
+	if stopped {
+		local.Unwatch(id)
+	}
+	l.answered(nil, last)
+	return true
 }
 
 // replicaPeer is a connection to a node holding a replica of the shard:

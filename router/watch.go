@@ -1,6 +1,9 @@
 package router
 
 import (
+	"errors"
+
+	"github.com/wardenlock/warden/feed"
 	"github.com/wardenlock/warden/wire"
 )
 
@@ -88,6 +91,10 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 				notices: c.peer && req.Has(wire.FlagHoldNotices)}
 			sub.follows = c.peer && req.Shard != 0 && req.Has(wire.FlagPrefix) && !sub.notices
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
+			if err != nil && askElsewhere(err, c.peer, local) {
+				c.forwardWatch(req, shardID, stream, done)
+				return
+			}
 			if err != nil {
 				done(errorResponse(req.ID, err))
 				return
@@ -101,6 +108,17 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 		}
 	}
 	c.forwardWatch(req, shardID, stream, done)
+}
+
+// askElsewhere says whether a watch the local replica refused (err) goes
+// to the shard's leader instead: the replica cannot replay its start
+// revision (it caught up from a snapshot, or no longer retains it), the
+// request came from a client (a peer's request already is that second
+// try) and the local replica does not lead. Otherwise the refusal is the
+// answer: Compacted.
+func askElsewhere(err error, fromPeer bool, local Replica) bool {
+	var ge *feed.GapError
+	return errors.As(err, &ge) && !fromPeer && !local.IsLeader()
 }
 
 func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func(*wire.Response)) {

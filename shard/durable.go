@@ -51,6 +51,9 @@ type concurrentSM struct {
 	// saved and recovered count snapshots written and installed (nil in
 	// tests that build a bare concurrentSM).
 	saved, recovered *atomic.Uint64
+	// onRecover hears the revision a recovery left the state at (nil:
+	// no one): the watch feed skips to it (Shard.recoveredTo).
+	onRecover func(rev uint64)
 }
 
 var (
@@ -120,6 +123,9 @@ func (c *concurrentSM) RecoverFromSnapshot(r io.Reader, files []sm.SnapshotFile,
 		c.recovered.Add(1)
 	}
 	c.bound.prepared() // the log before the snapshot is not this replica's to replay
+	if c.onRecover != nil {
+		c.onRecover(c.sm.Rev())
+	}
 	return nil
 }
 

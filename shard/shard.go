@@ -488,8 +488,8 @@ func (s *Shard) fillTTLs(resp *wire.Response) {
 // and the revision the watch starts after.
 func (s *Shard) Watch(path string, prefix bool, rev uint64, sub feed.Subscriber) (uint64, uint64, error) {
 	id, last, err := s.feed.Subscribe(path, prefix, rev, sub)
-	if ce, ok := err.(*wire.CompactedError); ok {
-		ce.Shard = s.id
+	if ge, ok := err.(*feed.GapError); ok {
+		ge.Shard = s.id
 	}
 	return id, last, err
 }
@@ -541,6 +541,15 @@ func (s *Shard) Batches() (entries, ops uint64) {
 	return s.proposer.entries.Load(), s.proposer.ops.Load()
 }
 
+// recoveredTo runs when the local replica's state was replaced by a
+// snapshot at revision rev (at start, or the leader's when it fell behind
+// the compacted log): the events up to rev were never applied here, so
+// the watch feed skips to it (feed.Skip).
+func (s *Shard) recoveredTo(rev uint64) {
+	s.log.Info("replica recovered from a snapshot", "shard", s.id, "revision", rev)
+	s.feed.Skip(rev)
+}
+
 // Snapshots is the snapshots the local replica saved and recovered its
 // state from since the process started.
 func (s *Shard) Snapshots() (saved, recovered uint64) { return s.snapSaved.Load(), s.snapRecov.Load() }
@@ -558,7 +567,8 @@ func (s *Shard) NewStateMachine(cfg statemachine.Config, rec Recorder) sm.IConcu
 	m := statemachine.New(cfg)
 	m.SetObserver(s)
 	s.sm.Store(m)
-	c := &concurrentSM{sm: m, log: s.log, bound: s.bound, saved: &s.snapSaved, recovered: &s.snapRecov}
+	c := &concurrentSM{sm: m, log: s.log, bound: s.bound, saved: &s.snapSaved, recovered: &s.snapRecov,
+		onRecover: s.recoveredTo}
 	if d, ok := rec.(Durabler); ok {
 		c.rec = d
 	}

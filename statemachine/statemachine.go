@@ -140,6 +140,11 @@ func (s *StateMachine) applyOne(r *wire.Request, out *wire.Response) {
 	s.apply(r, out)
 }
 
+// Rev is the revision of the newest event (the replica's lock must keep
+// applies out: dragonboat's for a regular state machine, concurrentSM's
+// for a data shard's).
+func (s *StateMachine) Rev() uint64 { return s.rev }
+
 // Close releases nothing: the state machine holds no files or goroutines.
 func (s *StateMachine) Close() error { return nil }
 
