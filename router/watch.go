@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/wardenlock/warden/feed"
 	"github.com/wardenlock/warden/wire"
@@ -92,6 +93,10 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 			sub.follows = c.peer && req.Shard != 0 && req.Has(wire.FlagPrefix) && !sub.notices
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
 			if err != nil && askElsewhere(err, c.peer, local) {
+				if addr, _ := c.s.cache.leaderAddr(shardID); addr == "" {
+					done(noLeaderToReplay(req.ID, shardID))
+					return
+				}
 				c.forwardWatch(req, shardID, stream, done)
 				return
 			}
@@ -119,6 +124,13 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 func askElsewhere(err error, fromPeer bool, local Replica) bool {
 	var ge *feed.GapError
 	return errors.As(err, &ge) && !fromPeer && !local.IsLeader()
+}
+
+// noLeaderToReplay answers a watch the local replica cannot replay while
+// the shard has no known leader to ask (retryable).
+func noLeaderToReplay(id, shardID uint64) *wire.Response {
+	return &wire.Response{ID: id, Code: wire.Unavailable,
+		Msg: fmt.Sprintf("shard %d: this node cannot replay the watch's start revision and the shard has no leader to ask yet", shardID)}
 }
 
 func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func(*wire.Response)) {
