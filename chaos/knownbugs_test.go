@@ -285,8 +285,8 @@ func TestPausedLeaderDoesNotExpireLeases(t *testing.T) {
 	}
 }
 
-// TestWatchOnAReplicaThatCatchesUpFromASnapshot: a watch served by a
-// follower's replica stays whole when that follower, cut off while the
+// TestWatchOnAReplicaThatCatchesUpFromASnapshot: a watch (single-path and
+// prefix) served by a follower's replica stays whole when that follower, cut off while the
 // others snapshot and compact their logs, comes back behind the compacted
 // log and installs the leader's snapshot. The replica never applies the
 // entries the snapshot covers, so its feed never sees their events: the
@@ -330,27 +330,50 @@ func TestWatchOnAReplicaThatCatchesUpFromASnapshot(t *testing.T) {
 	put(0)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	versions := make(chan uint64, 1024)
-	go func() {
-		defer close(versions)
-		for wr := range watcher.Watch(wctx, path) {
-			if wr.Err != nil {
-				return
-			}
-			for _, ev := range wr.Events {
-				if ev.Kind == wire.EvKVPut {
-					versions <- ev.Version
+	// A single-path watch and a prefix watch, each sending the versions of
+	// the path's puts.
+	watch := func(opts ...client.OpOption) <-chan uint64 {
+		versions := make(chan uint64, 1024)
+		go func() {
+			defer close(versions)
+			for wr := range watcher.Watch(wctx, path, opts...) {
+				if wr.Err != nil {
+					return
+				}
+				for _, ev := range wr.Events {
+					if ev.Kind == wire.EvKVPut && ev.Path == path {
+						versions <- ev.Version
+					}
 				}
 			}
+		}()
+		return versions
+	}
+	watches := map[string]<-chan uint64{"single-path": watch(), "prefix": watch(client.WithPrefix())}
+	expect := func(name string, versions <-chan uint64, from, to uint64, within time.Duration) {
+		t.Helper()
+		deadline := time.After(within)
+		for want := from; want <= to; want++ {
+			select {
+			case v, ok := <-versions:
+				if !ok {
+					t.Fatalf("%s watch ended before version %d", name, want)
+				}
+				if v == want-1 && want == from {
+					want-- // put 0's event, when the follower applied it after the watch began
+					continue
+				}
+				if v != want {
+					t.Fatalf("%s watch delivered version %d where %d was due: it skipped what the snapshot covered", name, v, want)
+				}
+			case <-deadline:
+				t.Fatalf("%s watch: version %d never came", name, want)
+			}
 		}
-	}()
-	put(1) // the watch is live: its events arrive (put 0's too, if the follower applied it after the watch began)
-	if v := <-versions; v == 1 {
-		if v = <-versions; v != 2 {
-			t.Fatalf("second event: version %d, want 2", v)
-		}
-	} else if v != 2 {
-		t.Fatalf("first event: version %d, want 1 or 2", v)
+	}
+	put(1) // the watches are live: their events arrive
+	for name, versions := range watches {
+		expect(name, versions, 2, 2, 30*time.Second)
 	}
 
 	c.Isolate(follower)
@@ -359,19 +382,8 @@ func TestWatchOnAReplicaThatCatchesUpFromASnapshot(t *testing.T) {
 		put(i)
 	}
 	c.Heal()
-	deadline := time.After(90 * time.Second)
-	for want := uint64(3); want <= n; want++ {
-		select {
-		case v, ok := <-versions:
-			if !ok {
-				t.Fatalf("the watch ended before version %d", want)
-			}
-			if v != want {
-				t.Fatalf("watch delivered version %d where %d was due: it skipped what the snapshot covered", v, want)
-			}
-		case <-deadline:
-			t.Fatalf("version %d never came", want)
-		}
+	for name, versions := range watches {
+		expect(name, versions, 3, n, 90*time.Second)
 	}
 	st, err := c.Status(ctx, follower)
 	if err != nil {
