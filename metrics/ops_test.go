@@ -103,3 +103,54 @@ func TestScrapeProposalsRangeMovesAudit(t *testing.T) {
 		t.Errorf("proposals still pending after they were answered: %v", got)
 	}
 }
+
+// TestSnapshotCounters: every replica's snapshots show as saved once its
+// log passes --snapshot-log-bytes, and a restarted node counts the
+// snapshot it recovered its state from.
+func TestSnapshotCounters(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Shards: 1, Edit: func(cfg *node.Config) {
+		cfg.AdminAddr = "127.0.0.1:0"
+		cfg.SnapshotEntries = 1 << 30
+		cfg.Shard.SnapshotLogBytes = 64 << 10
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	value := make([]byte, 4000)
+	for i := 0; i < 64; i++ { // 256 KB: several snapshots per replica
+		if _, err := cl.Put(ctx, fmt.Sprintf("/snapcount/k%d/v", i%4), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, perNode := scrape(t, c)
+		saved := 0
+		for _, m := range perNode {
+			if series(m, "warden_raft_snapshots_saved_total") >= 1 {
+				saved++
+			}
+			if got := series(m, "warden_raft_snapshots_recovered_total"); got != 0 {
+				t.Fatalf("snapshots recovered before any restart: %v", got)
+			}
+		}
+		if saved == len(perNode) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d nodes report a saved snapshot", saved, len(perNode))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.StopNode(2)
+	c.StartNode(2)
+	c.WaitReady(60 * time.Second)
+	_, perNode := scrape(t, c)
+	if got := series(perNode[2], "warden_raft_snapshots_recovered_total"); got < 1 {
+		t.Fatalf("restarted node: %v snapshots recovered, want at least its own", got)
+	}
+}

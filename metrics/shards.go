@@ -48,6 +48,7 @@ type shardGauges struct {
 	watchers                                        metric.Int64ObservableGauge
 	proposalsPending, proposalsQueued               metric.Int64ObservableGauge
 	proposalsFailed, rangeMoves                     metric.Int64ObservableCounter
+	snapshotsSaved, snapshotsRecovered              metric.Int64ObservableCounter
 }
 
 func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
@@ -77,6 +78,10 @@ func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
 	g.proposalsFailed = b.counter("warden.raft.proposals.failed", "{entry}",
 		"Entries this node proposed that did not complete (no leader, timed out, rejected).")
 	g.rangeMoves = b.counter("warden.range.moves", "{move}", "Ranges moved between shards, as recorded by this node.")
+	g.snapshotsSaved = b.counter("warden.raft.snapshots.saved", "{snapshot}",
+		"Snapshots this replica saved (every --snapshot-entries entries or --snapshot-log-bytes of log) since the process started.")
+	g.snapshotsRecovered = b.counter("warden.raft.snapshots.recovered", "{snapshot}",
+		"Snapshots this replica recovered its state from since the process started: its own at a restart, or the leader's when it fell behind the compacted log.")
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -89,7 +94,7 @@ func newShardMetrics(m metric.Meter, h Node) (*shardMetrics, error) {
 		return nil
 	}, g.hasLeader, g.isLeader, g.term, g.leaderChanges, g.applied, g.logged, g.lag,
 		g.locks, g.waiters, g.leases, g.keys, g.fence, g.watchers,
-		g.proposalsPending, g.proposalsQueued, g.proposalsFailed, g.rangeMoves)
+		g.proposalsPending, g.proposalsQueued, g.proposalsFailed, g.rangeMoves, g.snapshotsSaved, g.snapshotsRecovered)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +263,9 @@ func (sm *shardMetrics) observe(o metric.Observer, g *shardGauges) {
 			o.ObserveInt64(g.proposalsQueued, int64(queued), set)
 			o.ObserveInt64(g.proposalsPending, pending, set)
 			o.ObserveInt64(g.proposalsFailed, int64(failed), set)
+			saved, recovered := s.Snapshots()
+			o.ObserveInt64(g.snapshotsSaved, int64(saved), set)
+			o.ObserveInt64(g.snapshotsRecovered, int64(recovered), set)
 		}
 		if si.Leader != si.Replica {
 			continue

@@ -51,6 +51,9 @@ type Replica interface {
 	// Watchers counts clients' watches.
 	Watchers() int
 	ProposalStats() (queued int, pending int64, failed uint64)
+	// Snapshots is the snapshots the replica saved and recovered from since
+	// the process started.
+	Snapshots() (saved, recovered uint64)
 	Watch(path string, prefix bool, rev uint64, sub feed.Subscriber) (id, start uint64, err error)
 	Unwatch(id uint64)
 	// SetApplyObserver hears how long each entry took from proposal to
