@@ -418,7 +418,7 @@ func (h *Host) startMeta(r localReplica, members map[uint64]dragonboat.Target, j
 // lessor. The caller records it in the manifest.
 func (h *Host) startData(r localReplica, members map[uint64]dragonboat.Target, join bool) error {
 	s := shard.New(shard.ReplicaConfig{Shard: r.Shard, NodeID: h.cfg.NodeID, Config: h.cfg.Shard, Clock: h.cfg.Clock,
-		Log: h.log, Recorder: h.cfg.Recorder, NamespaceDepth: h.cfg.NamespaceDepth, Hint: h.hint})
+		Log: h.log, Recorder: h.cfg.Recorder, NamespaceDepth: h.cfg.NamespaceDepth, Hint: h.hint, NodeHost: h.nh})
 	smCfg := h.cfg.SM
 	smCfg.ShardID = r.Shard
 	create := func(shardID, replicaID uint64) sm.IConcurrentStateMachine {
@@ -430,7 +430,7 @@ func (h *Host) startData(r localReplica, members map[uint64]dragonboat.Target, j
 		return fmt.Errorf("shard: start replica of shard %d: %w", r.Shard, err)
 	}
 	s.SetRID(r.RID)
-	s.Start(h.nh)
+	s.Start()
 	h.putShard(s)
 	return nil
 }

@@ -213,9 +213,6 @@ func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(evs) == 0 {
-		return 0, gap(rev, to+1, "this node's history does not hold it")
-	}
 	next := rev
 	for _, ev := range evs {
 		if ev.Rev != next {
@@ -228,7 +225,7 @@ func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 		next++
 	}
 	if next-1 != to {
-		detail := "this node's history has a gap there"
+		detail := "this node's history does not reach it without a gap"
 		if len(evs) == maxReplay {
 			detail = fmt.Sprintf("more than %d events to replay", maxReplay)
 		}
@@ -254,8 +251,8 @@ func (f *Feed) replayHistory(s *subscription, rev uint64) (uint64, error) {
 // GapError refuses a watch's start revision that this replica cannot
 // replay without a gap: it no longer retains it, or never had it (it
 // caught up from a snapshot). Oldest is the revision it can replay from.
-// The router asks another replica (the leader) instead; a refusal there
-// is the client's Compacted (Compacted).
+// The router asks the shard's leader instead; only the leader's refusal
+// reaches the client, as Compacted.
 type GapError struct {
 	Shard       uint64 // set by the shard (Shard.Watch)
 	Rev, Oldest uint64
@@ -266,14 +263,11 @@ func (e *GapError) Error() string {
 	return fmt.Sprintf("feed: revision %d cannot be replayed here (from %d on only): %s", e.Rev, e.Oldest, e.Detail)
 }
 
-// Compacted is the refusal as the client's Compacted error.
-func (e *GapError) Compacted() *wire.CompactedError {
+// Unwrap makes a GapError that reaches a client a Compacted.
+func (e *GapError) Unwrap() error {
 	return &wire.CompactedError{Shard: e.Shard, Oldest: e.Oldest,
 		Detail: fmt.Sprintf("revision %d is no longer retained (%s; oldest is %d)", e.Rev, e.Detail, e.Oldest)}
 }
-
-// Unwrap makes a GapError that reaches a client unforwarded a Compacted.
-func (e *GapError) Unwrap() error { return e.Compacted() }
 
 func gap(rev, oldest uint64, detail string) *GapError {
 	return &GapError{Rev: rev, Oldest: oldest, Detail: detail}

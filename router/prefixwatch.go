@@ -193,14 +193,10 @@ func (l *leg) subscribeLocal(local Replica) bool {
 	w := l.w
 	id, last, err := local.Watch(w.path, true, l.rev, &legSub{l: l})
 	if err != nil && askElsewhere(err, false, local) {
-		if addr, _ := w.c.s.cache.leaderAddr(l.shard); addr == "" {
-			l.answered(noLeaderToReplay(0, l.shard), 0)
-			return true
-		}
 		return false
 	}
 	if err != nil {
-		l.answered(legRefusal(l.shard, err), 0)
+		l.answered(legRefusal(l.shard, replayRefusal(err, local)), 0)
 		return true
 	}
 	w.mu.Lock()

@@ -2,7 +2,6 @@ package router
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/wardenlock/warden/feed"
 	"github.com/wardenlock/warden/wire"
@@ -93,15 +92,11 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 			sub.follows = c.peer && req.Shard != 0 && req.Has(wire.FlagPrefix) && !sub.notices
 			id, rev, err := local.Watch(req.Path, req.Has(wire.FlagPrefix), req.Rev, sub)
 			if err != nil && askElsewhere(err, c.peer, local) {
-				if addr, _ := c.s.cache.leaderAddr(shardID); addr == "" {
-					done(noLeaderToReplay(req.ID, shardID))
-					return
-				}
 				c.forwardWatch(req, shardID, stream, done)
 				return
 			}
 			if err != nil {
-				done(errorResponse(req.ID, err))
+				done(errorResponse(req.ID, replayRefusal(err, local)))
 				return
 			}
 			c.mu.Lock()
@@ -119,18 +114,22 @@ func (c *conn) watch(req *wire.Request, done func(*wire.Response)) {
 // to the shard's leader instead: the replica cannot replay its start
 // revision (it caught up from a snapshot, or no longer retains it), the
 // request came from a client (a peer's request already is that second
-// try) and the local replica does not lead. Otherwise the refusal is the
-// answer: Compacted.
+// try) and the local replica does not lead.
 func askElsewhere(err error, fromPeer bool, local Replica) bool {
 	var ge *feed.GapError
 	return errors.As(err, &ge) && !fromPeer && !local.IsLeader()
 }
 
-// noLeaderToReplay answers a watch the local replica cannot replay while
-// the shard has no known leader to ask (retryable).
-func noLeaderToReplay(id, shardID uint64) *wire.Response {
-	return &wire.Response{ID: id, Code: wire.Unavailable,
-		Msg: fmt.Sprintf("shard %d: this node cannot replay the watch's start revision and the shard has no leader to ask yet", shardID)}
+// replayRefusal is the answer to a start revision the local replica cannot
+// replay, when it is not asked elsewhere: Compacted only from the shard's
+// leader; from another replica (no leader known to forward to) Unavailable,
+// so the client watches again and reaches the leader.
+func replayRefusal(err error, local Replica) error {
+	var ge *feed.GapError
+	if errors.As(err, &ge) && !local.IsLeader() {
+		return wire.Errorf(wire.Unavailable, "shard %d: this replica cannot replay revision %d and does not lead; watch again", ge.Shard, ge.Rev)
+	}
+	return err
 }
 
 func (c *conn) forwardWatch(req *wire.Request, shardID, stream uint64, done func(*wire.Response)) {

@@ -48,9 +48,8 @@ type concurrentSM struct {
 	// bound asks for a snapshot when the log grows past its bytes (nil:
 	// entries only; logbound.go).
 	bound *logBound
-	// saved and recovered count snapshots written and installed (nil in
-	// tests that build a bare concurrentSM).
-	saved, recovered *atomic.Uint64
+	// saved and recovered count snapshots written and installed.
+	saved, recovered atomic.Uint64
 	// onRecover hears the revision a recovery left the state at (nil:
 	// no one): the watch feed skips to it (Shard.recoveredTo).
 	onRecover func(rev uint64)
@@ -100,7 +99,7 @@ func (c *concurrentSM) SaveSnapshot(ctx any, w io.Writer, _ sm.ISnapshotFileColl
 		}
 	}
 	_, err := im.CopyTo(w, stop)
-	if err == nil && c.saved != nil {
+	if err == nil {
 		c.saved.Add(1)
 	}
 	return err
@@ -119,9 +118,7 @@ func (c *concurrentSM) RecoverFromSnapshot(r io.Reader, files []sm.SnapshotFile,
 	if err := c.sm.RecoverFromSnapshot(r, files, stop); err != nil {
 		return err
 	}
-	if c.recovered != nil {
-		c.recovered.Add(1)
-	}
+	c.recovered.Add(1)
 	c.bound.prepared() // the log before the snapshot is not this replica's to replay
 	if c.onRecover != nil {
 		c.onRecover(c.sm.Rev())

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,11 +169,9 @@ func TestConcurrentSnapshotAbortsWithoutDurableRecords(t *testing.T) {
 func TestSnapshotCounts(t *testing.T) {
 	cfg := statemachine.DefaultConfig()
 	cfg.ShardID = 7
-	var savedN, recovN atomic.Uint64
 	st := &steps{}
 	bound := &logBound{limit: 1 << 20, request: func(uint64) {}}
-	c := &concurrentSM{sm: statemachine.New(cfg), rec: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		bound: bound, saved: &savedN, recovered: &recovN}
+	c := &concurrentSM{sm: statemachine.New(cfg), rec: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), bound: bound}
 	var f smFeed
 	if _, err := c.Update([]sm.Entry{f.entry(t, &wire.Request{Op: wire.OpSetRanges, Gen: 1, Ranges: []wire.Range{{Shard: 7}}})}); err != nil {
 		t.Fatal(err)
@@ -195,15 +192,15 @@ func TestSnapshotCounts(t *testing.T) {
 	if err := c.SaveSnapshot(ctx2, io.Discard, nil, nil); err == nil {
 		t.Fatal("a save without durable records succeeded")
 	}
-	if savedN.Load() != 1 {
-		t.Fatalf("saved %d, want 1 (the aborted save does not count)", savedN.Load())
+	if c.saved.Load() != 1 {
+		t.Fatalf("saved %d, want 1 (the aborted save does not count)", c.saved.Load())
 	}
 	bound.bytes.Store(999)
 	st.err = nil
 	if err := c.RecoverFromSnapshot(bytes.NewReader(b.Bytes()), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if recovN.Load() != 1 || bound.bytes.Load() != 0 {
-		t.Fatalf("recovered %d (want 1), log-size count %d after recovery (want 0)", recovN.Load(), bound.bytes.Load())
+	if c.recovered.Load() != 1 || bound.bytes.Load() != 0 {
+		t.Fatalf("recovered %d (want 1), log-size count %d after recovery (want 0)", c.recovered.Load(), bound.bytes.Load())
 	}
 }

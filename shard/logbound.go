@@ -95,11 +95,7 @@ func (s *Shard) requestLogSnapshot(keep uint64) {
 		}
 		b.asked.Store(false)
 	}()
-	nh := s.host.Load()
-	if nh == nil {
-		return // still starting (replaying its log): asked again once it runs
-	}
-	rs, err := nh.RequestSnapshot(s.id, dragonboat.SnapshotOption{OverrideCompactionOverhead: true, CompactionOverhead: keep},
+	rs, err := s.nh.RequestSnapshot(s.id, dragonboat.SnapshotOption{OverrideCompactionOverhead: true, CompactionOverhead: keep},
 		logSnapshotTimeout)
 	if err != nil {
 		s.log.Debug("log-size snapshot not requested", "shard", s.id, "err", err)
@@ -111,13 +107,7 @@ func (s *Shard) requestLogSnapshot(keep uint64) {
 		ok = r.Completed()
 		if !ok {
 			s.log.Debug("log-size snapshot not taken", "shard", s.id, "rejected", r.Rejected(), "timeout", r.Timeout())
-			return
 		}
-		s.logSnapshots.Add(1)
 	case <-s.stopc:
 	}
 }
-
-// LogSnapshots is how many snapshots the local replica took because its
-// log reached Config.SnapshotLogBytes.
-func (s *Shard) LogSnapshots() uint64 { return s.logSnapshots.Load() }

@@ -112,11 +112,8 @@ type Shard struct {
 
 	sm atomic.Pointer[statemachine.StateMachine] // the local replica's state machine
 
-	bound        *logBound                           // snapshots by log size (logbound.go)
-	host         atomic.Pointer[dragonboat.NodeHost] // nh, for the bound's requests (set by Start)
-	logSnapshots atomic.Uint64
-	snapSaved    atomic.Uint64 // snapshots written (durable.go)
-	snapRecov    atomic.Uint64 // snapshots recovered from
+	csm   atomic.Pointer[concurrentSM] // what dragonboat runs: its snapshot counts
+	bound *logBound                    // snapshots by log size (logbound.go)
 
 	applyObs atomic.Pointer[func(time.Duration)] // SetApplyObserver
 
@@ -142,6 +139,8 @@ type ReplicaConfig struct {
 	NamespaceDepth int
 	// Hint says where the shard's leader is, for a refused request.
 	Hint func(shardID uint64) *wire.Hint
+	// NodeHost runs the replica (its Raft group is started after New).
+	NodeHost *dragonboat.NodeHost
 }
 
 // Recorder keeps applied events beyond the feed's ring: audit.Store.
@@ -163,6 +162,7 @@ func New(rc ReplicaConfig) *Shard {
 		cfg:       rc.Config.WithDefaults(),
 		clock:     rc.Clock,
 		log:       rc.Log,
+		nh:        rc.NodeHost,
 		parked:    newParkedSet(),
 		stopc:     make(chan struct{}),
 	}
@@ -189,9 +189,7 @@ func New(rc ReplicaConfig) *Shard {
 
 // Start runs the proposer; the replica must be started. The host ticks
 // every shard's lessor from one goroutine (Host.lessorLoop).
-func (s *Shard) Start(nh *dragonboat.NodeHost) {
-	s.nh = nh
-	s.host.Store(nh)
+func (s *Shard) Start() {
 	s.proposer = newProposer(s)
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.proposer.run() }()
@@ -552,7 +550,12 @@ func (s *Shard) recoveredTo(rev uint64) {
 
 // Snapshots is the snapshots the local replica saved and recovered its
 // state from since the process started.
-func (s *Shard) Snapshots() (saved, recovered uint64) { return s.snapSaved.Load(), s.snapRecov.Load() }
+func (s *Shard) Snapshots() (saved, recovered uint64) {
+	if c := s.csm.Load(); c != nil {
+		return c.saved.Load(), c.recovered.Load()
+	}
+	return 0, 0
+}
 
 // RID is the local replica's Raft id.
 func (s *Shard) RID() uint64 { return s.rid }
@@ -567,8 +570,8 @@ func (s *Shard) NewStateMachine(cfg statemachine.Config, rec Recorder) sm.IConcu
 	m := statemachine.New(cfg)
 	m.SetObserver(s)
 	s.sm.Store(m)
-	c := &concurrentSM{sm: m, log: s.log, bound: s.bound, saved: &s.snapSaved, recovered: &s.snapRecov,
-		onRecover: s.recoveredTo}
+	c := &concurrentSM{sm: m, log: s.log, bound: s.bound, onRecover: s.recoveredTo}
+	s.csm.Store(c)
 	if d, ok := rec.(Durabler); ok {
 		c.rec = d
 	}

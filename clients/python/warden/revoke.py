@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from . import wire
 from .wire import Cause, Kind
 
-_HOLD_ENDS = (Kind.RELEASED,)
-
 
 @dataclass(frozen=True)
 class RevokeRequest:
@@ -61,9 +59,8 @@ class RevokeRequests:
             return None
         if ev.kind == Kind.REVOKE_REQUESTED:
             return RevokeRequest(self.path, ev.token, (ev.time + ev.ttl) / 1000, ev.cause == Cause.ADMIN)
-        if ev.kind in _HOLD_ENDS and self.token:
-            self._ended = True  # the hold is over
-            self.close()
+        if ev.kind == Kind.RELEASED and self.token:
+            self.close()  # the hold is over
         return None
 
     def get(self, timeout: float | None = None) -> RevokeRequest | None:
@@ -85,17 +82,15 @@ class RevokeRequests:
         return self
 
     def __next__(self) -> RevokeRequest:
-        if self._pending:
-            return self._pending.pop(0)
-        while not self._ended:
-            try:
-                ev = next(self._watch)
-            except StopIteration:
-                break
-            r = self._take(ev)
-            if r is not None:
-                return r
-        raise StopIteration
+        r = self.get()  # without a timeout, None only once it has ended
+        if r is None:
+            raise StopIteration
+        return r
+
+    @property
+    def ended(self) -> bool:
+        """True once the hold was released or :meth:`close` was called."""
+        return self._ended
 
     def close(self) -> None:
         """Ends the iteration (and its watch)."""
@@ -120,7 +115,7 @@ def call_on_requests(requests: RevokeRequests, done: threading.Event, fn) -> Non
                     fn(r)
                 except Exception:
                     logging.getLogger("warden").exception("warden: revoke-request callback")
-            elif requests._ended:
+            elif requests.ended:
                 return
     finally:
         requests.close()
