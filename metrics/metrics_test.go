@@ -55,6 +55,20 @@ func scrapeNodes(t *testing.T, nodes []*node.Node) (sum map[string]float64, perN
 }
 
 // series sums every series of a metric whose labels include all of want.
+// dial is a client of c's nodes and a context for the test's calls,
+// both ended when the test ends.
+func dial(t *testing.T, c *nodetest.Cluster, timeout time.Duration) (context.Context, *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	cl, err := client.New(ctx, c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return ctx, cl
+}
+
 func series(m map[string]float64, name string, want ...string) float64 {
 	var total float64
 	for k, v := range m {
@@ -74,13 +88,7 @@ func series(m map[string]float64, name string, want ...string) float64 {
 
 func TestScrapeAfterKnownTraffic(t *testing.T) {
 	c := nodetest.Start(t, nodetest.Options{Shards: 2, Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := dial(t, c, 90*time.Second)
 	// Leader-reported counts are exact only while leadership stays put: let
 	// the start-up elections and leader balancing settle first, and run the
 	// traffic again (on new paths) if an election still came during it.
@@ -245,13 +253,7 @@ func stableLeaders(t *testing.T, c *nodetest.Cluster, shards []uint64, d time.Du
 func TestApplyDurationIsProposalToApply(t *testing.T) {
 	clock := &lease.OffsetClock{}
 	c := nodetest.Start(t, nodetest.Options{Shards: 1, Clock: clock, Edit: func(cfg *node.Config) { cfg.AdminAddr = "127.0.0.1:0" }})
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := dial(t, c, 45*time.Second)
 	stableLeaders(t, c, []uint64{2}, time.Second)
 	clock.Set(10 * time.Minute)
 	before, _ := scrape(t, c)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wardenlock/warden/client"
 	"github.com/wardenlock/warden/node"
 	"github.com/wardenlock/warden/node/nodetest"
 	"github.com/wardenlock/warden/wire"
@@ -21,13 +20,7 @@ func TestScrapeProposalsRangeMovesAudit(t *testing.T) {
 		cfg.AdminAddr = "127.0.0.1:0"
 		cfg.Shard.ProposalTimeout = time.Second
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := dial(t, c, 60*time.Second)
 	const acquires = 4
 	for i := 0; i < acquires; i++ {
 		if _, err := cl.Acquire(ctx, fmt.Sprintf("/ops/ns%d/job", i), 30*time.Second); err != nil {
@@ -113,13 +106,7 @@ func TestSnapshotCounters(t *testing.T) {
 		cfg.SnapshotEntries = 1 << 30
 		cfg.Shard.SnapshotLogBytes = 64 << 10
 	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cl, err := client.New(ctx, c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	ctx, cl := dial(t, c, 90*time.Second)
 	value := make([]byte, 4000)
 	for i := 0; i < 64; i++ { // 256 KB: several snapshots per replica
 		if _, err := cl.Put(ctx, fmt.Sprintf("/snapcount/k%d/v", i%4), value); err != nil {
