@@ -71,7 +71,7 @@ lock. With --observe it prints every leader change. Exit codes as for lock.`,
 					return &exitError{code: exitLost, err: fmt.Errorf("leadership lost: %v", context.Cause(e.Context()))}
 				}
 			}
-			code, err := runHolding(ctx, e.Context(), args[0], e.Token(), s.Lease(), args[dash:], grace)
+			code, err := runHolding(ctx, e.Context(), args[0], lockEnv(args[0], e.Token(), s.Lease()), args[dash:], grace)
 			if err != nil {
 				return err
 			}
@@ -188,32 +188,7 @@ func printEvents(wr client.WatchResponse, prefix bool) {
 
 func kvCmd() *cobra.Command {
 	kv := &cobra.Command{Use: "kv", Short: "Read and write the key-value store"}
-	var expect int64
-	put := &cobra.Command{
-		Use: "put <key> <value>", Short: "Write a value (--expect-version for compare-and-set)",
-		Args: cobra.ExactArgs(2),
-		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {
-			var (
-				ver uint64
-				err error
-			)
-			if expect >= 0 {
-				ver, err = c.CAS(ctx, args[0], uint64(expect), []byte(args[1]))
-			} else {
-				ver, err = c.Put(ctx, args[0], []byte(args[1]))
-			}
-			if err != nil {
-				return fail(err)
-			}
-			if jsonOutput() {
-				return printJSON(os.Stdout, putOut{Key: args[0], Version: ver})
-			}
-			fmt.Printf("version=%d\n", ver)
-			return nil
-		}),
-	}
-	put.Flags().Int64Var(&expect, "expect-version", -1, "only write if the key is at this version (0 = must not exist)")
-	bound(put.Flags(), minusOne, "expect-version")
+	put := kvPutCmd()
 	get := &cobra.Command{
 		Use: "get <key>", Short: "Read a value", Args: cobra.ExactArgs(1),
 		RunE: withClient(func(ctx context.Context, c *client.Client, args []string) error {

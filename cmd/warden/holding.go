@@ -15,8 +15,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// A command run under a hold (`lock`, `elect`, `sem`, `lock-all` with `--
-// cmd`) must not outlive the hold, and nothing it started may either:
+// A command run under a hold (`lock`, `elect`, `sem`, `lock-all` or `kv put
+// --ephemeral` with `-- cmd`) must not outlive the hold, and nothing it
+// started may either:
 //
 //   - It runs in a process group of its own, led by a small supervisor
 //     process (`warden supervise`, this binary again), so everything it
@@ -37,21 +38,29 @@ import (
 // the terminal is stopped by SIGTTIN. Interrupting the wrapper (Ctrl-C)
 // stops the group as a lost hold does.
 
-// runHolding runs argv while the hold whose context is lost lives. If lost
-// ends first, the command's process group is stopped and the exit code is
-// exitLost; if ctx ends (the wrapper was interrupted), it is stopped and
-// the code is exitInterrupted. Otherwise it is the command's own.
-func runHolding(ctx, lost context.Context, path string, token, lease uint64, argv []string, grace time.Duration) (int, error) {
+// lockEnv is what a command run under a lock, permit or leadership finds
+// in its environment.
+func lockEnv(path string, token, lease uint64) []string {
+	return []string{
+		"WARDEN_LOCK_PATH=" + path,
+		"WARDEN_LOCK_TOKEN=" + strconv.FormatUint(token, 10),
+		"WARDEN_LOCK_LEASE=" + strconv.FormatUint(lease, 16),
+	}
+}
+
+// runHolding runs argv, with env added to its environment, while the hold
+// of path whose context is lost lives. If lost ends first, the command's
+// process group is stopped and the exit code is exitLost; if ctx ends (the
+// wrapper was interrupted), it is stopped and the code is exitInterrupted.
+// Otherwise it is the command's own.
+func runHolding(ctx, lost context.Context, path string, env, argv []string, grace time.Duration) (int, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return exitFailure, err
 	}
 	child := exec.Command(exe, append([]string{"supervise", "--grace", grace.String(), "--"}, argv...)...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(),
-		"WARDEN_LOCK_PATH="+path,
-		"WARDEN_LOCK_TOKEN="+strconv.FormatUint(token, 10),
-		"WARDEN_LOCK_LEASE="+strconv.FormatUint(lease, 16))
+	child.Env = append(os.Environ(), env...)
 	child.SysProcAttr = groupAttr()
 	started, exited := startLocked(child)
 	if err := <-started; err != nil {

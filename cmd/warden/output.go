@@ -99,8 +99,9 @@ func kvOf(kv client.KV) kvOut {
 
 // putOut answers kv put; deletedOut kv del.
 type putOut struct {
-	Key     string `json:"key"`
-	Version uint64 `json:"version"`
+	Key     string     `json:"key"`
+	Version uint64     `json:"version"`
+	Lease   wire.HexID `json:"lease,omitempty"` // --ephemeral: the session the key lives with
 }
 
 type deletedOut struct {
