@@ -17,14 +17,15 @@ import (
 	"time"
 )
 
-// The README's quickstart and CLI sections are run as written: every line
-// of their shell blocks is a command run by sh against a real `warden dev`
-// cluster started from the built binary, in a directory where
-// ./bin/warden is that binary. A block right after the marker
-// `<!-- readme-test: skip -->` is not run (make run, make test). A line's
-// trailing comment says what to expect: `# exit N` that exit code, `# until
-// Ctrl-C` a command that runs until interrupted (it is started, let run,
-// then sent SIGINT, and must end as interrupted); any other line must exit 0.
+// The README's quickstart and CLI sections, and every shell block of the
+// guides in docTexts, are run as written: every line of their shell blocks
+// is a command run by sh against a real `warden dev` cluster started from
+// the built binary, in a directory where ./bin/warden is that binary. A
+// block right after the marker `<!-- readme-test: skip -->` is not run (make
+// run, make test). A line's trailing comment says what to expect: `# exit
+// N` that exit code, `# until Ctrl-C` a command that runs until interrupted
+// (it is started, let run, then sent SIGINT, and must end as interrupted);
+// any other line must exit 0.
 
 const readmeSkip = "<!-- readme-test: skip -->"
 
@@ -33,6 +34,8 @@ var (
 	expectExit  = regexp.MustCompile(`#\s*exit (\d+)\b`)
 	untilCtrlC  = regexp.MustCompile(`#\s*until Ctrl-C`)
 	readmeParts = []string{"## Quickstart", "## CLI"}
+	// docTexts are run whole, after the README's sections.
+	docTexts = []string{"docs/coming-from.md"}
 )
 
 // readmeCommand is one line of a README shell block and what it promises.
@@ -56,23 +59,33 @@ func readmeCommands(t *testing.T, readme string) ([]readmeCommand, int) {
 		if i := strings.Index(rest, "\n## "); i >= 0 {
 			rest = rest[:i]
 		}
-		for _, m := range shBlock.FindAllStringSubmatch(rest, -1) {
-			if m[1] != "" {
-				skipped++
+		c, n := shellCommands(heading, rest)
+		cmds, skipped = append(cmds, c...), skipped+n
+	}
+	return cmds, skipped
+}
+
+// shellCommands reads the commands of text's shell blocks, named by
+// section, and how many blocks were skipped.
+func shellCommands(section, text string) ([]readmeCommand, int) {
+	var cmds []readmeCommand
+	skipped := 0
+	for _, m := range shBlock.FindAllStringSubmatch(text, -1) {
+		if m[1] != "" {
+			skipped++
+			continue
+		}
+		for _, line := range strings.Split(m[2], "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
 				continue
 			}
-			for _, line := range strings.Split(m[2], "\n") {
-				line = strings.TrimSpace(line)
-				if line == "" || strings.HasPrefix(line, "#") {
-					continue
-				}
-				c := readmeCommand{section: heading, line: line}
-				if e := expectExit.FindStringSubmatch(line); e != nil {
-					c.exit, _ = strconv.Atoi(e[1])
-				}
-				c.untilCtrlC = untilCtrlC.MatchString(line)
-				cmds = append(cmds, c)
+			c := readmeCommand{section: section, line: line}
+			if e := expectExit.FindStringSubmatch(line); e != nil {
+				c.exit, _ = strconv.Atoi(e[1])
 			}
+			c.untilCtrlC = untilCtrlC.MatchString(line)
+			cmds = append(cmds, c)
 		}
 	}
 	return cmds, skipped
@@ -109,7 +122,7 @@ func devPorts(t *testing.T) int {
 	return 0
 }
 
-func TestReadmeCommandsRunAsWritten(t *testing.T) {
+func TestDocCommandsRunAsWritten(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +130,17 @@ func TestReadmeCommandsRunAsWritten(t *testing.T) {
 	cmds, skipped := readmeCommands(t, string(b))
 	if len(cmds) < 10 || skipped == 0 {
 		t.Fatalf("found %d commands and %d skipped blocks in README.md: the extraction is broken", len(cmds), skipped)
+	}
+	for _, doc := range docTexts {
+		b, err := os.ReadFile(filepath.Join("../..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := shellCommands(doc, string(b))
+		if len(c) == 0 {
+			t.Fatalf("found no commands in %s: the extraction is broken", doc)
+		}
+		cmds = append(cmds, c...)
 	}
 
 	dir := t.TempDir()
