@@ -32,6 +32,8 @@ type Client struct {
 	closed   bool
 	sessions map[*Session]struct{}
 	byLease  map[uint64]*Session // the same sessions, by lease id (hold notices name leases)
+
+	singles heldSet // the live locks of single-lock leases (Acquire), told of their end like a session's holds
 }
 
 // New connects to a cluster through the given endpoints (host:port of any

@@ -99,8 +99,10 @@ Session.Done and Session.Context end when the session is Lost or Closed
 RWMutex.Context and RContext, Permit.Context, MultiLock.Context and
 Election.Context end when their hold ends: given back (cause ErrReleased),
 ended by the service (a *HoldLostError naming path, token and cause), or
-with the session (its cause, matching ErrSessionExpired). Pass them to the
-work a lock guards.
+with the session (its cause, matching ErrSessionExpired). Lock.Context (a
+lock without a session) ends the same ways, its own lease's expiry
+included, counted on the client's clock from the send of the acquire or of
+the last acknowledged Renew. Pass them to the work a lock guards.
 
 # Fencing
 
@@ -222,8 +224,9 @@ Election.Proclaim: nil, or ErrNotHolder/ErrStaleToken/ErrSessionExpired
 ctx's error (unknown; still leader as far as the client knows).
 
 Lock.Renew: nil (the single-lock lease runs for ttl from now), or
-ErrNotHolder/ErrStaleToken (the lock has ended), or ErrAmbiguous / ctx's
-error (unknown: renew again before the old TTL runs out).
+ErrNotHolder/ErrStaleToken (the lock has ended; its Context ends), or the
+*HoldLostError its Context ended with (nothing sent), or ErrAmbiguous /
+ctx's error (unknown: renew again before the old TTL runs out).
 
 Client.NewSession: nil, or the first keepalive's error (nothing exists).
 Session.Close: nil (the lease and everything it held are gone, or the

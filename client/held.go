@@ -12,14 +12,15 @@ import (
 // How a holder learns that the service ended its hold. Every hold a session
 // has (a Mutex's or RWMutex's grant, a Permit, a MultiLock's paths, an
 // Election's leadership) is registered with its session under its path and
-// token. The service tells the client of every end it did not ask for (a
+// token, and every Lock (a single-lock lease) with its client. The service tells the client of every end it did not ask for (a
 // revocation at its deadline, an admin's resign, release or hand-over, the
 // lease's expiry or revocation: wire.Event.TellsHolder) in two ways: pushed
 // on each pool connection's hold stream (OpHolds) as soon as a replica
 // applies it, and, for the notices a push could miss (a broken connection),
 // in the answers to the session's keepalives. Either way the hold's context ends with a
 // *HoldLostError, IsHeld turns false, and the next Unlock says so. A notice
-// that arrives twice, or for a hold already given back, changes nothing.
+// that arrives twice, or for a hold already given back, changes nothing. A
+// Lock has no keepalives: a push it missed, its next Renew reports.
 
 // ErrHoldLost matches every *HoldLostError.
 var ErrHoldLost = errors.New("client: hold lost")
@@ -28,8 +29,10 @@ var ErrHoldLost = errors.New("client: hold lost")
 // service ended the hold without the holder asking: Cause says how
 // (wire.CauseForced: revoked at its revocation deadline; CauseResigned,
 // CauseReleased, CauseHandover: another client resigned, released or
-// handed over the hold). A hold that ends with its session has the
-// session's cause instead (matching ErrSessionExpired).
+// handed over the hold; for a Lock, CauseExpired and CauseRevoked: its own
+// lease expired, here or in the service, or was revoked). A hold that ends
+// with its session has the session's cause instead (matching
+// ErrSessionExpired).
 type HoldLostError struct {
 	Path  string
 	Token uint64
@@ -47,6 +50,10 @@ func (e *HoldLostError) Error() string {
 		what = "resigned by another client"
 	case wire.CauseHandover:
 		what = "handed over by another client"
+	case wire.CauseExpired:
+		what = "its lease expired (not renewed within its TTL)"
+	case wire.CauseRevoked:
+		what = "its lease was revoked"
 	}
 	return fmt.Sprintf("client: hold of %s (token %d) lost: %s", e.Path, e.Token, what)
 }
@@ -173,6 +180,12 @@ func (c *Client) noticed(events []wire.Event) {
 		if ev.Kind != wire.EvReleased && ev.Kind != wire.EvLeaseEnd || ev.Cause == wire.CauseMoved {
 			continue
 		}
+		if wire.SingleLease(ev.Lease) {
+			if ev.Kind == wire.EvReleased {
+				c.lost(&c.singles, ev)
+			}
+			continue
+		}
 		s := c.sessionOf(ev.Lease)
 		if s == nil {
 			continue
@@ -182,11 +195,17 @@ func (c *Client) noticed(events []wire.Event) {
 			go s.stop(Lost, cause) // stop waits for a keepalive in flight, whose answer this reader carries
 			continue
 		}
-		lost := &HoldLostError{Path: ev.Path, Token: ev.Token, Cause: ev.Cause}
-		if h := s.held.take(lost); h != nil {
-			c.cfg.logger.Warn("warden: hold lost", "path", ev.Path, "token", ev.Token, "cause", ev.Cause.String())
-			h.holdLost(ev.Token, lost)
-		}
+		c.lost(&s.held, ev)
+	}
+}
+
+// lost tells the hold of hs that ev ended it (or keeps the notice for a
+// hold whose grant is still on its way).
+func (c *Client) lost(hs *heldSet, ev *wire.Event) {
+	lost := &HoldLostError{Path: ev.Path, Token: ev.Token, Cause: ev.Cause}
+	if h := hs.take(lost); h != nil {
+		c.cfg.logger.Warn("warden: hold lost", "path", ev.Path, "token", ev.Token, "cause", ev.Cause.String())
+		h.holdLost(ev.Token, lost)
 	}
 }
 

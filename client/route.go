@@ -218,6 +218,11 @@ func (r *directRouter) dial(addr string) {
 		}
 		r.mu.Unlock()
 	})
+	if err == nil {
+		// Before any request: the grants of locks without a session
+		// answered on it are registered on its hold stream (held.go).
+		cn.openHolds(holdSink{r.c})
+	}
 	r.mu.Lock()
 	delete(r.dialing, addr)
 	if err == nil {

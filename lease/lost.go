@@ -48,8 +48,8 @@ const (
 func (lh *LostHolds) Observe(events []wire.Event, clock Clock) {
 	for i := range events {
 		ev := &events[i]
-		if !ev.TellsHolder() {
-			continue
+		if !ev.TellsHolder() || wire.SingleLease(ev.Lease) {
+			continue // a single-lock lease has no keepalive answers: its renew says it ended
 		}
 		lh.mu.Lock()
 		if ev.Kind == wire.EvLeaseEnd {

@@ -314,3 +314,95 @@ func TestKeepaliveAnswersCarryEndedHolds(t *testing.T) {
 		t.Fatalf("keepalive answer's notices: %+v, want the forced release of token %d only", r.Events, grant.Token)
 	}
 }
+
+// TestSingleLockHolderIsTold: a lock acquired without a session (its own
+// lease, renewed by hand) is told of its end like a session's hold: pushed
+// on the connection its grant was answered on, long before its TTL, also
+// behind a standalone router; its lease's expiry ends it on the client's
+// clock first; its holder's own release is no notice. A renewal answered on
+// another connection registers it there too.
+func TestSingleLockHolderIsTold(t *testing.T) {
+	c := nodetest.Start(t, nodetest.Options{Nodes: 3, Shards: 2})
+	admin := newClient(t, c)
+	direct := newClient(t, c)
+	ctx := ctxT(t, 120*time.Second)
+	viaRouter, err := client.New(ctx, []string{startStandaloneRouter(t, c)}, client.WithoutDirectRouting(),
+		client.WithRequestTimeout(15*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viaRouter.Close()
+
+	for _, tc := range []struct {
+		name   string
+		holder *client.Client
+		path   string
+		end    func(l *client.Lock) error
+		cause  wire.Cause
+	}{
+		{"revoked now", direct, "/single/revoked/lock", func(l *client.Lock) error {
+			return admin.ForceRevokeLock(ctx, l.Path(), l.Token(), 0)
+		}, wire.CauseForced},
+		{"released by another client", direct, "/single/released/lock", func(l *client.Lock) error {
+			rc := dialRaw(t, c.AllEndpoints()[0]) // a release by token alone, as an operator's tool sends it
+			rc.send(&wire.Request{ID: 1, Op: wire.OpRelease, Path: l.Path(), Token: l.Token(), Client: 77, Seq: 1})
+			return rc.recv().AsError()
+		}, wire.CauseReleased},
+		{"revoked behind a router", viaRouter, "/single/router/lock", func(l *client.Lock) error {
+			return admin.ForceRevokeLock(ctx, l.Path(), l.Token(), 0)
+		}, wire.CauseForced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := tc.holder.Acquire(ctx, tc.path, longTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !l.IsHeld() {
+				t.Fatal("a fresh grant is not held")
+			}
+			if err := tc.end(l); err != nil {
+				t.Fatal(err)
+			}
+			lostBy(t, tc.name, endedWith(t, tc.name, l.Context(), pushWithin), tc.cause)
+			if l.IsHeld() {
+				t.Fatal("IsHeld after the hold was lost")
+			}
+			if err := l.Renew(ctx, longTTL); !errors.Is(err, client.ErrHoldLost) {
+				t.Fatalf("Renew after the hold was lost: %v, want the HoldLostError", err)
+			}
+			notListed(t, admin, tc.path, l.Token())
+		})
+	}
+
+	t.Run("renewed, then expired", func(t *testing.T) {
+		l, err := direct.Acquire(ctx, "/single/expired/lock", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Renew(ctx, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		err = endedWith(t, "expiry", l.Context(), 10*time.Second)
+		lostBy(t, "expiry", err, wire.CauseExpired)
+		nodetest.WaitFor(t, 10*time.Second, "the service to end the expired lease", func() error {
+			info, err := admin.LockInfo(ctx, l.Path())
+			if err == nil && len(info.Holders) > 0 {
+				return fmt.Errorf("still held: %+v", info.Holders)
+			}
+			return nil
+		})
+	})
+
+	t.Run("released by its holder", func(t *testing.T) {
+		l, err := direct.Acquire(ctx, "/single/own/lock", longTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if cause := context.Cause(l.Context()); !errors.Is(cause, client.ErrReleased) {
+			t.Fatalf("context after Release ended with %v, want ErrReleased", cause)
+		}
+	})
+}

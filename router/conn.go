@@ -41,9 +41,10 @@ type conn struct {
 	parked  map[clientSeq]parkedWait
 	watches map[uint64]*watch
 	// holdStream is the id of the connection's hold stream (0: not open),
-	// holdLeases the leases registered on it (holds.go).
+	// holdLeases the session leases and single-lock locks registered on it
+	// (holds.go).
 	holdStream uint64
-	holdLeases map[uint64]struct{}
+	holdLeases map[holdKey]struct{}
 }
 
 type clientSeq struct{ client, seq uint64 }
@@ -309,6 +310,9 @@ func (cl *call) Answer(resp *wire.Response) {
 	}
 	if cl.try.acked {
 		c.acks.finish(req.Seq)
+	}
+	if !c.peer {
+		c.noteSingle(req, resp)
 	}
 	cl.t.done(req, resp)
 	c.finish(req, resp, cl.t.start)

@@ -26,21 +26,27 @@ import (
 // keepalive answers carry (lease/lost.go): the holder hears within one
 // keepalive interval at worst.
 //
-// Only the leases a connection's own acknowledged keepalives name are
-// registered on it, and keepalives are checked against the connection's
-// identity by every shard, so no connection hears of another identity's
-// holds.
+// A lock acquired without a session (a single-lock lease) is registered on
+// the connection that the grant, or a later renewal, is answered on, by its
+// path and token, until its end is told or its holder's release is answered
+// there. A push it misses, its holder learns at its next renew (NotHolder).
+//
+// Only the leases a connection's own acknowledged keepalives name, and the
+// single-lock grants and renewals answered on it, are registered on it;
+// keepalives and renewals are checked against the connection's identity by
+// every shard, so no connection hears of another identity's holds.
 
 // holdHub is the router's registry of hold streams and its feed
 // subscriptions.
 type holdHub struct {
 	s  *Server
 	mu sync.Mutex
-	// byLease: the connections each lease is registered on, with when a
-	// keepalive last renewed it there. A registration ends with its
-	// connection, with its lease's end, or after holdIdle without a
-	// keepalive (a session that never touched a shard ends without an event).
-	byLease map[uint64]map[*conn]time.Time
+	// byLease: the connections each session lease or single-lock lock is
+	// registered on, with when a keepalive or renewal last renewed it
+	// there. A registration ends with its connection, with its lease's end,
+	// or after holdIdle without a keepalive (a session that never touched a
+	// shard ends without an event).
+	byLease map[holdKey]map[*conn]time.Time
 	subs    map[uint64]*holdSub // shard id -> the subscription that feeds the hub
 	resume  map[uint64]uint64   // shard id -> the revision a renewed subscription replays from
 	running bool
@@ -50,6 +56,27 @@ type holdHub struct {
 	// its keepalives.
 	incomplete bool
 	kick       chan struct{}
+}
+
+// holdKey names what a registration follows: a session lease (every hold
+// it has), or the one lock of a single-lock lease, by its path and token
+// (single-lock lease ids are unique per shard only).
+type holdKey struct {
+	lease uint64 // a session lease; 0 for a single-lock lock
+	path  string
+	token uint64
+}
+
+func sessionKey(lease uint64) holdKey { return holdKey{lease: lease} }
+
+func singleKey(path string, token uint64) holdKey { return holdKey{path: path, token: token} }
+
+// noticeKey is the registration a notice is for.
+func noticeKey(ev *wire.Event) holdKey {
+	if wire.SingleLease(ev.Lease) {
+		return singleKey(ev.Path, ev.Token)
+	}
+	return sessionKey(ev.Lease)
 }
 
 // holdSub follows one shard: the local replica's feed, or a forwarded
@@ -120,10 +147,10 @@ func (c *conn) keptAlive(req *wire.Request, resp *wire.Response) {
 	if !open {
 		return
 	}
-	var live []uint64
+	var live []holdKey
 	add := func(id uint64) {
-		if id != 0 && !slices.Contains(resp.Leases, id) && !slices.Contains(resp.Denied, id) {
-			live = append(live, id)
+		if id != 0 && !wire.SingleLease(id) && !slices.Contains(resp.Leases, id) && !slices.Contains(resp.Denied, id) {
+			live = append(live, sessionKey(id))
 		}
 	}
 	add(req.Lease)
@@ -131,6 +158,47 @@ func (c *conn) keptAlive(req *wire.Request, resp *wire.Response) {
 		add(id)
 	}
 	c.s.holds.register(c, live)
+}
+
+// noteSingle keeps the registrations of single-lock locks on this
+// connection's hold stream: a grant of a lock acquired (or an election
+// campaigned for) without a session, or an acknowledged renewal, registers
+// the lock; a release answered here, or a renewal that finds the lock gone,
+// drops it from this connection.
+func (c *conn) noteSingle(req *wire.Request, resp *wire.Response) {
+	var key holdKey
+	switch req.Op {
+	case wire.OpAcquire, wire.OpCampaign:
+		if req.Lease != 0 || resp.Code != wire.OK || resp.Token == 0 || !wire.SingleLease(resp.Lease) {
+			return
+		}
+		key = singleKey(req.Path, resp.Token)
+	case wire.OpRenew, wire.OpRelease:
+		if req.Lease != 0 && !wire.SingleLease(req.Lease) {
+			return // a session's hold: its lease's registration covers it
+		}
+		key = singleKey(req.Path, req.Token)
+	default:
+		return
+	}
+	if req.Op == wire.OpRelease || resp.Code == wire.NotHolder || resp.Code == wire.StaleToken {
+		c.mu.Lock()
+		_, registered := c.holdLeases[key]
+		c.mu.Unlock()
+		if registered {
+			c.s.holds.drop(c, key)
+		}
+		return
+	}
+	if resp.Code != wire.OK {
+		return
+	}
+	c.mu.Lock()
+	open := c.holdStream != 0 && !c.closed
+	c.mu.Unlock()
+	if open {
+		c.s.holds.register(c, []holdKey{key})
+	}
 }
 
 // hideNoticeClients clears, in notices for this connection, the Client and
@@ -149,8 +217,8 @@ func (c *conn) hideNoticeClients(evs []wire.Event) {
 	}
 }
 
-func (h *holdHub) register(c *conn, leases []uint64) {
-	if len(leases) == 0 {
+func (h *holdHub) register(c *conn, keys []holdKey) {
+	if len(keys) == 0 {
 		return
 	}
 	now := time.Now()
@@ -163,7 +231,7 @@ func (h *holdHub) register(c *conn, leases []uint64) {
 		}
 	}
 	if h.byLease == nil {
-		h.byLease = map[uint64]map[*conn]time.Time{}
+		h.byLease = map[holdKey]map[*conn]time.Time{}
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -171,30 +239,45 @@ func (h *holdHub) register(c *conn, leases []uint64) {
 		return
 	}
 	if c.holdLeases == nil {
-		c.holdLeases = map[uint64]struct{}{}
+		c.holdLeases = map[holdKey]struct{}{}
 	}
-	for _, id := range leases {
-		c.holdLeases[id] = struct{}{}
+	for _, k := range keys {
+		c.holdLeases[k] = struct{}{}
 	}
 	c.mu.Unlock()
-	for _, id := range leases {
-		cs := h.byLease[id]
+	for _, k := range keys {
+		cs := h.byLease[k]
 		if cs == nil {
 			cs = map[*conn]time.Time{}
-			h.byLease[id] = cs
+			h.byLease[k] = cs
 		}
 		cs[c] = now
 	}
 }
 
-// unregister drops the registrations of lease on the connections in cs
+// unregister drops the registrations of key on the connections in cs
 // (the caller has taken cs out of byLease).
-func unregister(lease uint64, cs map[*conn]time.Time) {
+func unregister(key holdKey, cs map[*conn]time.Time) {
 	for c := range cs {
 		c.mu.Lock()
-		delete(c.holdLeases, lease)
+		delete(c.holdLeases, key)
 		c.mu.Unlock()
 	}
+}
+
+// drop ends the registration of key on c.
+func (h *holdHub) drop(c *conn, key holdKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cs := h.byLease[key]; cs != nil {
+		delete(cs, c)
+		if len(cs) == 0 {
+			delete(h.byLease, key)
+		}
+	}
+	c.mu.Lock()
+	delete(c.holdLeases, key)
+	c.mu.Unlock()
 }
 
 // sweep drops registrations no keepalive renewed within holdIdle; it runs
@@ -206,54 +289,56 @@ func (h *holdHub) sweep(now time.Time) {
 		return
 	}
 	h.swept = now
-	for id, cs := range h.byLease {
+	for k, cs := range h.byLease {
 		for c, at := range cs {
 			if now.Sub(at) > holdIdle {
 				delete(cs, c)
-				unregister(id, map[*conn]time.Time{c: at})
+				unregister(k, map[*conn]time.Time{c: at})
 			}
 		}
 		if len(cs) == 0 {
-			delete(h.byLease, id)
+			delete(h.byLease, k)
 		}
 	}
 }
 
 // forget drops a closed connection's registrations.
-func (h *holdHub) forget(c *conn, leases map[uint64]struct{}) {
-	if len(leases) == 0 {
+func (h *holdHub) forget(c *conn, keys map[holdKey]struct{}) {
+	if len(keys) == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id := range leases {
-		if cs := h.byLease[id]; cs != nil {
+	for k := range keys {
+		if cs := h.byLease[k]; cs != nil {
 			delete(cs, c)
 			if len(cs) == 0 {
-				delete(h.byLease, id)
+				delete(h.byLease, k)
 			}
 		}
 	}
 }
 
-// deliver pushes each notice among events to the connections its lease is
-// registered on. For a local replica it runs inside the shard's apply: map
-// lookups only, and nothing at all for the holder's own releases.
+// deliver pushes each notice among events to the connections its lease (or
+// single-lock lock) is registered on. For a local replica it runs inside
+// the shard's apply: map lookups only, and nothing at all for the holder's
+// own releases.
 func (h *holdHub) deliver(events []wire.Event) {
 	for i := range events {
 		ev := &events[i]
 		if !ev.TellsHolder() {
 			continue
 		}
+		key := noticeKey(ev)
 		h.mu.Lock()
-		cs := h.byLease[ev.Lease]
+		cs := h.byLease[key]
 		var to []*conn
 		for c := range cs {
 			to = append(to, c)
 		}
-		if ev.Kind == wire.EvLeaseEnd {
-			delete(h.byLease, ev.Lease) // the lease is gone: nothing more to tell
-			unregister(ev.Lease, cs)
+		if ev.Kind == wire.EvLeaseEnd || key.lease == 0 {
+			delete(h.byLease, key) // the lease, or the single-lock lock, is gone: nothing more to tell
+			unregister(key, cs)
 		}
 		h.mu.Unlock()
 		for _, c := range to {

@@ -77,7 +77,63 @@ func TestHoldHubTellsOnlyTheLeasesRegisteredOnAConnection(t *testing.T) {
 
 	a.keptAlive(&wire.Request{Op: wire.OpKeepAlive, Lease: 7}, &wire.Response{})
 	s.holds.sweep(time.Now().Add(holdIdle + time.Minute))
-	if s.holds.byLease[7] != nil || len(a.holdLeases) != 0 {
+	if s.holds.byLease[sessionKey(7)] != nil || len(a.holdLeases) != 0 {
 		t.Fatalf("a registration no keepalive renewed for %v is still there", holdIdle)
+	}
+}
+
+// TestHoldHubTellsSingleLockHolders: a lock acquired without a session is
+// registered, by path and token, on the connections its grant and renewals
+// are answered on; its end is told there once, a lock of the same lease id
+// on another path is not confused with it, and its holder's release or a
+// renewal that finds it gone drops the registration.
+func TestHoldHubTellsSingleLockHolders(t *testing.T) {
+	s := newTestServer(t, Config{})
+	a := &conn{s: s, holdStream: 3}
+	b := &conn{s: s, holdStream: 5}
+	noHolds := &conn{s: s}
+	const single = 1<<63 | 9
+	grant := func(c *conn, path string) {
+		c.noteSingle(&wire.Request{Op: wire.OpAcquire, Path: path}, &wire.Response{Token: 9, Lease: single})
+	}
+	grant(a, "/s")
+	grant(noHolds, "/s")
+	b.noteSingle(&wire.Request{Op: wire.OpAcquire, Path: "/s", Lease: 5}, &wire.Response{Token: 9, Lease: 5}) // a session's grant
+	if len(b.holdLeases) != 0 {
+		t.Fatalf("a session's grant registered %v", b.holdLeases)
+	}
+	b.noteSingle(&wire.Request{Op: wire.OpRenew, Path: "/s", Token: 9}, &wire.Response{}) // renewed on another connection
+
+	ended := func(path string, cause wire.Cause) wire.Event {
+		return wire.Event{Kind: wire.EvReleased, Cause: cause, Path: path, Token: 9, Lease: single}
+	}
+	s.holds.deliver([]wire.Event{ended("/other", wire.CauseForced), ended("/s", wire.CauseForced),
+		{Kind: wire.EvLeaseEnd, Cause: wire.CauseForced, Path: "/s", Token: 9, Lease: single}})
+	for _, tc := range []struct {
+		name string
+		c    *conn
+		want int
+	}{{"a", a, 1}, {"b", b, 1}, {"no hold stream", noHolds, 0}} {
+		evs := pushed(t, tc.c)
+		if len(evs) != tc.want || (tc.want == 1 && (evs[0].Path != "/s" || evs[0].Cause != wire.CauseForced)) {
+			t.Errorf("%s heard %+v, want %d notice(s) of /s", tc.name, evs, tc.want)
+		}
+	}
+	if len(a.holdLeases) != 0 || len(b.holdLeases) != 0 || len(s.holds.byLease) != 0 {
+		t.Fatalf("registrations left after the lock ended: %v, %v, %v", a.holdLeases, b.holdLeases, s.holds.byLease)
+	}
+
+	grant(a, "/t")
+	a.noteSingle(&wire.Request{Op: wire.OpRelease, Path: "/t", Token: 9, Lease: single}, &wire.Response{})
+	grant(a, "/u")
+	a.noteSingle(&wire.Request{Op: wire.OpRenew, Path: "/u", Token: 9}, &wire.Response{Code: wire.NotHolder})
+	if len(a.holdLeases) != 0 || len(s.holds.byLease) != 0 {
+		t.Fatalf("registrations left after a release and a failed renewal: %v, %v", a.holdLeases, s.holds.byLease)
+	}
+
+	grant(a, "/v")
+	s.holds.deliver([]wire.Event{ended("/v", wire.CauseExpired)})
+	if evs := pushed(t, a); len(evs) != 1 || evs[0].Cause != wire.CauseExpired {
+		t.Fatalf("a heard %+v, want the expiry of /v", evs)
 	}
 }

@@ -19,6 +19,10 @@ const leaseDomain = "warden-lease-v1\x00"
 // makes (statemachine.SingleLeaseBit), and clear in session lease ids.
 const singleLeaseBit uint64 = 1 << 63
 
+// SingleLease reports whether id names a single-lock lease (one the server
+// made for a lock acquired without a session).
+func SingleLease(id uint64) bool { return id&singleLeaseBit != 0 }
+
 // LeaseID is the session lease id that key proves. It is 0 (no lease) for
 // a handful of keys; pick another key then.
 func LeaseID(key uint64) uint64 {

@@ -305,12 +305,22 @@ type Event struct {
 // hand-over came from another lease or owner (an admin; EvReleased then
 // carries that request's Client and Seq). The holder's own releases, the
 // holds a lease takes with it when it ends (its EvLeaseEnd says so once),
-// holds that moved with their range to another shard, and single-lock
-// leases (no session to tell: their holder learns at its next renew) do
-// not.
+// and holds that moved with their range to another shard do not. A
+// single-lock lease has one hold and ends with it, so its EvReleased says
+// everything (also an expiry or a revocation of the lease) and its
+// EvLeaseEnd, which repeats it, does not tell.
 func (e *Event) TellsHolder() bool {
-	if e.Lease&singleLeaseBit != 0 {
-		return false
+	if SingleLease(e.Lease) {
+		if e.Kind != EvReleased {
+			return false
+		}
+		switch e.Cause {
+		case CauseMoved:
+			return false
+		case CauseReleased, CauseResigned, CauseHandover:
+			return e.Client != 0
+		}
+		return true
 	}
 	switch e.Kind {
 	case EvLeaseEnd:
