@@ -360,7 +360,12 @@ def test_aio_kv_cas_and_leases(cluster):
     run(main())
 
 
-def test_aio_bad_use_gets_typed_errors(cluster):
+def test_aio_bad_use_gets_typed_errors(cluster, client):
+    """Misuse raises the warden errors, and closing the client ends a wait
+    in flight with Closed instead of leaving it hanging."""
+    path = "/locks/aio/bad"
+    holder_s, _ = _hold(client, path)
+
     async def main():
         c = warden.aio.Client(cluster.endpoints)
         with pytest.raises(ValueError):
@@ -372,10 +377,23 @@ def test_aio_bad_use_gets_typed_errors(cluster):
                 s.lock("/locks/aio/bad").revoke_requests()
         with pytest.raises(warden.SessionExpired):
             await s.lock("/locks/aio/bad").acquire()
+        s = await c.session(ttl=10)
+        waiting = asyncio.create_task(s.lock(path).acquire())
+        watch = c.watch("/kv/aio/bad")
+        await watch.__aenter__()
+        await queued(c, path)
         await c.close()
+        with pytest.raises(warden.Closed):
+            await waiting
+        with pytest.raises(warden.Closed):
+            await watch.get()
+        await watch.close()
         with pytest.raises(warden.Closed):
             await c.get("/config/aio/x")
         with pytest.raises(warden.Closed):
             await c.session(ttl=10)
 
-    run(main())
+    try:
+        run(main())
+    finally:
+        holder_s.close()

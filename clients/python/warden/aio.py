@@ -132,7 +132,17 @@ class _Facade:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-class Client(_Facade):
+class _Closing:
+    """``async with x`` closes x on leaving."""
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+
+class Client(_Closing, _Facade):
     """A Warden client for asyncio: ``warden.aio.Client(endpoints, **kw)``
     takes the keyword arguments of :class:`warden.Client`, plus
     ``max_workers`` (threads for calls that wait in a queue) and
@@ -220,12 +230,6 @@ class Client(_Facade):
         self._waits.shutdown(wait=False)
         self._calls.shutdown(wait=False)
 
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.close()
-
     # --- sessions and single locks ------------------------------------------------------
 
     def session(self, ttl: float = 10.0) -> _Opening:
@@ -291,7 +295,7 @@ async def _logged(aw) -> None:
         log.exception("warden: callback")
 
 
-class Session(_Facade):
+class Session(_Closing, _Facade):
     """A session of :class:`Client` (see warden.Session); ``sync`` is the
     thread-based one. ``done`` is its threading.Event: read it, never wait
     on it in a coroutine."""
@@ -334,12 +338,6 @@ class Session(_Facade):
         return Election(self, self.sync.election(path, **kw))
 
     close = _blocking(_session.Session, "close")
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.close()
 
     def __repr__(self):
         return f"<warden.aio.Session lease={self.sync.lease:#x} ttl={self.sync.ttl}s {self.sync.state}>"
@@ -627,7 +625,11 @@ class _Stream:
         if not self._opening.done():
             self._opening.cancel()  # closes the subscription once it is open
             return
-        if self._sync is not None:
+        if self._sync is None:
+            return
+        if self._c.sync.closed:
+            self._close_sync(self._sync)  # its connection is closed: nothing to wait for
+        else:
             await self._c._run(self._close_sync, self._sync)
 
     def __aiter__(self):
