@@ -237,7 +237,7 @@ def test_aio_loop_stays_responsive_while_50_tasks_wait(cluster, client):
 
 
 def test_aio_hold_loss_reaches_the_holder(cluster, client):
-    """A forced revocation by the sync client: wait_lost returns the HoldLost,
+    """A forced revocation by the Go CLI: wait_lost returns the HoldLost,
     on_lost runs on the event loop's thread, leaving the block raises it."""
     path = "/locks/aio/lost"
 
@@ -249,7 +249,8 @@ def test_aio_hold_loss_reaches_the_holder(cluster, client):
                 async with s.lock(path) as lock:
                     lock.on_lost(lambda err: seen.append((err, threading.get_ident())))
                     assert await lock.wait_lost(0.1) is None and lock.held
-                    await c.revoke_lock(path, force=True)
+                    r = await asyncio.to_thread(cluster.cli, "locks", "revoke", path, "--force", "--grace", "0")
+                    assert r.returncode == 0, r.stderr
                     err = await lock.wait_lost()
                     assert isinstance(err, warden.HoldLost) and err.cause == warden.Cause.FORCED
                     assert not lock.held and lock.lost is err
