@@ -165,10 +165,23 @@ def test_aio_timeout_on_every_kind_of_wait(cluster, client):
         holder_s.close()
 
 
-def test_aio_grant_racing_the_cancel_is_given_back(cluster, client):
+RACES = {  # what a task awaits, the op whose answer is the grant, and the paths it takes
+    "lock": (lambda c, s, p: s.lock(p).acquire(), wire.Op.ACQUIRE, ["/locks/aio/race/lock"]),
+    "try": (lambda c, s, p: s.lock(p).try_acquire(), wire.Op.ACQUIRE, ["/locks/aio/race/try"]),
+    "sem": (lambda c, s, p: s.semaphore(p, 2).acquire(), wire.Op.ACQUIRE, ["/locks/aio/race/sem"]),
+    "multi": (lambda c, s, p: s.lock_all([p, p + "2"]), wire.Op.ACQUIRE_MULTI,
+              ["/locks/aio/race/multi", "/locks/aio/race/multi2"]),
+    "elect": (lambda c, s, p: s.election(p).campaign(b"x"), wire.Op.CAMPAIGN, ["/locks/aio/race/elect"]),
+    "lease": (lambda c, s, p: c.acquire(p, ttl=30), wire.Op.ACQUIRE, ["/locks/aio/race/lease"]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RACES))
+def test_aio_grant_racing_the_cancel_is_given_back(cluster, client, kind):
     """The grant arrives, then the task is cancelled before the worker hands
-    the token over: the hold is released before CancelledError propagates."""
-    path = "/locks/aio/race"
+    it over: it is given back (released, or resigned) before CancelledError
+    propagates."""
+    take, op, paths = RACES[kind]
     granted, proceed = threading.Event(), threading.Event()
 
     async def main():
@@ -177,26 +190,49 @@ def test_aio_grant_racing_the_cancel_is_given_back(cluster, client):
 
             def slow_grant(req, **kw):
                 resp = real(req, **kw)
-                if req.op == wire.Op.ACQUIRE:
+                if req.op == op:
                     granted.set()
                     proceed.wait(LIVENESS)
                 return resp
 
             c.sync._call = slow_grant
-            lock = s.lock(path)
-            task = asyncio.create_task(lock.acquire())
+            task = asyncio.ensure_future(take(c, s, paths[0]))
             await asyncio.to_thread(granted.wait, LIVENESS)
-            assert [h.owner for h in client.lock_info(path).holders] == [lock.owner]
+            assert _holders(client, paths[0]) or client.leader(paths[0])
             task.cancel()
             await asyncio.sleep(0.1)  # the cancellation reaches the task while the worker holds the grant
             proceed.set()
             with pytest.raises(asyncio.CancelledError):
                 await task
             c.sync._call = real
-            assert _holders(client, path) == []
-            assert not lock.held and lock.count == 0
+            for p in paths:
+                assert _holders(client, p) == [], p
+            assert client.leader(paths[0]) is None
 
     run(main())
+
+
+def test_aio_session_end_ends_a_parked_wait(cluster, client):
+    """Closing the session while one of its acquires waits ends the wait
+    with SessionExpired (the session's abort and the task's are one)."""
+    path = "/locks/aio/session-end"
+    holder_s, holder = _hold(client, path)
+
+    async def main():
+        async with warden.aio.Client(cluster.endpoints) as c:
+            s = await c.session(ttl=10)
+            waiting = asyncio.create_task(s.lock(path).acquire())
+            await queued(c, path)
+            await s.close()
+            with pytest.raises(warden.SessionExpired):
+                await waiting
+            info = client.lock_info(path)
+            assert info.waiters == [] and [h.token for h in info.holders] == [holder.token]
+
+    try:
+        run(main())
+    finally:
+        holder_s.close()
 
 
 def test_aio_loop_stays_responsive_while_50_tasks_wait(cluster, client):
