@@ -214,18 +214,23 @@ def test_aio_grant_racing_the_cancel_is_given_back(cluster, client, kind):
 
 def test_aio_session_end_ends_a_parked_wait(cluster, client):
     """Closing the session while one of its acquires waits ends the wait
-    with SessionExpired (the session's abort and the task's are one)."""
+    with SessionExpired (the session's abort and the task's are one); the
+    state change reaches on_state on the loop."""
     path = "/locks/aio/session-end"
     holder_s, holder = _hold(client, path)
 
     async def main():
         async with warden.aio.Client(cluster.endpoints) as c:
             s = await c.session(ttl=10)
+            states = []
+            s.on_state(lambda state: states.append((state, threading.get_ident())))
             waiting = asyncio.create_task(s.lock(path).acquire())
             await queued(c, path)
             await s.close()
             with pytest.raises(warden.SessionExpired):
                 await waiting
+            await until(lambda: states)
+            assert states == [(warden.CLOSED, threading.get_ident())]  # on the loop's thread
             info = client.lock_info(path)
             assert info.waiters == [] and [h.token for h in info.holders] == [holder.token]
 
@@ -388,9 +393,12 @@ def test_aio_kv_cas_and_leases(cluster):
                 await lock.acquire()
                 reqs = lock.revoke_requests()
                 await reqs.__aenter__()
+                called = asyncio.Event()
+                lock.on_revoke_requested(lambda r: called.set())  # a coroutine would run as a task
                 assert await c.revoke_lock(lock.path, grace=30) == 1
                 r = await reqs.get(LIVENESS)
                 assert (r.path, r.token) == (lock.path, lock.token)
+                await called.wait()
                 await lock.release()
                 assert await reqs.get(LIVENESS) is None and reqs.ended  # the release ended it
 

@@ -50,6 +50,9 @@ from .wire import Code
 
 log = logging.getLogger("warden")
 
+__all__ = ["Client", "Session", "Lock", "Permit", "Semaphore", "MultiLock", "LockLease", "Election", "Watch",
+           "RevokeRequests", "Observer"]
+
 _NOTHING = object()
 _DRAIN_MAX = 1024  # items one worker turn takes from a stream
 
