@@ -91,13 +91,14 @@ def _closed() -> BaseException:
     return error_for(Code.CLOSED, "client closed")
 
 
-def _blocking(sync_cls, name: str, *, wait: bool = False):
-    """An async method running the sync object's method name on a worker
-    thread, with its exact signature and documentation."""
+def _blocking(sync_cls, name: str):
+    """An async method running the sync object's method name on a call
+    thread (it takes nothing: a cancellation propagates at once), with its
+    exact signature and documentation."""
     sync_fn = getattr(sync_cls, name)
 
     async def method(self, *args, **kw):
-        return await self._c._run(functools.partial(getattr(self.sync, name), *args, **kw), wait=wait)
+        return await self._c._run(functools.partial(getattr(self.sync, name), *args, **kw))
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = sync_fn.__doc__
