@@ -277,6 +277,56 @@ def test_aio_loop_stays_responsive_while_50_tasks_wait(cluster, client):
     assert len(order) == 50 and order == sorted(order) and len(set(order)) == 50
 
 
+def test_aio_waits_beyond_the_pool_queue_in_the_client(cluster, client):
+    """With one wait thread, a second wait queues in the client, unsent (the
+    service lists one waiter), and its cancellation sends nothing; releases
+    and other calls never queue behind the waits."""
+    path = "/locks/aio/pool"
+
+    async def main():
+        async with warden.aio.Client(cluster.endpoints, max_workers=1) as c, c.session(ttl=10) as s:
+            holder = s.lock(path)
+            await holder.acquire()
+            first = asyncio.create_task(s.lock(path).acquire())
+            second = asyncio.create_task(s.lock(path).acquire())
+            await queued(c, path)
+            await asyncio.sleep(0.2)
+            assert len((await c.lock_info(path)).waiters) == 1 and not second.done()
+            second.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await second
+            assert len((await c.lock_info(path)).waiters) == 1
+            assert await holder.release() == 0  # a call thread, not the busy wait thread
+            token = await first
+            assert token > holder.token
+            assert [h.token for h in (await c.lock_info(path)).holders] == [token]
+
+    run(main())
+    assert _holders(client, path) == []  # the session's end released it
+
+
+def test_aio_shared_locks_semaphores_and_multilocks(cluster, client):
+    async def main():
+        async with warden.aio.Client(cluster.endpoints) as c, c.session(ttl=10) as s:
+            r1, r2 = s.rlock("/locks/aio/shared"), s.rlock("/locks/aio/shared")
+            assert await r1.acquire() and await r2.try_acquire()  # readers share
+            assert not await s.lock("/locks/aio/shared").try_acquire()  # a writer is excluded
+            await r1.release()
+            await r2.release()
+            sem = s.semaphore("/pools/aio", 2)
+            async with sem.acquire() as p1, sem.acquire() as p2:
+                assert p1.held and p2.held and p1.token != p2.token
+                assert await sem.try_acquire() is None  # both permits taken
+            assert not p1.held and not p2.held
+            paths = ["/locks/aio/multi/x", "/locks/aio/multi/y"]
+            async with s.lock_all(paths) as ml:
+                assert sorted(ml.tokens) == paths and ml.held
+                assert [h.token for h in client.lock_info(paths[1]).holders] == [ml.tokens[paths[1]]]
+            assert not ml.held and all(_holders(client, p) == [] for p in paths)
+
+    run(main())
+
+
 def test_aio_hold_loss_reaches_the_holder(cluster, client):
     """A forced revocation by the Go CLI: wait_lost returns the HoldLost,
     on_lost runs on the event loop's thread, leaving the block raises it."""
