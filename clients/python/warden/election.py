@@ -166,7 +166,8 @@ class Observer:
         raise StopIteration
 
     def _on(self, ev) -> tuple[bool, Leader | None]:
-        """(True, the leader) when ev changed the leader, else (False, None)."""
+        """(changed, the leader) read again after an event that may change
+        the leader; (False, None) after any other event."""
         if ev.kind not in _LEADER_KINDS:
             return False, None
         return self._read()
