@@ -22,6 +22,8 @@ from .session import CLOSED, CONNECTED, LOST, SUSPENDED, Session
 from .watch import Event, Watch
 from .wire import Cause, Kind
 
+from . import aio  # noqa: E402  (warden.aio: the asyncio client, a facade over the above)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -33,5 +35,5 @@ __all__ = [
     "TooLarge", "Unavailable", "Timeout", "UnknownOp", "Malformed", "NotFound", "VersionMismatch", "Queued",
     "Cancelled", "Compacted", "RangeMoving", "Ambiguous", "SpansRanges", "SelfConflict", "UpgradeConflict",
     "TooMany", "Unauthorized", "Internal", "Closed", "Deadlock", "LockDelayed", "RestoreRefused", "Superseded",
-    "SeqReused", "HoldLost",
+    "SeqReused", "HoldLost", "aio",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
 import json
@@ -108,15 +109,17 @@ class _Slot:
 
 
 class _Abort:
-    """Ends a parked request's wait from another thread (its session ended).
+    """Ends a parked request's wait from another thread (its session ended,
+    or the asyncio task awaiting it was cancelled).
 
     The waiting call is attached before each wait; fire completes it with the
-    reason, which the waiter then raises."""
+    reason, which the waiter then raises, and ends a pause between attempts."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._call = None
         self.reason: BaseException | None = None
+        self.fired = threading.Event()
 
     def attach(self, call) -> None:
         with self._lock:
@@ -131,8 +134,20 @@ class _Abort:
                 return
             self.reason = reason
             call = self._call
+        self.fired.set()
         if call is not None:
             call.complete(err=reason)
+
+
+class Interrupted(BaseException):
+    """The reason warden.aio fires a call's abort with: its awaiting task was
+    cancelled. A BaseException, like KeyboardInterrupt, so that a wait it ends
+    is withdrawn the same way."""
+
+
+# The abort of the call running in this context: warden.aio sets it in the
+# worker thread of a call its task may cancel; _parked attaches it.
+_interrupt: contextvars.ContextVar[_Abort | None] = contextvars.ContextVar("warden_interrupt", default=None)
 
 
 def _granted(req, resp):
@@ -369,7 +384,9 @@ class Client:
                         abort.attach(call)
                     try:
                         resp = call.wait(wait)
-                    except SessionExpired:
+                    except Broken:
+                        raise
+                    except BaseException:  # ended by an abort or an interrupt: a late answer is dropped
                         conn.forget(req.id)
                         raise
                     if resp is None:
@@ -386,7 +403,7 @@ class Client:
                         maybe_applied = False
                         if wait_end is not None:
                             req.wait = max(int((wait_end - time.monotonic()) * 1000), 1)
-                    self._sleep(backoff(attempt), deadline)
+                    self._sleep(backoff(attempt), deadline, abort)
                     attempt += 1
                     continue
                 self._note_answer(resp, shard)
@@ -397,14 +414,14 @@ class Client:
                 if is_retryable(err) or (code == Code.SUPERSEDED and parked):
                     last = err
                     if code != Code.SUPERSEDED:
-                        self._sleep(backoff(attempt), deadline)
+                        self._sleep(backoff(attempt), deadline, abort)
                     attempt += 1
                     continue
                 if code == Code.TOO_MANY and resp.ttl > 0:
                     pause = resp.ttl / 1000 * (1 + random.random() / 4)
                     if time.monotonic() + pause < deadline:
                         last = err
-                        time.sleep(pause)
+                        self._sleep(pause, deadline, abort)
                         attempt += 1
                         continue
                 maybe_applied = False
@@ -425,8 +442,12 @@ class Client:
         return Timeout(f"{name} {req.path}: {last or 'deadline passed'}")
 
     @staticmethod
-    def _sleep(pause: float, deadline: float) -> None:
-        time.sleep(max(min(pause, deadline - time.monotonic()), 0))
+    def _sleep(pause: float, deadline: float, abort: _Abort | None = None) -> None:
+        pause = max(min(pause, deadline - time.monotonic()), 0)
+        if abort is None:
+            time.sleep(pause)
+        else:
+            abort.fired.wait(pause)  # the loop's next turn raises the reason
 
     def _parked(self, req, timeout: float | None, give_back, session=None) -> object:
         """Sends an acquire, campaign or acquire.multi that may wait in a queue.
@@ -454,9 +475,9 @@ class Client:
         req.client = self.id
         req.seq = self._seqs.take()
         wait_end = time.monotonic() + req.wait / 1000 if req.wait > 0 else math.inf
-        abort = None
+        abort = _interrupt.get()  # a cancellable asyncio caller's: ends the wait like the session's end
         if session is not None and parked:
-            abort = _Abort()
+            abort = abort or _Abort()
             session._waiting(abort)
         owns_seq = True
         try:
@@ -478,7 +499,7 @@ class Client:
             _, owns_seq = self._withdraw(req, give_back, session)
             raise
         finally:
-            if abort is not None:
+            if session is not None and parked:
                 session._waited(abort)
             if owns_seq:
                 self._seqs.done(req.seq)

@@ -11,6 +11,7 @@ from .locks import _Hold, random_owner
 from .wire import Cause, Flag, Kind, Op
 
 _DEFAULT = object()
+_LEADER_KINDS = (Kind.LEADER, Kind.RELEASED, Kind.ACQUIRED)  # events that may change the leader
 
 
 class Election(_Hold):
@@ -159,11 +160,17 @@ class Observer:
         if self._last is _DEFAULT:
             return self._read()[1]
         for ev in self._watch:
-            if ev.kind in (Kind.LEADER, Kind.RELEASED, Kind.ACQUIRED):
-                changed, cur = self._read()
-                if changed:
-                    return cur
+            changed, cur = self._on(ev)
+            if changed:
+                return cur
         raise StopIteration
+
+    def _on(self, ev) -> tuple[bool, Leader | None]:
+        """(changed, the leader) read again after an event that may change
+        the leader; (False, None) after any other event."""
+        if ev.kind not in _LEADER_KINDS:
+            return False, None
+        return self._read()
 
     def close(self) -> None:
         self._watch.close()

@@ -18,6 +18,7 @@ log = logging.getLogger("warden")
 
 _DEFAULT = object()
 _losing = threading.Lock()  # makes one loss of a hold the only one
+_ending = threading.Lock()  # orders an end of a hold with the watchers of its end
 
 
 def random_owner() -> str:
@@ -53,10 +54,30 @@ class _Hold:
         self.end_cause = ""
         self.lost: HoldLost | None = None
         self._callbacks: list[Callable[[HoldLost], None]] = []
+        self._enders: list[Callable[[], None]] = []
 
     def _end(self, cause: str) -> None:
         self.end_cause = cause
-        self.done.set()
+        with _ending:
+            self.done.set()
+            enders, self._enders = self._enders, []
+        for fn in enders:
+            fn()
+
+    def _when_done(self, fn: Callable[[], None]) -> None:
+        """Calls fn() once the current hold ends (at once if it has), on the
+        thread that ends it: fn must not block. warden.aio wakes its event
+        loop with it."""
+        with _ending:
+            if not self.done.is_set():
+                self._enders.append(fn)
+                return
+        fn()
+
+    def _forget_done(self, fn: Callable[[], None]) -> None:
+        with _ending:
+            if fn in self._enders:
+                self._enders.remove(fn)
 
     def _begin(self) -> None:
         """The hold starts (a first grant)."""

@@ -52,6 +52,7 @@ class Watch:
         self._conn = None
         self._stream = 0
         self._pending: list = []
+        self._notify = None  # called after each push is queued (warden.aio wakes its event loop); must not block
         self.revision = 0  # the shard revision the current subscription started at
         self._subscribe(first=True)
 
@@ -66,7 +67,7 @@ class Watch:
             try:
                 conn, _ = self.client._conn_for(self.path, deadline)
                 gen = object()
-                call = conn.send(req, stream=lambda resp, gen=gen: self._q.put((gen, resp)))
+                call = conn.send(req, stream=lambda resp, gen=gen: self._push((gen, resp)))
                 resp = call.wait(self.client._attempt_timeout)
                 if resp is None:
                     conn.unregister_stream(req.id)
@@ -96,6 +97,12 @@ class Watch:
                 for sr in resp.position:
                     self._last.setdefault(sr.shard, sr.rev)
             return
+
+    def _push(self, item) -> None:
+        self._q.put(item)
+        notify = self._notify
+        if notify is not None:
+            notify()
 
     def _next_batch(self, timeout: float | None):
         """The next events to deliver ([] on timeout); resubscribes as needed."""
@@ -177,7 +184,7 @@ class Watch:
         if self._closed.is_set():
             return
         self._closed.set()
-        self._q.put(_CLOSED)
+        self._push(_CLOSED)
         conn = self._conn
         if conn is not None and not conn.closed:
             conn.unregister_stream(self._stream)
