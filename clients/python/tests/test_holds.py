@@ -424,3 +424,44 @@ def test_closing_the_session_loses_nothing(cluster, client):
     assert s.state == warden.CLOSED and s.done.is_set()
     assert lock.done.is_set() and not lock.held and lock.lost is None
     assert service_holders(cluster, "/locks/holds/closed") == []
+
+
+def test_a_lock_without_a_session_hears_its_end(cluster, client):
+    """A LockLease (its own lease, renewed by hand) is told like a session's
+    hold: a forced revocation and another client's release reach it as
+    HoldLost, pushed long before its TTL; its own release is no loss."""
+    for path, end_it, cause in [
+        ("/locks/holds/single/forced", lambda ll: cluster.cli("locks", "revoke", ll.path, "--force", "--grace", "0"),
+         warden.Cause.FORCED),
+        ("/locks/holds/single/released", None, warden.Cause.RELEASED),
+    ]:
+        lease = client.acquire(path, ttl=600)
+        assert lease.held and lease.lost is None
+        if end_it is None:
+            with warden.Client(cluster.endpoints) as other:  # another client, releasing by token alone
+                other.release(path, lease.token)
+        else:
+            r = end_it(lease)
+            assert r.returncode == 0, r.stderr
+        lost = lease.wait_lost(LOST_WITHIN)
+        assert lost is not None, f"{path}: the end was never noticed"
+        assert (lost.cause, lost.path, lost.token) == (cause, path, lease.token)
+        assert not lease.held
+        with pytest.raises(warden.HoldLost):
+            lease.renew()
+        assert service_holders(cluster, path) == []
+
+    lease = client.acquire("/locks/holds/single/own", ttl=600)
+    lease.release()
+    assert lease.wait_lost(2) is None and lease.done.is_set()
+
+
+def test_a_lock_without_a_session_expires_on_the_clients_clock(cluster, client):
+    """A LockLease not renewed within its TTL is lost (expired) by the
+    client's own count, which starts at the send: the service's ends later."""
+    path = "/locks/holds/single/expired"
+    lease = client.acquire(path, ttl=2)
+    lease.renew(2)
+    lost = lease.wait_lost(LOST_WITHIN)
+    assert lost is not None and lost.cause == warden.Cause.EXPIRED and not lease.held
+    wait_for(lambda: service_holders(cluster, path) == [])

@@ -298,7 +298,13 @@ class LockLease(_Hold):
 
     It is not kept alive: call :meth:`renew` before ``ttl`` runs out. The
     lease is counted here from when the acquire or the last renew was sent,
-    so ``alive`` turns False before the service's own deadline.
+    so ``alive`` turns False before the service's own deadline, and then
+    ``lost`` becomes ``HoldLost(expired)``. The service tells it, as it tells
+    a session's holds, when it ends the lock: ``lost`` says why (``forced``,
+    ``released`` by another client, ``expired``, ``revoked``); a notice it
+    missed (its connection broke), its next :meth:`renew` reports. A grant
+    that came after waiting a third of ``ttl`` or more is renewed once, so
+    the count starts afresh.
     """
 
     def __init__(self, client, path: str, ttl: float):
@@ -307,6 +313,8 @@ class LockLease(_Hold):
         self.ttl = ttl
         self.lease = 0
         self._deadline = 0.0
+        self._timer: threading.Timer | None = None
+        self._timer_lock = threading.Lock()
 
     @classmethod
     def _take(cls, client, path, ttl, *, timeout, shared, revocable, lock_delay, signed):
@@ -319,8 +327,14 @@ class LockLease(_Hold):
         # A grant after a wait started its lease when it was granted, which
         # is after the send: counting from the send is on the safe side.
         ll.token, ll.lease, ll.signed = resp.token, resp.lease, resp.signed
-        ll._deadline = sent + ttl
-        ll.done.clear()
+        ll._begin()
+        ll._arm(sent, ttl)
+        client._hold_single(ll)
+        if time.monotonic() - sent >= ttl / 3:
+            try:
+                ll.renew(ttl)  # waited: start the count again from a renewal sent now
+            except WardenError:
+                pass  # the count from the send stands, or the lock has ended and says so
         return ll
 
     def _client(self):
@@ -333,9 +347,13 @@ class LockLease(_Hold):
     held = alive
 
     def renew(self, ttl: float | None = None) -> None:
-        """Restarts the lease with ttl seconds (default: the last TTL)."""
+        """Restarts the lease with ttl seconds (default: the last TTL). Raises
+        the :class:`HoldLost` once the lock is lost (nothing sent), and
+        NotHolder or StaleToken when the service had ended it."""
         ttl = self.ttl if ttl is None else ttl
-        req = wire.Request(op=Op.RENEW, path=self.path, token=self.token, ttl=int(ttl * 1000))
+        if self.lost is not None:
+            raise self.lost
+        req = wire.Request(op=Op.RENEW, path=self.path, token=self.token, ttl=int(ttl * 1000), lease=self.lease)
         sent = time.monotonic()
         try:
             self.client._call(req, mutate=True)
@@ -343,15 +361,47 @@ class LockLease(_Hold):
             self._end("the lease ended")
             raise
         self.ttl = ttl
-        self._deadline = sent + ttl
+        self._arm(sent, ttl)
 
     def release(self) -> None:
         try:
-            self.client.release(self.path, self.token)
+            self.client.release(self.path, self.token, lease=self.lease)  # its own lease: no notice to itself
         except (NotHolder, StaleToken):
             self._end("not held any more")
             raise
         self._end("released")
+
+    def _arm(self, sent: float, ttl: float) -> None:
+        """Moves the local deadline to sent + ttl (never back) and the timer
+        that loses the lock there."""
+        with self._timer_lock:
+            self._deadline = max(self._deadline, sent + ttl)
+            self._start_timer()
+
+    def _start_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = threading.Timer(max(self._deadline - time.monotonic(), 0), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        with self._timer_lock:
+            if self.done.is_set():
+                return
+            if time.monotonic() < self._deadline:  # a renewal moved it
+                self._start_timer()
+                return
+        self._lose(HoldLost(self.path, self.token, Cause.EXPIRED, detail="not renewed within its TTL"),
+                   (self.path, self.token))
+
+    def _end(self, cause: str) -> None:
+        with self._timer_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        self.client._drop_single((self.path, self.token))
+        super()._end(cause)
 
     def __enter__(self):
         return self

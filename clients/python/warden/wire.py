@@ -624,6 +624,12 @@ def lease_id(key: int) -> int:
     return int.from_bytes(d[:8], "big") & ~(1 << 63)
 
 
+def single_lease(lease: int) -> bool:
+    """Whether lease is a single-lock lease (the server's, top bit set) rather
+    than a session's."""
+    return lease >> 63 == 1
+
+
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 _M64 = (1 << 64) - 1
