@@ -31,6 +31,22 @@ func pushed(t *testing.T, c *conn) []wire.Event {
 	return evs
 }
 
+// heardOnce checks that a and b were each pushed one notice, of what, and
+// that the connection without a hold stream was pushed none.
+func heardOnce(t *testing.T, what string, of func(wire.Event) bool, a, b, noHolds *conn) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		c    *conn
+		want int
+	}{{"a", a, 1}, {"b", b, 1}, {"no hold stream", noHolds, 0}} {
+		evs := pushed(t, tc.c)
+		if len(evs) != tc.want || (tc.want == 1 && !of(evs[0])) {
+			t.Errorf("%s heard %+v, want %d notice(s) of %s", tc.name, evs, tc.want, what)
+		}
+	}
+}
+
 // TestHoldHubTellsOnlyTheLeasesRegisteredOnAConnection: a connection hears
 // the notices of the leases its acknowledged keepalives named (not gone, not
 // denied), nothing else; a lease's end ends its registrations, and so does
@@ -51,16 +67,7 @@ func TestHoldHubTellsOnlyTheLeasesRegisteredOnAConnection(t *testing.T) {
 	}
 	s.holds.deliver([]wire.Event{forced(1), forced(2), forced(3), forced(4),
 		{Kind: wire.EvReleased, Cause: wire.CauseReleased, Path: "/a", Token: 8, Lease: 1}}) // the holder's own
-	for _, tc := range []struct {
-		name string
-		c    *conn
-		want int
-	}{{"a", a, 1}, {"b", b, 1}, {"no hold stream", noHolds, 0}} {
-		evs := pushed(t, tc.c)
-		if len(evs) != tc.want || (tc.want == 1 && evs[0].Lease != 1) {
-			t.Errorf("%s heard %+v, want %d notice(s) of lease 1", tc.name, evs, tc.want)
-		}
-	}
+	heardOnce(t, "lease 1", func(ev wire.Event) bool { return ev.Lease == 1 }, a, b, noHolds)
 
 	s.holds.deliver([]wire.Event{{Kind: wire.EvLeaseEnd, Cause: wire.CauseExpired, Lease: 1}})
 	if evs := pushed(t, a); len(evs) != 1 || evs[0].Kind != wire.EvLeaseEnd {
@@ -109,16 +116,7 @@ func TestHoldHubTellsSingleLockHolders(t *testing.T) {
 	}
 	s.holds.deliver([]wire.Event{ended("/other", wire.CauseForced), ended("/s", wire.CauseForced),
 		{Kind: wire.EvLeaseEnd, Cause: wire.CauseForced, Path: "/s", Token: 9, Lease: single}})
-	for _, tc := range []struct {
-		name string
-		c    *conn
-		want int
-	}{{"a", a, 1}, {"b", b, 1}, {"no hold stream", noHolds, 0}} {
-		evs := pushed(t, tc.c)
-		if len(evs) != tc.want || (tc.want == 1 && (evs[0].Path != "/s" || evs[0].Cause != wire.CauseForced)) {
-			t.Errorf("%s heard %+v, want %d notice(s) of /s", tc.name, evs, tc.want)
-		}
-	}
+	heardOnce(t, "/s", func(ev wire.Event) bool { return ev.Path == "/s" && ev.Cause == wire.CauseForced }, a, b, noHolds)
 	if len(a.holdLeases) != 0 || len(b.holdLeases) != 0 || len(s.holds.byLease) != 0 {
 		t.Fatalf("registrations left after the lock ended: %v, %v, %v", a.holdLeases, b.holdLeases, s.holds.byLease)
 	}

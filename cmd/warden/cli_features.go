@@ -133,14 +133,7 @@ func holdWhile(ctx, held context.Context, s *client.Session, cmd *cobra.Command,
 			return &exitError{code: exitLost, err: fmt.Errorf("lost: %v", context.Cause(held))}
 		}
 	}
-	code, err := runHolding(ctx, held, path, lockEnv(path, what.Token, s.Lease()), args[dash:], grace)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
+	return runHolding(ctx, held, path, lockEnv(path, what.Token, s.Lease()), args[dash:], grace)
 }
 
 func locksInfoCmd() *cobra.Command {

@@ -99,14 +99,7 @@ process.`,
 				"WARDEN_KV_VERSION=" + strconv.FormatUint(ver, 10),
 				"WARDEN_KV_LEASE=" + strconv.FormatUint(s.Lease(), 16),
 			}
-			code, err := runHolding(ctx, s.Context(), args[0], env, args[dash:], grace)
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return &exitError{code: code}
-			}
-			return nil
+			return runHolding(ctx, s.Context(), args[0], env, args[dash:], grace)
 		}),
 	}
 	f := cmd.Flags()

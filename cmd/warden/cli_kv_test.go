@@ -78,15 +78,8 @@ func TestCLIEphemeralKeyLivesWithTheWrapper(t *testing.T) {
 
 	t.Run("until the session is lost", func(t *testing.T) {
 		const key = "/cli/services/api/n3"
-		pidFile := filepath.Join(t.TempDir(), "pid")
-		w, out, done := startWrapper(t, pc, append([]string{"kv", "put", "--ephemeral", "--ttl", "2s", "--grace", "1s", key, "n3", "--"},
-			heldCommand(pidFile)...)...)
-		pid := grandchild(t, pidFile)
-		w.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(4 * time.Second) // twice the TTL: the lease expires in the service
-		w.Process.Signal(syscall.SIGCONT)
-		exitsLost(t, "session lost", done, out, 20*time.Second)
-		gone(t, "session lost", pid, 5*time.Second)
+		lostWhileStopped(t, pc, "session lost", filepath.Join(t.TempDir(), "pid"),
+			"kv", "put", "--ephemeral", "--ttl", "2s", "--grace", "1s", key, "n3")
 		keyGone(t, pc, "session lost", key)
 	})
 

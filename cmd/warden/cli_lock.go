@@ -100,15 +100,9 @@ if the lock was lost; 130 if warden was interrupted; 1 on other errors.`,
 					return &exitError{code: exitLost, err: fmt.Errorf("lock lost: %v", context.Cause(lost))}
 				}
 			}
-			code, err := runHolding(ctx, lost, args[0], lockEnv(args[0], token, s.Lease()), args[1:], grace)
+			err = runHolding(ctx, lost, args[0], lockEnv(args[0], token, s.Lease()), args[1:], grace)
 			release()
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return &exitError{code: code}
-			}
-			return nil
+			return err
 		}),
 	}
 	f := cmd.Flags()

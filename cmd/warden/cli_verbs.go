@@ -71,14 +71,7 @@ lock. With --observe it prints every leader change. Exit codes as for lock.`,
 					return &exitError{code: exitLost, err: fmt.Errorf("leadership lost: %v", context.Cause(e.Context()))}
 				}
 			}
-			code, err := runHolding(ctx, e.Context(), args[0], lockEnv(args[0], e.Token(), s.Lease()), args[dash:], grace)
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return &exitError{code: code}
-			}
-			return nil
+			return runHolding(ctx, e.Context(), args[0], lockEnv(args[0], e.Token(), s.Lease()), args[dash:], grace)
 		}),
 	}
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Second, "session TTL")

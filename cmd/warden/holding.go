@@ -50,13 +50,13 @@ func lockEnv(path string, token, lease uint64) []string {
 
 // runHolding runs argv, with env added to its environment, while the hold
 // of path whose context is lost lives. If lost ends first, the command's
-// process group is stopped and the exit code is exitLost; if ctx ends (the
-// wrapper was interrupted), it is stopped and the code is exitInterrupted.
-// Otherwise it is the command's own.
-func runHolding(ctx, lost context.Context, path string, env, argv []string, grace time.Duration) (int, error) {
+// process group is stopped and warden exits exitLost; if ctx ends (the
+// wrapper was interrupted), it is stopped and warden exits
+// exitInterrupted. Otherwise warden exits with the command's own code.
+func runHolding(ctx, lost context.Context, path string, env, argv []string, grace time.Duration) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return exitFailure, err
+		return err
 	}
 	child := exec.Command(exe, append([]string{"supervise", "--grace", grace.String(), "--"}, argv...)...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -64,20 +64,27 @@ func runHolding(ctx, lost context.Context, path string, env, argv []string, grac
 	child.SysProcAttr = groupAttr()
 	started, exited := startLocked(child)
 	if err := <-started; err != nil {
-		return exitFailure, err
+		return err
 	}
 	pgid := child.Process.Pid // the supervisor leads its own group
 	select {
 	case err := <-exited:
 		stopGroup(pgid, nil, grace) // what the command left running must not outlive the hold either
-		return exitCode(err)
+		code, err := exitCode(err)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return &exitError{code: code}
+		}
+		return nil
 	case <-lost.Done():
 		stopGroup(pgid, exited, grace)
-		return exitLost, &exitError{code: exitLost,
+		return &exitError{code: exitLost,
 			err: fmt.Errorf("hold of %s lost while the command ran (%v); the command was stopped", path, context.Cause(lost))}
 	case <-ctx.Done():
 		stopGroup(pgid, exited, grace)
-		return exitInterrupted, nil
+		return &exitError{code: exitInterrupted}
 	}
 }
 

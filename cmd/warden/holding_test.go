@@ -102,6 +102,21 @@ func exitsLost(t *testing.T, what string, done <-chan error, out *bytes.Buffer, 
 	}
 }
 
+// lostWhileStopped starts `warden args... -- heldCommand` (args give the
+// session a 2 s TTL), stops the wrapper for twice that so the service ends
+// its lease, and checks that it then exits lost, its command's whole group
+// stopped.
+func lostWhileStopped(t *testing.T, pc *procCluster, what, pidFile string, args ...string) {
+	t.Helper()
+	w, out, done := startWrapper(t, pc, append(append(args, "--"), heldCommand(pidFile)...)...)
+	pid := grandchild(t, pidFile)
+	w.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(4 * time.Second) // twice the TTL: the lease expires in the service
+	w.Process.Signal(syscall.SIGCONT)
+	exitsLost(t, what, done, out, 20*time.Second)
+	gone(t, what, pid, 5*time.Second)
+}
+
 func waitHeld(t *testing.T, pc *procCluster, path string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -183,15 +198,8 @@ func TestCLIStopsTheCommandsGroupWhenTheHoldEnds(t *testing.T) {
 	})
 
 	t.Run("a session lost while the wrapper was stopped", func(t *testing.T) {
-		pidFile := filepath.Join(dir, "stopped")
-		w, out, done := startWrapper(t, pc, append([]string{"lock", "--ttl", "2s", "--grace", "1s", "/cli/stopme/lock", "--"},
-			heldCommand(pidFile)...)...)
-		pid := grandchild(t, pidFile)
-		w.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(4 * time.Second) // twice the TTL: the lease expires in the service
-		w.Process.Signal(syscall.SIGCONT)
-		exitsLost(t, "stopped wrapper", done, out, 20*time.Second)
-		gone(t, "stopped wrapper", pid, 5*time.Second)
+		lostWhileStopped(t, pc, "stopped wrapper", filepath.Join(dir, "stopped"),
+			"lock", "--ttl", "2s", "--grace", "1s", "/cli/stopme/lock")
 	})
 
 	t.Run("a wrapper killed with SIGKILL", func(t *testing.T) {
