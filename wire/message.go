@@ -310,27 +310,18 @@ type Event struct {
 // everything (also an expiry or a revocation of the lease) and its
 // EvLeaseEnd, which repeats it, does not tell.
 func (e *Event) TellsHolder() bool {
-	if SingleLease(e.Lease) {
-		if e.Kind != EvReleased {
-			return false
-		}
-		switch e.Cause {
-		case CauseMoved:
-			return false
-		case CauseReleased, CauseResigned, CauseHandover:
-			return e.Client != 0
-		}
-		return true
-	}
+	single := SingleLease(e.Lease)
 	switch e.Kind {
 	case EvLeaseEnd:
-		return e.Cause != CauseMoved
+		return !single && e.Cause != CauseMoved
 	case EvReleased:
 		switch e.Cause {
 		case CauseForced:
 			return true
 		case CauseReleased, CauseResigned, CauseHandover:
 			return e.Client != 0
+		case CauseExpired, CauseRevoked:
+			return single // a session's holds end with its lease, whose EvLeaseEnd tells
 		}
 	}
 	return false
