@@ -15,8 +15,8 @@ import (
 
 // Holds is the failed-acquire workload. Workers take hierarchical locks
 // (a namespace lock and two locks under it, and one elsewhere) with Lock
-// and a deadline of their own, or TryLock, each attempt under an owner
-// name of its own, hold what they get for a moment and release it; a
+// and a deadline of their own, or TryLock, on their session or (one in
+// five) without one, each attempt under an owner name of its own, hold what they get for a moment and release it; a
 // poller reads every path's lock info every second. Checked:
 //   - no attempt the client reported as failed is listed, as holder or
 //     waiter, by a lock-info read that started more than Bound after the
@@ -123,20 +123,43 @@ func (w *Holds) worker(ctx context.Context, cl *client.Client, k int, rng *rand.
 }
 
 // attempt makes one acquire under owner and, when granted, releases it.
+// One in five is a lock without a session (client.Acquire, a single-lock
+// lease of the session's TTL), whose failed attempts must leave nothing
+// behind either.
 func (w *Holds) attempt(ctx context.Context, s *client.Session, owner, path string, rng *rand.Rand) {
 	a := &holdAttempt{owner: owner, lease: s.Lease(), path: path}
 	w.mu.Lock()
 	w.attempts[owner] = a
 	w.mu.Unlock()
-	m := client.NewMutex(s, path, client.WithOwner(owner))
-	var err error
-	if rng.Intn(4) == 0 {
-		err = m.TryLock(ctx)
-	} else {
-		lctx, cancel := context.WithTimeout(ctx, time.Duration(50+rng.Intn(1450))*time.Millisecond)
-		err = m.Lock(lctx)
-		cancel()
+	try := rng.Intn(4) == 0
+	lctx, cancel := ctx, context.CancelFunc(func() {})
+	if !try {
+		lctx, cancel = context.WithTimeout(ctx, time.Duration(50+rng.Intn(1450))*time.Millisecond)
 	}
+	var (
+		held   context.Context
+		unlock func(context.Context) error
+		err    error
+	)
+	if rng.Intn(5) == 0 {
+		opts := []client.LockOption{client.WithOwner(owner)}
+		if try {
+			opts = append(opts, client.WithTry())
+		}
+		var l *client.Lock
+		if l, err = s.Client().Acquire(lctx, path, w.TTL, opts...); err == nil {
+			held, unlock = l.Context(), l.Release
+		}
+	} else {
+		m := client.NewMutex(s, path, client.WithOwner(owner))
+		if try {
+			err = m.TryLock(lctx)
+		} else {
+			err = m.Lock(lctx)
+		}
+		held, unlock = m.Context(), m.Unlock
+	}
+	cancel()
 	if err != nil {
 		w.mu.Lock()
 		a.failed, a.err = w.Clock(), err.Error()
@@ -149,12 +172,12 @@ func (w *Holds) attempt(ctx context.Context, s *client.Session, owner, path stri
 	w.mu.Unlock()
 	select {
 	case <-time.After(time.Duration(rng.Intn(200)) * time.Millisecond):
-	case <-m.Context().Done():
+	case <-held.Done():
 	}
 	// Release until the service confirms (or the hold is gone anyway).
 	for attempt := 0; ; attempt++ {
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := m.Unlock(uctx)
+		err := unlock(uctx)
 		cancel()
 		if err == nil || errors.Is(err, client.ErrNotHolder) || errors.Is(err, client.ErrStaleToken) ||
 			errors.Is(err, client.ErrSessionExpired) || attempt == 20 {
