@@ -93,14 +93,15 @@ test-pg: deps
 # The Python client (clients/python) against `warden serve` processes its
 # pytest fixtures start from bin/warden, with the Go CLI as the other
 # client. Runs under Debian's interpreter; installs python3-msgpack,
-# python3-pytest and python3-pip (for the offline install test) when missing.
+# python3-pytest, python3-pytest-timeout (a test that hangs fails with every
+# thread's stack) and python3-pip (for the offline install test) when missing.
 test-python: build
-	@$(PYTHON) -c 'import msgpack, pytest, pip' 2>/dev/null || { \
-		echo "test-python: installing python3-msgpack python3-pytest python3-pip (Debian packages)" >&2; \
+	@$(PYTHON) -c 'import msgpack, pytest, pytest_timeout, pip' 2>/dev/null || { \
+		echo "test-python: installing python3-msgpack python3-pytest python3-pytest-timeout python3-pip (Debian packages)" >&2; \
 		if [ "$$(id -u)" -eq 0 ]; then sudo=; else sudo=sudo; fi; \
 		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive \
-			apt-get install -y -qq python3-msgpack python3-pytest python3-pip >/dev/null; }
-	WARDEN_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider clients/python/tests
+			apt-get install -y -qq python3-msgpack python3-pytest python3-pytest-timeout python3-pip >/dev/null; }
+	WARDEN_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider --timeout 300 clients/python/tests
 
 bench: deps
 	@mkdir -p $(BENCH_OUT)
