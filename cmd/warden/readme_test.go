@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wardenlock/warden/node/nodetest"
 )
 
 // The README's quickstart and CLI sections, and every shell block of the
@@ -92,19 +95,13 @@ func shellCommands(section, text string) ([]readmeCommand, int) {
 }
 
 // devPorts finds a first client port p such that p..p+2 (clients),
-// p+100.. (Raft) and p+200.. (admin) are all free.
+// p+100.. (Raft) and p+200.. (admin) are all free, below the kernel's
+// ephemeral ports (nodetest.FreePorts says why).
 func devPorts(t *testing.T) int {
 	t.Helper()
+	lo, hi := nodetest.PortWindow()
 	for try := 0; try < 50; try++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if base+202 > 65535 {
-			continue
-		}
+		base := lo + rand.IntN(max(hi-lo-202, 1))
 		free := true
 		for _, off := range []int{0, 1, 2, 100, 101, 102, 200, 201, 202} {
 			c, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+off))

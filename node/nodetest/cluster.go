@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,8 +81,67 @@ type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-// FreePorts returns n distinct free 127.0.0.1 addresses.
+// FreePorts returns n distinct free 127.0.0.1 addresses, for servers a
+// test starts later. They come from below the kernel's ephemeral port
+// range, from which every outgoing connection on the machine takes its
+// source port: a port picked inside it (as listening on port 0 does) can be
+// taken by any connection between the pick and the server's bind, which on
+// a busy machine running test packages side by side happens. Each call
+// starts at a random port of that window, so test processes rarely probe
+// the same ports.
 func FreePorts(t testing.TB, n int) []string {
+	lo, hi := PortWindow()
+	if hi-lo < 4*n {
+		return listenZero(t, n)
+	}
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	span := hi - lo + 1
+	first := rand.IntN(span)
+	for i := 0; i < span && len(lns) < n; i++ {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", lo+(first+i)%span))
+		if err == nil {
+			lns = append(lns, ln)
+		}
+	}
+	if len(lns) < n {
+		t.Fatalf("only %d free ports in %d-%d", len(lns), lo, hi)
+	}
+	out := make([]string, n)
+	for i, ln := range lns {
+		out[i] = ln.Addr().String()
+	}
+	return out
+}
+
+// PortWindow is the range FreePorts picks from: from 10000 to just below
+// the kernel's ephemeral ports.
+func PortWindow() (lo, hi int) { return 10000, ephemeralStart() - 1 }
+
+// ephemeralStart is the first port of the kernel's ephemeral range
+// (Linux's default when it cannot be read).
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	p, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return p
+}
+
+// listenZero picks n ports by listening on port 0.
+func listenZero(t testing.TB, n int) []string {
 	var lns []net.Listener
 	var out []string
 	for i := 0; i < n; i++ {
