@@ -4,6 +4,7 @@ as a second client, and a TCP proxy that can freeze a client's traffic."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,13 +23,34 @@ import warden  # noqa: E402
 WARDEN_BIN = Path(os.environ.get("WARDEN_BIN", ROOT / "bin" / "warden"))
 
 
+def _ephemeral_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(n: int) -> list[int]:
+    """n free ports below the kernel's ephemeral range, from a random start:
+    a port picked inside that range (bind to port 0) can be taken by any
+    outgoing connection's source port before the node binds it."""
+    lo, hi = 10000, _ephemeral_start() - 1
+    span = hi - lo + 1
+    first = random.randrange(span)
     socks = []
     try:
-        for _ in range(n):
+        for i in range(span):
+            if len(socks) == n:
+                break
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", lo + (first + i) % span))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
+        assert len(socks) == n, f"only {len(socks)} free ports in {lo}-{hi}"
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
