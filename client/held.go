@@ -12,12 +12,13 @@ import (
 // How a holder learns that the service ended its hold. Every hold a session
 // has (a Mutex's or RWMutex's grant, a Permit, a MultiLock's paths, an
 // Election's leadership) is registered with its session under its path and
-// token, and every Lock (a single-lock lease) with its client. The service tells the client of every end it did not ask for (a
-// revocation at its deadline, an admin's resign, release or hand-over, the
-// lease's expiry or revocation: wire.Event.TellsHolder) in two ways: pushed
-// on each pool connection's hold stream (OpHolds) as soon as a replica
-// applies it, and, for the notices a push could miss (a broken connection),
-// in the answers to the session's keepalives. Either way the hold's context ends with a
+// token, and every Lock (a single-lock lease) with its client. The service
+// tells the client of every end it did not ask for (a revocation at its
+// deadline, an admin's resign, release or hand-over, the lease's expiry or
+// revocation: wire.Event.TellsHolder) in two ways: pushed on each
+// connection's hold stream (OpHolds) as soon as a replica applies it, and,
+// for the notices a push could miss (a broken connection), in the answers
+// to the session's keepalives. Either way the hold's context ends with a
 // *HoldLostError, IsHeld turns false, and the next Unlock says so. A notice
 // that arrives twice, or for a hold already given back, changes nothing. A
 // Lock has no keepalives: a push it missed, its next Renew reports.

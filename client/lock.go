@@ -146,10 +146,12 @@ func (l *Lock) arm(sent time.Time, ttl time.Duration) {
 		l.deadline = d
 		l.ttl = ttl
 	}
-	if l.expiry != nil {
-		l.expiry.Stop()
+	left := l.deadline.Sub(l.c.cfg.clock.Now())
+	if l.expiry == nil {
+		l.expiry = time.AfterFunc(left, l.expire)
+	} else {
+		l.expiry.Reset(left)
 	}
-	l.expiry = time.AfterFunc(l.deadline.Sub(l.c.cfg.clock.Now()), l.expire)
 }
 
 // expire ends the hold once its local deadline has passed (a timer may
@@ -158,7 +160,7 @@ func (l *Lock) expire() {
 	l.mu.Lock()
 	left := l.deadline.Sub(l.c.cfg.clock.Now())
 	if left > 0 {
-		l.expiry = time.AfterFunc(left, l.expire)
+		l.expiry.Reset(left)
 		l.mu.Unlock()
 		return
 	}

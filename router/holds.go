@@ -268,16 +268,21 @@ func unregister(key holdKey, cs map[*conn]time.Time) {
 // drop ends the registration of key on c.
 func (h *holdHub) drop(c *conn, key holdKey) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.unlinkLocked(c, key)
+	h.mu.Unlock()
+	c.mu.Lock()
+	delete(c.holdLeases, key)
+	c.mu.Unlock()
+}
+
+// unlinkLocked takes c out of key's registrations (h.mu held).
+func (h *holdHub) unlinkLocked(c *conn, key holdKey) {
 	if cs := h.byLease[key]; cs != nil {
 		delete(cs, c)
 		if len(cs) == 0 {
 			delete(h.byLease, key)
 		}
 	}
-	c.mu.Lock()
-	delete(c.holdLeases, key)
-	c.mu.Unlock()
 }
 
 // sweep drops registrations no keepalive renewed within holdIdle; it runs
@@ -310,12 +315,7 @@ func (h *holdHub) forget(c *conn, keys map[holdKey]struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k := range keys {
-		if cs := h.byLease[k]; cs != nil {
-			delete(cs, c)
-			if len(cs) == 0 {
-				delete(h.byLease, k)
-			}
-		}
+		h.unlinkLocked(c, k)
 	}
 }
 
@@ -336,7 +336,7 @@ func (h *holdHub) deliver(events []wire.Event) {
 		for c := range cs {
 			to = append(to, c)
 		}
-		if ev.Kind == wire.EvLeaseEnd || key.lease == 0 {
+		if ev.Kind == wire.EvLeaseEnd || wire.SingleLease(ev.Lease) {
 			delete(h.byLease, key) // the lease, or the single-lock lock, is gone: nothing more to tell
 			unregister(key, cs)
 		}

@@ -126,12 +126,7 @@ func holdWhile(ctx, held context.Context, s *client.Session, cmd *cobra.Command,
 	dash := cmd.ArgsLenAtDash()
 	if dash < 0 || dash >= len(args) || dash < first {
 		printHeld("holding", what)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-held.Done():
-			return &exitError{code: exitLost, err: fmt.Errorf("lost: %v", context.Cause(held))}
-		}
+		return holdUntilInterrupted(ctx, held, "hold")
 	}
 	return runHolding(ctx, held, path, lockEnv(path, what.Token, s.Lease()), args[dash:], grace)
 }

@@ -87,12 +87,7 @@ process.`,
 			dash := cmd.ArgsLenAtDash()
 			if dash < 0 {
 				printPut(out, " (Ctrl-C deletes)")
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-s.Done():
-					return &exitError{code: exitLost, err: fmt.Errorf("session lost, %s deleted: %v", args[0], s.Err())}
-				}
+				return holdUntilInterrupted(ctx, s.Context(), "session (and "+args[0]+")")
 			}
 			env := []string{
 				"WARDEN_KV_KEY=" + args[0],

@@ -92,13 +92,11 @@ if the lock was lost; 130 if warden was interrupted; 1 on other errors.`,
 					mode = "shared"
 				}
 				printHeld("locked", heldOut{Path: args[0], Mode: mode, Token: token, Lease: wire.HexID(s.Lease())})
-				select {
-				case <-ctx.Done():
-					release()
-					return nil
-				case <-lost.Done():
-					return &exitError{code: exitLost, err: fmt.Errorf("lock lost: %v", context.Cause(lost))}
+				if err := holdUntilInterrupted(ctx, lost, "lock"); err != nil {
+					return err
 				}
+				release()
+				return nil
 			}
 			err = runHolding(ctx, lost, args[0], lockEnv(args[0], token, s.Lease()), args[1:], grace)
 			release()

@@ -64,12 +64,7 @@ lock. With --observe it prints every leader change. Exit codes as for lock.`,
 				} else {
 					fmt.Printf("elected at %s token=%d lease=%x (Ctrl-C resigns)\n", args[0], e.Token(), s.Lease())
 				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-e.Context().Done():
-					return &exitError{code: exitLost, err: fmt.Errorf("leadership lost: %v", context.Cause(e.Context()))}
-				}
+				return holdUntilInterrupted(ctx, e.Context(), "leadership")
 			}
 			return runHolding(ctx, e.Context(), args[0], lockEnv(args[0], e.Token(), s.Lease()), args[dash:], grace)
 		}),

@@ -48,6 +48,18 @@ func lockEnv(path string, token, lease uint64) []string {
 	}
 }
 
+// holdUntilInterrupted waits, for a verb run without a command, until
+// warden is interrupted (nil) or the hold whose context is lost ends (exit
+// exitLost, the error saying what was lost and why).
+func holdUntilInterrupted(ctx, lost context.Context, what string) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-lost.Done():
+		return &exitError{code: exitLost, err: fmt.Errorf("%s lost: %v", what, context.Cause(lost))}
+	}
+}
+
 // runHolding runs argv, with env added to its environment, while the hold
 // of path whose context is lost lives. If lost ends first, the command's
 // process group is stopped and warden exits exitLost; if ctx ends (the

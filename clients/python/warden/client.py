@@ -19,13 +19,12 @@ from typing import Iterable
 from . import wire
 from ._conn import Broken, Connection
 from ._routing import Routes
-from .errors import (Ambiguous, HoldLost, SessionExpired, Timeout, TooMany, Unavailable, WardenError, error_for,
+from ._held import Held, tell
+from .errors import (Ambiguous, SessionExpired, Timeout, TooMany, Unavailable, WardenError, error_for,
                      is_retryable)
 from .wire import Code, Flag, Op
 
 log = logging.getLogger("warden")
-
-_PENDING_SINGLE_NOTICES = 64  # notices of locks without a session kept for grants still on their way
 
 BACKOFF_BASE = 0.010  # seconds; full jitter, as docs/protocol.md §5 recommends
 BACKOFF_CAP = 2.0
@@ -238,10 +237,7 @@ class Client:
         self._routes = Routes() if direct_routing else None
         self._refresh_now = threading.Event()
         self._sessions: dict[int, object] = {}  # lease id -> Session, for the hold notices
-        # Locks without a session (LockLease), by (path, token), for their
-        # notices; and notices that found none (yet: one may overtake its grant).
-        self._singles: dict[tuple[str, int], object] = {}
-        self._singles_pending: list = []
+        self._singles = Held()  # locks without a session (LockLease), for their notices
         self._singles_lock = threading.Lock()
         self._refresher = None
         if self._routes is not None:
@@ -350,32 +346,22 @@ class Client:
 
     def _single_noticed(self, ev) -> None:
         """A notice of a lock without a session: its LockLease is told."""
-        key = (ev.path, ev.token)
         with self._singles_lock:
-            ll = self._singles.pop(key, None)
-            if ll is None:
-                if not any((p.path, p.token) == key for p in self._singles_pending):
-                    self._singles_pending.append(ev)
-                    del self._singles_pending[:-_PENDING_SINGLE_NOTICES]
-                return
-        log.warning("warden: hold lost: %s token %d: %s", ev.path, ev.token, ev.cause_name)
-        ll._lose(HoldLost(ev.path, ev.token, ev.cause, client=ev.client), key)
+            ll = self._singles.take(ev)
+        if ll is not None:
+            tell(ll, ev)
 
     def _hold_single(self, ll) -> None:
-        """Registers a LockLease for its notices; one that overtook the grant
-        is applied at once."""
-        key = (ll.path, ll.token)
+        """Registers a LockLease for its notices (one that overtook the grant
+        is told at once)."""
         with self._singles_lock:
-            ev = next((p for p in self._singles_pending if (p.path, p.token) == key), None)
-            if ev is None:
-                self._singles[key] = ll
-                return
-            self._singles_pending.remove(ev)
-        ll._lose(HoldLost(ev.path, ev.token, ev.cause, client=ev.client), key)
+            missed = self._singles.add(ll, [(ll.path, ll.token)])
+        for ev in missed:
+            tell(ll, ev)
 
     def _drop_single(self, key) -> None:
         with self._singles_lock:
-            self._singles.pop(key, None)
+            self._singles.remove([key])
 
     # --- requests ---------------------------------------------------------------
 

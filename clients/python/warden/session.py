@@ -18,6 +18,7 @@ import time
 from typing import Callable
 
 from . import wire
+from ._held import Held, tell
 from .client import BACKOFF_CAP, Client, backoff
 from .errors import HoldLost, SessionExpired, WardenError
 from .wire import Cause, Code, Kind, Op
@@ -29,7 +30,6 @@ SUSPENDED = "suspended"  # a keepalive failed or is overdue; the lease may still
 LOST = "lost"  # the service reported the lease gone, or the local deadline passed
 CLOSED = "closed"  # closed by its owner
 
-_PENDING_NOTICES = 64  # notices kept for grants still on their way
 
 
 def new_lease_key() -> tuple[int, int]:
@@ -67,8 +67,7 @@ class Session:
         self._state = CONNECTED
         self.cause = ""
         self.done = threading.Event()
-        self._holds: dict[tuple[str, int], object] = {}  # (path, token) -> its hold
-        self._pending: list[wire.Event] = []  # notices that found no hold (yet)
+        self._held = Held()  # this session's holds, for the notices that end them
         self._waits: set = set()  # parked requests to end with the session
         self._closing = False
         self._watchers: list[Callable[[str], None]] = []
@@ -199,8 +198,7 @@ class Session:
                 state, cause = CLOSED, "closed"
             self._state = state
             self.cause = cause
-            holds = {id(h): h for h in self._holds.values()}.values()
-            self._holds = {}
+            holds = self._held.clear()
             waits, self._waits = self._waits, set()
             self._cond.notify_all()
         self.client._sessions.pop(self.lease, None)
@@ -232,44 +230,25 @@ class Session:
                              daemon=True).start()  # watchers may call the service: not on a reader thread
             return
         with self._cond:
-            hold = self._holds.pop((ev.path, ev.token), None)
-            if hold is None:
-                # Already gone, or the notice overtook its grant: kept for a
-                # grant still on its way (tokens never repeat on a path).
-                if not any(p.path == ev.path and p.token == ev.token for p in self._pending):
-                    self._pending.append(ev)
-                    del self._pending[:-_PENDING_NOTICES]
-                return
-        self._lost_by(hold, ev)
-
-    def _lost_by(self, hold, ev: wire.Event) -> None:
-        log.warning("warden: hold lost: %s token %d: %s", ev.path, ev.token, ev.cause_name)
-        hold._lose(HoldLost(ev.path, ev.token, ev.cause, client=ev.client, response=None), (ev.path, ev.token))
+            hold = self._held.take(ev)
+        if hold is not None:
+            tell(hold, ev)
 
     # --- holds ----------------------------------------------------------------------
 
     def _register(self, hold, keys) -> None:
         """Registers hold under its (path, token) keys, for the notices; raises
         SessionExpired when the session has ended."""
-        missed = []
         with self._cond:
             if self._state in (LOST, CLOSED):
                 raise self._expired()
-            for k in keys:
-                self._holds[k] = hold
-            for ev in self._pending:
-                if (ev.path, ev.token) in self._holds and self._holds[(ev.path, ev.token)] is hold:
-                    missed.append(ev)
-            for ev in missed:
-                self._pending.remove(ev)
-                self._holds.pop((ev.path, ev.token), None)
+            missed = self._held.add(hold, keys)
         for ev in missed:
-            self._lost_by(hold, ev)
+            tell(hold, ev)
 
     def _unregister(self, keys) -> None:
         with self._cond:
-            for k in keys:
-                self._holds.pop(k, None)
+            self._held.remove(keys)
 
     def _waiting(self, abort) -> None:
         """abort fires when the session ends (at once if it has)."""
